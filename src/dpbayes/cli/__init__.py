@@ -1,0 +1,54 @@
+"""The ``dpbayes`` command: thin, it parses, calls the library and prints.
+
+Each sub-command lives in its own module ``dpbayes/cli/cmd_<name>.py`` that defines
+``register(subparsers)``; the module's parser sets ``handler`` (a function taking the
+parsed arguments and returning an exit code). Errors a user can fix (ValueError,
+TypeError, OSError and friends) become one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dpbayes", description="Differentially private Bayesian inference."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name.startswith("cmd_"):
+            mod = importlib.import_module(f"{__name__}.{info.name}")
+            mod.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed its one-line usage error
+        return int(exc.code or 0)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(handler(args) or 0)
+    except KeyboardInterrupt:
+        print("dpbayes: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, OSError, LookupError, ImportError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"dpbayes: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

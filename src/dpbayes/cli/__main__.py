@@ -1,0 +1,5 @@
+import sys
+
+from dpbayes.cli import main
+
+sys.exit(main())

@@ -1,0 +1,50 @@
+"""``dpbayes budget``: create and inspect a privacy-budget ledger file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("budget", help="create or show a privacy-budget ledger")
+    bsub = p.add_subparsers(dest="budget_command", metavar="ACTION", required=True)
+    init = bsub.add_parser("init", help="create a new ledger file with a total budget")
+    init.add_argument("file", help="ledger file to create (must not exist)")
+    init.add_argument("--epsilon", type=float, required=True, help="total eps > 0")
+    init.add_argument("--delta", type=float, default=0.0, help="total delta in [0, 1)")
+    init.set_defaults(handler=run_init)
+    show = bsub.add_parser("show", help="show a ledger's total, spent and remaining budget")
+    show.add_argument("file")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=run_show)
+
+
+def run_init(args: argparse.Namespace) -> int:
+    from dpbayes.privacy import Accountant
+
+    acc = Accountant(args.epsilon, args.delta, path=args.file)
+    print(f"created {acc.path}: total eps {args.epsilon:g}, delta {args.delta:g}")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from dpbayes.privacy import Accountant
+
+    acc = Accountant.open(args.file)
+    summary = acc.summary()
+    if args.json:
+        summary["spends"] = [s.to_dict() for s in acc.spends]
+        print(json.dumps(summary))
+        return 0
+    t, s, r = summary["total"], summary["spent"], summary["remaining"]
+    print(f"ledger:    {acc.path}")
+    print(f"total:     eps {t['epsilon']:.6g}, delta {t['delta']:.3g}")
+    print(
+        f"spent:     eps {s['epsilon']:.6g}, delta {s['delta']:.3g} in {summary['spends']} spend(s)"
+    )
+    print(f"remaining: eps {r['epsilon']:.6g}, delta {r['delta']:.3g}")
+    for sp in acc.spends:
+        print(f"  eps {sp.epsilon:.6g}  delta {sp.delta:.3g}  {sp.label}")
+    return 0

@@ -1,0 +1,66 @@
+"""Data sets shipped with dpbayes (person-level, sensitive in kind, public in fact).
+
+``randhie``: the RAND Health Insurance Experiment records as distributed with
+statsmodels (``statsmodels.datasets.randhie``; public domain): 20,190 rows, one per
+person and study year (5,912 people), with derived columns ``health``, ``person`` and
+``year``. A person contributes up to 5 rows, so a record-level guarantee on this data is
+not a person-level one (bound contributions per ``person`` for that). See
+``bundled/README.md`` for source and licence.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BUNDLED", "BUNDLED_DESCRIPTION", "bundled_path", "load_bundled"]
+
+_DIR = Path(__file__).resolve().parent / "bundled"
+
+#: Bundled data sets: name -> file name inside ``dpbayes/data/bundled/``.
+BUNDLED = {"randhie": "randhie.csv.gz"}
+
+#: Meaning of each column of the bundled ``randhie`` data (from statsmodels' NOTE and
+#: the RAND codebook ``randdesc.txt``; ``health`` is derived by dpbayes).
+BUNDLED_DESCRIPTION: dict[str, str] = {
+    "mdvis": "number of outpatient visits to an MD (face-to-face), integer >= 0",
+    "lncoins": "ln(coinsurance + 1), 0 <= coinsurance <= 100",
+    "idp": "1 if individual deductible plan, 0 otherwise",
+    "lpi": "ln(max(1, annual participation incentive payment))",
+    "fmde": "0 if idp = 1; ln(max(1, MDE / (0.01 coinsurance))) otherwise (MDE: maximum "
+    "expenditure offer)",
+    "physlm": "1 if the person has a physical limitation (baseline); 1,052 rows hold a "
+    "fractional value in (0, 1) as distributed",
+    "disea": "number of chronic diseases (baseline index; not always an integer)",
+    "hlthg": "1 if self-rated health is good",
+    "hlthf": "1 if self-rated health is fair",
+    "hlthp": "1 if self-rated health is poor (omitted category: excellent)",
+    "health": "DERIVED by dpbayes: self-rated health as one category, 'excellent' when "
+    "hlthg = hlthf = hlthp = 0, else 'good', 'fair' or 'poor'",
+    "person": "DERIVED by dpbayes: pseudonymous person number 1..5912 (renumbered from the "
+    "RAND person id zper of statsmodels' randhie/src/randhie.csv); a person has 1 to 5 rows",
+    "year": "study year 1..5 (from statsmodels' randhie/src/randhie.csv); (person, year) is unique",
+}
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
+    if name not in BUNDLED:
+        raise ValueError(f"name must be one of {sorted(BUNDLED)}, got {name!r}")
+    return name
+
+
+def bundled_path(name: str = "randhie") -> Path:
+    """Path of a bundled data set's file (a gzipped CSV); pass it to ``as_source``."""
+    path = _DIR / BUNDLED[_check_name(name)]
+    if not path.is_file():
+        raise ValueError(f"bundled data file {str(path)!r} is missing from the installation")
+    return path
+
+
+def load_bundled(name: str = "randhie") -> Any:
+    """A bundled data set as a pandas DataFrame (``randhie``: 20,190 rows, 13 columns)."""
+    import pandas as pd
+
+    return pd.read_csv(bundled_path(name))

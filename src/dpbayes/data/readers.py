@@ -1,0 +1,279 @@
+"""Turning what a user passes (paths, frames, URLs, arrays, sources) into a data source.
+
+``as_source(data, column=None)`` is the one entry point the rest of dpbayes calls.
+Files and data frames are opened as DuckDB relations (lazy scans: nothing is read
+until a statistic is asked for, and rows stream through the engine); a database URL
+plus ``table`` is a PostgreSQL table (:mod:`dpbayes.data.sqlalchemy_table`); a PySpark
+DataFrame is aggregated by Spark (:mod:`dpbayes.data.spark`); lists, tuples and numpy
+arrays stay in numpy. ``user_column`` + ``max_rows_per_user`` bound each user's rows
+in the engine first (:mod:`dpbayes.data.contributions`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpbayes.data.contributions import bound_contributions
+from dpbayes.data.source import ArraySource, Source
+from dpbayes.data.spark import SparkTable, is_spark_dataframe
+from dpbayes.data.sql import ColumnSource, DuckDBTable, SQLTable, Table, _one_line
+from dpbayes.data.sqlalchemy_table import SQLAlchemyTable, is_database_url
+
+__all__ = ["CSV_SUFFIXES", "PARQUET_SUFFIXES", "as_source", "open_table"]
+
+CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.zst", ".tsv", ".tsv.gz")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+# CSV fields read as NULL (besides NaN in float columns, which every source treats so).
+_CSV_NULLS = ["", "NA", "NULL"]
+
+
+_DATABASE: Any = None
+_DATABASE_LOCK = threading.Lock()
+
+
+def _connection() -> Any:
+    """A new DuckDB connection (cursor) on one shared in-memory database.
+
+    Opening a database costs tens of milliseconds; a cursor on a shared one is cheap,
+    and each table gets its own, so tables can be queried from different threads.
+    """
+    global _DATABASE
+    import duckdb
+
+    with _DATABASE_LOCK:
+        if _DATABASE is None:
+            _DATABASE = duckdb.connect(":memory:")
+        return _DATABASE.cursor()
+
+
+def _module_of(obj: Any) -> str:
+    return type(obj).__module__.split(".")[0]
+
+
+def _is_table_like(data: Any) -> bool:
+    import pandas as pd
+
+    if isinstance(data, pd.DataFrame | SQLTable | Table | str | os.PathLike):
+        return True
+    if is_spark_dataframe(data) or _module_of(data) == "sqlalchemy":
+        return True
+    mod, cls = _module_of(data), type(data).__name__
+    return (mod == "polars" and cls in ("DataFrame", "LazyFrame")) or (
+        mod in ("pyarrow", "duckdb", "_duckdb")
+        and cls in ("Table", "RecordBatch", "DuckDBPyRelation")
+    )
+
+
+def _file_kind(path: Path) -> str:
+    name = path.name.lower()
+    if name.endswith(CSV_SUFFIXES):
+        return "csv"
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    raise ValueError(
+        f"unknown file type for {str(path)!r}: expected one of "
+        f"{list(CSV_SUFFIXES + PARQUET_SUFFIXES)}"
+    )
+
+
+def _open_file(path: Path, name: str | None) -> DuckDBTable:
+    import duckdb
+
+    kind = _file_kind(path)
+    if not path.is_file():
+        what = "is not a file" if path.exists() else "not found"
+        raise ValueError(f"data file {str(path)!r} {what}")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"data file {str(path)!r} is not readable")
+    con = _connection()
+    try:
+        if kind == "csv":
+            rel = con.read_csv(str(path), header=True, na_values=_CSV_NULLS)
+        else:
+            rel = con.read_parquet(str(path))
+    except duckdb.Error as exc:
+        con.close()
+        raise ValueError(f"cannot read {kind} file {str(path)!r}: {_one_line(exc)}") from None
+    return DuckDBTable(rel, name or path.name, connection=con)
+
+
+def open_table(
+    data: Any,
+    name: str | None = None,
+    *,
+    table: str | None = None,
+    schema: str | None = None,
+    user_column: str | None = None,
+    max_rows_per_user: int | None = None,
+) -> SQLTable:
+    """The :class:`~dpbayes.data.sql.SQLTable` for a path, frame, relation or database.
+
+    ``data`` may also be a database URL (``"postgresql://user@host/db"``) or an
+    SQLAlchemy engine, with ``table`` (and optionally ``schema``), or a PySpark
+    DataFrame. With ``user_column`` and ``max_rows_per_user`` the table keeps at most
+    that many rows per user (:func:`~dpbayes.data.contributions.bound_contributions`).
+
+    Raises ``ValueError`` for a missing/unreadable file, an unknown file type or a
+    table without rows, and ``TypeError`` for anything that is not a table.
+    """
+    if (user_column is None) != (max_rows_per_user is None):
+        raise TypeError("user_column and max_rows_per_user must be given together")
+    out = _open_table(data, name, table=table, schema=schema)
+    if user_column is not None:
+        out = bound_contributions(out, user_column, max_rows_per_user)
+    return out
+
+
+def _open_table(data: Any, name: str | None, *, table: str | None, schema: str | None) -> SQLTable:
+    import duckdb
+    import pandas as pd
+
+    is_database = is_database_url(data) or _module_of(data) == "sqlalchemy"
+    if is_database:
+        if table is None:
+            raise TypeError("table is required to read a database (a URL or SQLAlchemy engine)")
+    elif table is not None or schema is not None:
+        raise TypeError(
+            f"table and schema apply to a database URL or engine, not {type(data).__name__}"
+        )
+    if isinstance(data, Table):
+        return data.backend
+    if isinstance(data, SQLTable):
+        table_ = data
+    elif is_database:
+        table_ = SQLAlchemyTable(data, table, schema=schema, name=name)  # type: ignore[arg-type]
+    elif is_spark_dataframe(data):
+        table_ = SparkTable(data, name)
+    elif isinstance(data, str | os.PathLike):
+        table_ = _open_file(Path(data), name)
+    elif isinstance(data, pd.DataFrame):
+        if len(data.columns) and not all(isinstance(c, str) for c in data.columns):
+            raise TypeError("DataFrame column names must be strings")
+        table_ = _owned(lambda con: con.from_df(data), name or "DataFrame")
+    elif _module_of(data) == "polars" and type(data).__name__ in ("DataFrame", "LazyFrame"):
+        # a LazyFrame is collected first (polars evaluates it; DuckDB then scans Arrow)
+        frame = data.collect() if type(data).__name__ == "LazyFrame" else data
+        table_ = _owned(lambda con: con.from_arrow(frame.to_arrow()), name or "polars DataFrame")
+    elif _module_of(data) == "pyarrow" and type(data).__name__ in ("Table", "RecordBatch"):
+        table_ = _owned(lambda con: con.from_arrow(data), name or "Arrow table")
+    elif isinstance(data, duckdb.DuckDBPyRelation):
+        table_ = DuckDBTable(data, name or "DuckDB relation")
+    else:
+        raise TypeError(
+            "data must be a CSV/Parquet path, a pandas/polars DataFrame, an Arrow table, "
+            f"a DuckDB relation, a database URL or a Spark DataFrame, got {type(data).__name__}"
+        )
+    if not table_.columns:
+        raise ValueError(f"{table_.name} has no columns")
+    if not table_.has_rows():
+        raise ValueError(f"{table_.name} is empty (no rows)")
+    return table_
+
+
+def as_source(
+    data: Any,
+    column: str | None = None,
+    *,
+    name: str | None = None,
+    table: str | None = None,
+    schema: str | None = None,
+    user_column: str | None = None,
+    max_rows_per_user: int | None = None,
+) -> Source:
+    """The :class:`~dpbayes.data.source.Source` for one column of ``data``.
+
+    Parameters
+    ----------
+    data:
+        A list, tuple, 1-d numpy array or pandas Series (``column`` must be None); a
+        pandas or polars DataFrame, Arrow table, DuckDB relation,
+        :class:`~dpbayes.data.sql.Table`, or a path to a CSV (``.csv``, ``.csv.gz``,
+        ``.tsv``; with a header row; empty, ``NA`` and ``NULL`` fields are NULL) or
+        Parquet (``.parquet``) file (``column`` required); a database URL
+        (``"postgresql://user:password@host/db"``) or SQLAlchemy engine with ``table``;
+        a PySpark DataFrame; or a :class:`~dpbayes.data.source.Source`, returned as is.
+    column:
+        The column to read from a table.
+    name:
+        Overrides the description used in messages.
+    table, schema:
+        The table (and its schema) of a database URL or engine.
+    user_column, max_rows_per_user:
+        Keep at most ``max_rows_per_user`` rows per value of ``user_column`` (chosen in
+        the engine, see :mod:`dpbayes.data.contributions`); the source's
+        ``rows_per_user_bound`` then tells releases to protect a user, not a row.
+
+    Files and frames are aggregated by DuckDB (streamed, never loaded into Python);
+    arrays by numpy. Sums are correctly rounded, so both give identical results.
+    """
+    import pandas as pd
+
+    table_like = _is_table_like(data) or is_database_url(data)
+    if not table_like and (
+        table is not None
+        or schema is not None
+        or user_column is not None
+        or max_rows_per_user is not None
+    ):
+        raise TypeError(
+            "table, schema, user_column and max_rows_per_user apply to tables, "
+            f"not to a {type(data).__name__}"
+        )
+    if isinstance(data, Source):
+        if column is not None:
+            raise TypeError(f"column must be None for a data source ({data.name}), got {column!r}")
+        return data
+    if isinstance(data, pd.Series):
+        if column is not None:
+            raise TypeError(f"column must be None for a pandas Series, got {column!r}")
+        if len(data) == 0:
+            raise ValueError("data (a pandas Series) is empty")
+        label = data.name if isinstance(data.name, str) else "value"
+        frame = data.to_frame(name=label)
+        desc = name or (f"series {data.name!r}" if data.name is not None else "series")
+        series_table = _owned(lambda con: con.from_df(frame), desc)
+        return ColumnSource(series_table, label, name=desc)
+    if table_like:
+        if column is None:
+            raise TypeError(
+                f"column is required to read one column of a table ({type(data).__name__})"
+            )
+        opened = open_table(
+            data,
+            name=None,
+            table=table,
+            schema=schema,
+            user_column=user_column,
+            max_rows_per_user=max_rows_per_user,
+        )
+        return ColumnSource(opened, column, name=name)
+    if isinstance(data, list | tuple | np.ndarray):
+        if column is not None:
+            raise TypeError(
+                f"column must be None for a {type(data).__name__} (it has no columns), "
+                f"got {column!r}"
+            )
+        return ArraySource(data, name=name)
+    raise TypeError(
+        "data must be a list, tuple, numpy array, pandas Series/DataFrame, polars DataFrame, "
+        "CSV/Parquet path, database URL, Spark DataFrame or data source, "
+        f"got {type(data).__name__}"
+    )
+
+
+def _owned(make: Any, name: str) -> DuckDBTable:
+    """A DuckDBTable on a fresh connection of its own, from ``make(connection)``."""
+    import duckdb
+
+    con = _connection()
+    try:
+        return DuckDBTable(make(con), name, connection=con)
+    except duckdb.Error as exc:
+        con.close()
+        raise ValueError(f"cannot read {name}: {_one_line(exc)}") from None

@@ -1,0 +1,392 @@
+"""Sources backed by an SQL engine: every statistic is one aggregation query.
+
+:class:`SQLTable` is the engine-neutral part: it writes the aggregation SQL for one
+column (counts, GROUP BY value counts, exact clamped sums, min/max) and leaves to a
+subclass only how to run a query and what the column types are. :class:`DuckDBTable`
+runs it in DuckDB over a CSV/Parquet file, a pandas/polars/Arrow frame or a DuckDB
+relation; the rows stream through the engine and never reach Python, so files larger
+than memory work. A PostgreSQL or Spark table is another subclass (it overrides
+:meth:`SQLTable.fetch`, :meth:`SQLTable.column_types` and, if its dialect differs,
+:meth:`SQLTable.scaled_parts_sql`).
+
+:class:`ColumnSource` is the :class:`~dpbayes.data.source.Source` for one column of
+an :class:`SQLTable`; :class:`Table` is the user-facing wrapper of a whole table.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from abc import ABC, abstractmethod
+from decimal import Decimal
+from typing import Any
+
+from dpbayes.data.exact import combine_scaled_sums, scaled_parts_sql
+from dpbayes.data.source import Source, check_bounds
+
+__all__ = ["ColumnSource", "DuckDBTable", "SQLTable", "Table"]
+
+
+def _python_scalar(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return v
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class SQLTable(ABC):
+    """A table in an SQL engine, queried only through aggregates.
+
+    Subclasses provide :meth:`fetch` (run one SELECT over :attr:`relation`) and
+    :meth:`column_types` (column name -> kind, one of ``"numeric"``, ``"bool"``,
+    ``"string"``, ``"other"``); optionally :meth:`is_float` and the dialect hooks.
+    """
+
+    #: Readable description, e.g. ``"randhie.csv.gz"`` or ``"DataFrame"``.
+    name: str
+    #: How the table is named inside the SQL this class writes (a FROM item).
+    relation: str
+    #: At most this many rows per user (set by
+    #: :func:`~dpbayes.data.contributions.bound_contributions`); None: not bounded.
+    rows_per_user_bound: int | None = None
+    #: The user column the rows were bounded by (None: not bounded).
+    user_column: str | None = None
+    #: SQL type names of the dialect (text and double precision).
+    text_type = "VARCHAR"
+    double_type = "DOUBLE"
+
+    @abstractmethod
+    def fetch(self, sql: str) -> list[tuple[Any, ...]]:
+        """Run ``sql`` (a SELECT over :attr:`relation`) and return its rows."""
+
+    @abstractmethod
+    def column_types(self) -> dict[str, str]:
+        """Column name -> kind (``"numeric"``, ``"bool"``, ``"string"``, ``"other"``)."""
+
+    def is_float(self, column: str) -> bool:
+        """Whether ``column`` is floating point (its NaNs are then NULLs)."""
+        return False
+
+    # -- dialect hooks -------------------------------------------------------------
+    @staticmethod
+    def quote(identifier: str) -> str:
+        """An SQL identifier, double-quoted."""
+        return '"' + identifier.replace('"', '""') + '"'
+
+    def double_literal(self, x: float) -> str:
+        """A DOUBLE literal that parses back to exactly ``x`` (shortest repr)."""
+        return f"CAST('{float(x)!r}' AS {self.double_type})"
+
+    def is_nan(self, expr: str) -> str:
+        """SQL condition: the floating-point ``expr`` is NaN."""
+        return f"isnan({expr})"
+
+    def md5(self, expr: str) -> str:
+        """SQL: the MD5 digest of the text ``expr`` as 32 lowercase hex digits."""
+        return f"md5({expr})"
+
+    def as_text(self, expr: str) -> str:
+        """SQL: ``expr`` cast to the dialect's text type."""
+        return f"CAST({expr} AS {self.text_type})"
+
+    def is_integer(self, column: str) -> bool:
+        """Whether ``column`` holds integers (its text form is the same in every engine)."""
+        return self.column_types()[column] == "numeric" and not self.is_float(column)
+
+    def scaled_parts_sql(self, expr: str, where: str) -> str:
+        """SQL returning rows ``(s, m)`` with sum(expr) = sum(m * 2**s), exactly."""
+        return scaled_parts_sql(expr, self.relation, where)
+
+    # -- column expressions ----------------------------------------------------------
+    @property
+    def columns(self) -> list[str]:
+        """The column names, in table order."""
+        return list(self.column_types())
+
+    def check_column(self, column: Any) -> str:
+        """``column`` if it names a column of this table, else a one-line error."""
+        if not isinstance(column, str):
+            raise TypeError(f"column must be a string, got {type(column).__name__} {column!r}")
+        cols = self.columns
+        if column not in cols:
+            raise ValueError(f"column {column!r} not found in {self.name}; available: {cols}")
+        return column
+
+    def not_null(self, column: str) -> str:
+        """SQL condition: ``column`` holds a value (not NULL, not NaN)."""
+        q = self.quote(column)
+        if self.is_float(column):
+            return f"({q} IS NOT NULL AND NOT {self.is_nan(q)})"
+        return f"({q} IS NOT NULL)"
+
+    def as_double(self, column: str) -> str:
+        return f"CAST({self.quote(column)} AS {self.double_type})"
+
+    # -- aggregates ---------------------------------------------------------------------
+    def n(self) -> int:
+        """Number of rows."""
+        return int(self.fetch(f"SELECT COUNT(*) FROM {self.relation}")[0][0])
+
+    def has_rows(self) -> bool:
+        """Whether the table has at least one row (reads only the first one)."""
+        return bool(self.fetch(f"SELECT 1 FROM {self.relation} LIMIT 1"))
+
+    def null_count(self, column: str) -> int:
+        cond = self.not_null(column)
+        sql = f"SELECT COUNT(*) - COUNT(*) FILTER (WHERE {cond}) FROM {self.relation}"
+        return int(self.fetch(sql)[0][0])
+
+    def value_counts_joint(self, columns: list[str], *, dropna: bool = True) -> dict[tuple, int]:
+        """Contingency table: tuple of values -> count, by GROUP BY in the engine.
+
+        Rows with a NULL in any of ``columns`` are left out (``dropna=True``) or counted
+        under ``None`` (``dropna=False``).
+        """
+        if isinstance(columns, str) or not isinstance(columns, list | tuple):
+            raise TypeError(f"columns must be a list of column names, got {columns!r}")
+        if not columns:
+            raise ValueError("columns must name at least one column")
+        cols = [self.check_column(c) for c in columns]
+        types = self.column_types()
+        exprs = []
+        for c in cols:
+            q = self.quote(c)
+            if types[c] in ("string", "other"):
+                exprs.append(self.as_text(q))
+            elif self.is_float(c):
+                exprs.append(f"CASE WHEN {self.is_nan(q)} THEN NULL ELSE {q} END")
+            else:
+                exprs.append(q)
+        select = ", ".join(f"{e} AS g{i}" for i, e in enumerate(exprs))
+        groups = ", ".join(f"g{i}" for i in range(len(exprs)))
+        where = " AND ".join(self.not_null(c) for c in cols) if dropna else "TRUE"
+        sql = (
+            f"SELECT {groups}, COUNT(*) FROM (SELECT {select} FROM {self.relation} "
+            f"WHERE {where}) AS dpb_g GROUP BY {groups} ORDER BY {groups}"
+        )
+        rows = self.fetch(sql)
+        return {tuple(_python_scalar(v) for v in row[:-1]): int(row[-1]) for row in rows}
+
+    def clamped_sum(self, column: str, lower: float, upper: float, *, square: bool) -> float:
+        lo, hi = self.double_literal(lower), self.double_literal(upper)
+        clamped = f"LEAST(GREATEST({self.as_double(column)}, {lo}), {hi})"
+        expr = f"({clamped}) * ({clamped})" if square else clamped
+        rows = self.fetch(self.scaled_parts_sql(expr, self.not_null(column)))
+        return combine_scaled_sums((s, m) for s, m in rows if m is not None)
+
+    def min_max(self, column: str) -> tuple[Any, Any]:
+        q = self.quote(column)
+        sql = (
+            f"SELECT MIN({q}) FILTER (WHERE {self.not_null(column)}), "
+            f"MAX({q}) FILTER (WHERE {self.not_null(column)}) FROM {self.relation}"
+        )
+        lo, hi = self.fetch(sql)[0]
+        return _python_scalar(lo), _python_scalar(hi)
+
+
+_DUCKDB_INTEGERS = {
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "UHUGEINT",
+}
+
+
+def _duckdb_kind(type_name: str) -> str:
+    t = type_name.upper()
+    if t == "BOOLEAN":
+        return "bool"
+    if t in _DUCKDB_INTEGERS or t in ("FLOAT", "DOUBLE", "REAL") or t.startswith("DECIMAL"):
+        return "numeric"
+    if t == "VARCHAR" or t.startswith("ENUM"):
+        return "string"
+    return "other"
+
+
+def _release_view(connection: Any, view: str) -> None:
+    try:
+        connection.execute(f"DROP VIEW IF EXISTS {view}")
+        connection.close()
+    except Exception:  # interpreter shutdown, or already closed
+        pass
+
+
+class DuckDBTable(SQLTable):
+    """A DuckDB relation (file scan, data frame scan, or a user's relation).
+
+    With ``connection`` (a DuckDB connection that this table owns and on which
+    ``relation`` was made) the relation is registered there as a temporary view and
+    queried with ``execute`` -- several times faster than ``relation.query``, which is
+    the fallback for a relation on a user's connection. Queries run under a lock (a
+    DuckDB connection is not safe for concurrent use); engine errors become one-line
+    ``ValueError``\\ s naming the table.
+    """
+
+    _counter = itertools.count()
+
+    def __init__(self, relation: Any, name: str, *, connection: Any = None) -> None:
+        self._rel = relation
+        self._con = connection
+        self.name = name
+        self._lock = threading.Lock()
+        self._types = {c: str(t) for c, t in zip(relation.columns, relation.types, strict=True)}
+        if connection is not None:
+            view = f"dpb_view_{next(self._counter)}"
+            relation.create_view(view, replace=True)
+            self.relation = self.quote(view)
+            # drop the view (it references the data) and close the connection when the
+            # table is garbage collected: the database is shared by all tables
+            weakref.finalize(self, _release_view, connection, self.relation)
+        else:
+            self.relation = "dpb_input"
+
+    def fetch(self, sql: str) -> list[tuple[Any, ...]]:
+        import duckdb
+
+        with self._lock:
+            try:
+                if self._con is not None:
+                    return self._con.execute(sql).fetchall()
+                return self._rel.query(self.relation, sql).fetchall()
+            except duckdb.Error as exc:
+                raise ValueError(f"cannot read {self.name}: {_one_line(exc)}") from None
+
+    def column_types(self) -> dict[str, str]:
+        return {c: _duckdb_kind(t) for c, t in self._types.items()}
+
+    def is_float(self, column: str) -> bool:
+        return self._types[column].upper() in ("FLOAT", "DOUBLE", "REAL")
+
+    def is_integer(self, column: str) -> bool:
+        return self._types[column].upper() in _DUCKDB_INTEGERS
+
+
+class ColumnSource(Source):
+    """One column of an :class:`SQLTable`, as a :class:`~dpbayes.data.source.Source`."""
+
+    def __init__(self, table: SQLTable, column: str, *, name: str | None = None) -> None:
+        self.table = table
+        self.column = table.check_column(column)
+        self.name = name or f"column {column!r} of {table.name}"
+        self._kind = table.column_types()[column]
+
+    @property
+    def kind(self) -> str:
+        return self._kind
+
+    @property
+    def rows_per_user_bound(self) -> int | None:
+        """At most this many rows per user (None: rows are not bounded per user)."""
+        return self.table.rows_per_user_bound
+
+    def n(self) -> int:
+        return self.table.n()
+
+    def null_count(self) -> int:
+        return self.table.null_count(self.column)
+
+    def value_counts(self) -> dict[Any, int]:
+        return {k[0]: c for k, c in self.table.value_counts_joint([self.column]).items()}
+
+    def clamped_sum(self, lower: float, upper: float) -> float:
+        self._require_numeric("clamped_sum")
+        lo, hi = check_bounds(lower, upper)
+        return self.table.clamped_sum(self.column, lo, hi, square=False)
+
+    def clamped_sum_of_squares(self, lower: float, upper: float) -> float:
+        self._require_numeric("clamped_sum_of_squares")
+        lo, hi = check_bounds(lower, upper, square=True)
+        return self.table.clamped_sum(self.column, lo, hi, square=True)
+
+    def min(self) -> Any:
+        self._require_numeric("min")
+        lo, _ = self.table.min_max(self.column)
+        if lo is None:
+            raise self._no_values("min")
+        return lo
+
+    def max(self) -> Any:
+        self._require_numeric("max")
+        _, hi = self.table.min_max(self.column)
+        if hi is None:
+            raise self._no_values("max")
+        return hi
+
+    def columns(self) -> list[str]:
+        """The columns of the table this column belongs to."""
+        return self.table.columns
+
+    def value_counts_joint(self, columns: list[str], *, dropna: bool = True) -> dict[tuple, int]:
+        """Contingency table of ``columns`` of the same table (see :class:`Table`)."""
+        return self.table.value_counts_joint(columns, dropna=dropna)
+
+
+class Table:
+    """A table (CSV/Parquet path, pandas/polars/Arrow frame, DuckDB relation, database
+    URL with ``table=``, Spark DataFrame); ``options`` are :func:`open_table`'s
+    (``table``, ``schema``, ``user_column``, ``max_rows_per_user``).
+
+    ``Table(data).column(name)`` is the :class:`ColumnSource` that ``as_source(data,
+    column=name)`` gives; ``value_counts_joint(columns)`` (alias ``count_table``) is
+    the contingency table computed by GROUP BY in the engine.
+    """
+
+    def __init__(self, data: Any, *, name: str | None = None, **options: Any) -> None:
+        from dpbayes.data.readers import open_table
+
+        self.backend: SQLTable = (
+            data
+            if isinstance(data, SQLTable) and not options
+            else open_table(data, name, **options)
+        )
+        self.name = self.backend.name
+
+    @property
+    def columns(self) -> list[str]:
+        """The column names, in table order."""
+        return self.backend.columns
+
+    @property
+    def rows_per_user_bound(self) -> int | None:
+        """At most this many rows per user (None: rows are not bounded per user)."""
+        return self.backend.rows_per_user_bound
+
+    def bound_contributions(self, user_column: str, max_rows_per_user: int) -> Table:
+        """This table with at most ``max_rows_per_user`` rows per user, chosen in the engine.
+
+        See :func:`~dpbayes.data.contributions.bound_contributions`.
+        """
+        from dpbayes.data.contributions import bound_contributions
+
+        return Table(bound_contributions(self.backend, user_column, max_rows_per_user))
+
+    def column(self, name: str) -> ColumnSource:
+        """The source for one column."""
+        return ColumnSource(self.backend, name)
+
+    def n(self) -> int:
+        """Number of rows."""
+        return self.backend.n()
+
+    def value_counts_joint(self, columns: list[str], *, dropna: bool = True) -> dict[tuple, int]:
+        """Contingency table: tuple of values of ``columns`` -> count (GROUP BY).
+
+        Rows with a NULL in any of ``columns`` are left out unless ``dropna=False``.
+        """
+        return self.backend.value_counts_joint(columns, dropna=dropna)
+
+    count_table = value_counts_joint
+
+    def __repr__(self) -> str:
+        return f"<Table {self.name} columns={self.columns}>"

@@ -1,0 +1,136 @@
+"""Dirichlet-categorical model: labels from m categories with a Dirichlet(alpha) prior.
+
+Conjugate update (Dimitrakakis et al. 2017, §3; Zhang et al. 2016, §5): with category
+counts c the posterior is Dirichlet(alpha + c). Exact and non-private.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dpbayes.models.distributions import Dirichlet
+from dpbayes.models.statistics import CountStatistics, read_source
+from dpbayes.privacy.validation import check_array, check_positive
+
+__all__ = ["DirichletCategorical"]
+
+
+def _plain(label: Any) -> Any:
+    """A numpy scalar label as the equivalent Python value (JSON-friendly)."""
+    return label.item() if isinstance(label, np.generic) else label
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class DirichletCategorical:
+    """Categorical likelihood over ``categories`` with a Dirichlet(alpha) prior.
+
+    Parameters
+    ----------
+    alpha:
+        Prior concentrations, a 1-d array of m >= 2 positive numbers, or one positive
+        number together with ``categories`` (symmetric prior).
+    categories:
+        The m category labels (hashable, distinct); default ``0, 1, ..., m-1``. Data
+        values are matched to these labels by equality.
+    """
+
+    alpha: Any
+    categories: Any = None
+    name: ClassVar[str] = "dirichlet-categorical"
+    _index: dict[Any, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        cats = self.categories
+        if cats is not None:
+            if isinstance(cats, str | bytes) or not hasattr(cats, "__iter__"):
+                raise TypeError(f"categories must be a sequence of labels, got {cats!r}")
+            cats = tuple(_plain(c) for c in cats)
+        if isinstance(self.alpha, numbers.Real) and not isinstance(self.alpha, bool):
+            a = check_positive(self.alpha, "alpha")
+            if cats is None:
+                raise ValueError("categories must be given when alpha is a single number")
+            alpha = np.full(len(cats), a)
+        else:
+            alpha = check_array(self.alpha, "alpha", ndim=1, positive=True).copy()
+        if alpha.size < 2:
+            raise ValueError(f"alpha must have at least 2 categories, got {alpha.size}")
+        if cats is None:
+            cats = tuple(range(alpha.size))
+        if len(cats) != alpha.size:
+            raise ValueError(
+                f"categories has {len(cats)} labels but alpha has {alpha.size} entries"
+            )
+        try:
+            index = {c: i for i, c in enumerate(cats)}
+        except TypeError:
+            raise TypeError("categories must be hashable labels") from None
+        if len(index) != len(cats):
+            raise ValueError(f"categories must be distinct, got {list(cats)!r}")
+        alpha.flags.writeable = False
+        object.__setattr__(self, "alpha", alpha)
+        object.__setattr__(self, "categories", cats)
+        object.__setattr__(self, "_index", index)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DirichletCategorical):
+            return NotImplemented
+        return self.categories == other.categories and bool(np.array_equal(self.alpha, other.alpha))
+
+    def __hash__(self) -> int:
+        return hash((self.name, tuple(self.alpha.tolist()), self.categories))
+
+    @property
+    def m(self) -> int:
+        return int(self.alpha.size)
+
+    @property
+    def prior(self) -> Dirichlet:
+        return Dirichlet(self.alpha)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "alpha": self.alpha.tolist(),
+            "categories": list(self.categories),
+        }
+
+    def statistics(self, data: Any, column: str | None = None) -> CountStatistics:
+        """Counts per category, in the order of ``categories`` (exact, non-private)."""
+        src = read_source(data, column)
+        counts = np.zeros(self.m, dtype=np.int64)
+        for value, count in src.value_counts().items():
+            try:
+                i = self._index[_plain(value)]
+            except (KeyError, TypeError):
+                raise ValueError(
+                    f"{src.name} contains value {value!r} which is not one of the categories "
+                    f"{list(self.categories)!r}"
+                ) from None
+            counts[i] += int(count)
+        return CountStatistics(counts=counts, n=int(src.n()))
+
+    def posterior_from(self, stats: CountStatistics) -> Dirichlet:
+        """Dirichlet(alpha + counts); counts may be real (noisy) but must be >= 0."""
+        if not isinstance(stats, CountStatistics):
+            raise TypeError(f"stats must be CountStatistics, got {type(stats).__name__}")
+        if stats.counts.shape != (self.m,):
+            raise ValueError(
+                f"stats.counts must have {self.m} entries, got shape {stats.counts.shape}"
+            )
+        counts = stats.counts.astype(float)
+        if np.any(counts < 0):
+            i = int(np.argmin(counts))
+            raise ValueError(f"stats.counts must be >= 0, got stats.counts[{i}] = {counts[i]}")
+        return Dirichlet(self.alpha + counts)
+
+    def posterior(self, data: Any, column: str | None = None) -> Dirichlet:
+        """Exact (non-private) posterior given the data."""
+        return self.posterior_from(self.statistics(data, column=column))
+
+    def posterior_predictive(self, data: Any, column: str | None = None) -> np.ndarray:
+        """P(next label = category j | data) = (alpha_j + c_j) / (alpha_0 + n), per j."""
+        return self.posterior(data, column=column).mean()

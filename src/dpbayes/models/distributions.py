@@ -1,0 +1,331 @@
+"""Posterior and prior distributions of the conjugate models: Beta, Dirichlet, Normal.
+
+Frozen dataclasses with scipy.stats method names (``mean``, ``var``, ``std``, ``pdf``,
+``logpdf``, ``cdf``, ``ppf``, ``interval``, ``rvs``, ``to_scipy``). Parameters are checked
+once in ``__post_init__`` with :mod:`dpbayes.privacy.validation`. These objects never draw
+random numbers on their own: ``rvs`` delegates to scipy with the caller's ``random_state``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy import optimize, special, stats
+
+from dpbayes.privacy.validation import (
+    check_array,
+    check_finite,
+    check_int,
+    check_positive,
+    check_probability,
+)
+
+__all__ = ["Beta", "Dirichlet", "Distribution", "Normal", "distribution_from_dict"]
+
+_KINDS = ("central", "hdi")
+
+
+def _check_interval_args(level: Any, kind: Any) -> tuple[float, str]:
+    lvl = check_probability(level, "level", open_interval=True)
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
+    return lvl, str(kind)
+
+
+def _beta_hdi(a: float, b: float, level: float) -> tuple[float, float]:
+    """Narrowest interval of probability ``level`` under Beta(a, b).
+
+    The interval ``[ppf(p), ppf(p + level)]`` has width ``w(p)`` with
+    ``w'(p) = 1/f(hi) - 1/f(lo)``, so the optimum over the lower tail mass ``p`` has equal
+    density at both ends. For a > 1, b > 1 the density is log-concave, ``w`` is convex and
+    the root of ``log f(lo) - log f(hi)`` in ``p`` is found by Brent's method. If the density
+    is monotone (a <= 1 < b or b <= 1 < a) the interval touches the mode at the boundary.
+    For a, b <= 1 the density is convex, every stationary point of ``w`` is a maximum, and
+    the narrowest interval is the narrower of the two one-sided ones (central if uniform).
+    """
+    dist = stats.beta(a, b)
+    tail = 1.0 - level
+    if a <= 1.0 and b <= 1.0:
+        if a == 1.0 and b == 1.0:
+            return float(dist.ppf(tail / 2)), float(dist.ppf(1 - tail / 2))
+        left = (0.0, float(dist.ppf(level)))
+        right = (float(dist.isf(level)), 1.0)
+        return left if left[1] - left[0] <= right[1] - right[0] else right
+    if a <= 1.0:  # decreasing density, mode at 0
+        return 0.0, float(dist.ppf(level))
+    if b <= 1.0:  # increasing density, mode at 1
+        return float(dist.isf(level)), 1.0
+
+    if a > b:  # solve the mirror image so that the lower tail mass p is the small one
+        lo, hi = _beta_hdi(b, a, level)
+        return 1.0 - hi, 1.0 - lo
+
+    def gap(log_p: float) -> float:
+        p = min(math.exp(log_p), tail)
+        lo = dist.ppf(p)
+        hi = dist.isf(tail - p)  # = ppf(p + level), accurate in the upper tail
+        g = float(dist.logpdf(lo) - dist.logpdf(hi))
+        return -1e300 if math.isnan(g) else float(np.clip(g, -1e300, 1e300))
+
+    # The lower tail mass can be astronomically small (a close to 1, huge b), so search
+    # over log p, bracketing from above; below p = 1e-300 the lower end is 0 to machine
+    # precision.
+    hi_lp = math.log(tail)
+    for lo_lp in (hi_lp - 3.0, hi_lp - 25.0, -100.0, -300.0, math.log(1e-300)):
+        if lo_lp < hi_lp and gap(lo_lp) < 0:
+            break
+    else:
+        return 0.0, float(dist.ppf(level))
+    log_p = optimize.brentq(gap, lo_lp, hi_lp, xtol=1e-12, rtol=1e-14, maxiter=500)
+    p = min(math.exp(log_p), tail)
+    return float(dist.ppf(p)), float(dist.isf(tail - p))
+
+
+class Distribution:
+    """Common behaviour of the distributions (JSON round trip, scipy delegation)."""
+
+    family: ClassVar[str]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_scipy(self) -> Any:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable description: ``{"family": ..., <parameters>}``."""
+        out: dict[str, Any] = {"family": self.family}
+        for key, value in self.params.items():
+            out[key] = value.tolist() if isinstance(value, np.ndarray) else float(value)
+        return out
+
+    def mean(self) -> Any:
+        return self.to_scipy().mean()
+
+    def var(self) -> Any:
+        return self.to_scipy().var()
+
+    def std(self) -> Any:
+        return np.sqrt(self.var())
+
+    def rvs(self, size: Any = None, random_state: Any = None) -> Any:
+        """Draw samples through scipy; pass ``random_state`` (int or Generator) to reproduce."""
+        return self.to_scipy().rvs(size=size, random_state=random_state)
+
+
+@dataclass(frozen=True)
+class Beta(Distribution):
+    """Beta(a, b) on [0, 1], density x^(a-1) (1-x)^(b-1) / B(a, b); a, b > 0 and finite."""
+
+    a: float
+    b: float
+    family: ClassVar[str] = "beta"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a", check_positive(self.a, "a"))
+        object.__setattr__(self, "b", check_positive(self.b, "b"))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b}
+
+    def to_scipy(self) -> Any:
+        return stats.beta(self.a, self.b)
+
+    def mean(self) -> float:
+        return self.a / (self.a + self.b)
+
+    def var(self) -> float:
+        s = self.a + self.b
+        return self.a * self.b / (s * s * (s + 1.0))
+
+    def pdf(self, x: Any) -> Any:
+        return stats.beta.pdf(x, self.a, self.b)
+
+    def logpdf(self, x: Any) -> Any:
+        return stats.beta.logpdf(x, self.a, self.b)
+
+    def cdf(self, x: Any) -> Any:
+        return stats.beta.cdf(x, self.a, self.b)
+
+    def sf(self, x: Any) -> Any:
+        return stats.beta.sf(x, self.a, self.b)
+
+    def ppf(self, q: Any) -> Any:
+        return stats.beta.ppf(q, self.a, self.b)
+
+    def interval(self, level: float = 0.95, kind: str = "central") -> tuple[float, float]:
+        """Credible interval of probability ``level``: equal-tailed or highest-density."""
+        lvl, kind = _check_interval_args(level, kind)
+        if kind == "hdi":
+            return _beta_hdi(self.a, self.b, lvl)
+        tail = (1.0 - lvl) / 2
+        return float(stats.beta.ppf(tail, self.a, self.b)), float(
+            stats.beta.isf(tail, self.a, self.b)
+        )
+
+
+@dataclass(frozen=True, init=False)
+class Normal(Distribution):
+    """Normal(mean, sd) with finite mean and sd > 0.
+
+    Construct with ``Normal(mean, sd)``; the mean is stored as ``loc`` (scipy's name)
+    because ``mean()`` is the method.
+    """
+
+    loc: float
+    sd: float
+    family: ClassVar[str] = "normal"
+
+    def __init__(self, mean: float, sd: float) -> None:
+        object.__setattr__(self, "loc", check_finite(mean, "mean"))
+        object.__setattr__(self, "sd", check_positive(sd, "sd"))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"mean": self.loc, "sd": self.sd}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"family": self.family, "mean": self.loc, "sd": self.sd}
+
+    def to_scipy(self) -> Any:
+        return stats.norm(self.loc, self.sd)
+
+    def mean(self) -> float:
+        return self.loc
+
+    def var(self) -> float:
+        return self.sd * self.sd
+
+    def std(self) -> float:
+        return self.sd
+
+    def pdf(self, x: Any) -> Any:
+        return stats.norm.pdf(x, self.loc, self.sd)
+
+    def logpdf(self, x: Any) -> Any:
+        return stats.norm.logpdf(x, self.loc, self.sd)
+
+    def cdf(self, x: Any) -> Any:
+        return stats.norm.cdf(x, self.loc, self.sd)
+
+    def sf(self, x: Any) -> Any:
+        return stats.norm.sf(x, self.loc, self.sd)
+
+    def ppf(self, q: Any) -> Any:
+        return stats.norm.ppf(q, self.loc, self.sd)
+
+    def interval(self, level: float = 0.95, kind: str = "central") -> tuple[float, float]:
+        """Credible interval of probability ``level`` (central = highest-density here)."""
+        lvl, _ = _check_interval_args(level, kind)
+        half = self.sd * float(stats.norm.isf((1.0 - lvl) / 2))
+        return self.loc - half, self.loc + half
+
+
+@dataclass(frozen=True, eq=False)
+class Dirichlet(Distribution):
+    """Dirichlet(alpha) on the (m-1)-simplex, m >= 2, alpha_i > 0 and finite.
+
+    ``alpha`` is stored as a read-only float64 array; equality and hashing use its values.
+    """
+
+    alpha: np.ndarray
+    family: ClassVar[str] = "dirichlet"
+
+    def __post_init__(self) -> None:
+        arr = check_array(self.alpha, "alpha", ndim=1, min_size=2, positive=True).copy()
+        arr.flags.writeable = False
+        object.__setattr__(self, "alpha", arr)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Dirichlet):
+            return NotImplemented
+        return bool(np.array_equal(self.alpha, other.alpha))
+
+    def __hash__(self) -> int:
+        return hash(("dirichlet", tuple(self.alpha.tolist())))
+
+    def __repr__(self) -> str:
+        return f"Dirichlet(alpha={self.alpha.tolist()!r})"
+
+    @property
+    def m(self) -> int:
+        """Number of categories."""
+        return int(self.alpha.size)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"alpha": self.alpha}
+
+    def to_scipy(self) -> Any:
+        return stats.dirichlet(self.alpha)
+
+    def mean(self) -> np.ndarray:
+        return self.alpha / self.alpha.sum()
+
+    def var(self) -> np.ndarray:
+        a0 = self.alpha.sum()
+        mu = self.alpha / a0
+        return mu * (1.0 - mu) / (a0 + 1.0)
+
+    def std(self) -> np.ndarray:
+        return np.sqrt(self.var())
+
+    def marginal(self, i: int) -> Beta:
+        """Marginal of component ``i``: Beta(alpha_i, alpha_0 - alpha_i)."""
+        idx = check_int(i, "i", minimum=-self.m)
+        if idx >= self.m:
+            raise ValueError(f"i must be < {self.m}, got {idx}")
+        ai = float(self.alpha[idx])
+        return Beta(ai, float(self.alpha.sum()) - ai)
+
+    def logpdf(self, x: Any) -> Any:
+        """Log density at simplex points: ``x`` of shape (m,) or (k, m), rows summing to 1.
+
+        Points off the simplex (negative entries or rows not summing to 1 within 1e-9)
+        have log density -inf.
+        """
+        pts = np.asarray(x, dtype=float)
+        if pts.shape[-1:] != (self.m,):
+            raise ValueError(f"x must have last dimension {self.m}, got shape {pts.shape}")
+        log_norm = float(np.sum(special.gammaln(self.alpha)) - special.gammaln(self.alpha.sum()))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            val = np.sum(special.xlogy(self.alpha - 1.0, pts), axis=-1) - log_norm
+        on_simplex = np.all(pts >= 0, axis=-1) & (np.abs(pts.sum(axis=-1) - 1.0) <= 1e-9)
+        out = np.where(on_simplex, val, -np.inf)
+        return float(out) if out.ndim == 0 else out
+
+    def pdf(self, x: Any) -> Any:
+        return np.exp(self.logpdf(x))
+
+    def interval(self, level: float = 0.95, kind: str = "central") -> np.ndarray:
+        """Per-component marginal credible intervals, shape (m, 2)."""
+        lvl, kind = _check_interval_args(level, kind)
+        return np.array([self.marginal(i).interval(lvl, kind) for i in range(self.m)])
+
+    def rvs(self, size: Any = None, random_state: Any = None) -> Any:
+        """Draw simplex points via scipy: shape (m,) if ``size`` is None, else ``size + (m,)``."""
+        if size is None:
+            return stats.dirichlet.rvs(self.alpha, size=1, random_state=random_state)[0]
+        return stats.dirichlet.rvs(self.alpha, size=size, random_state=random_state)
+
+
+_FAMILIES: dict[str, type[Distribution]] = {"beta": Beta, "dirichlet": Dirichlet, "normal": Normal}
+
+
+def distribution_from_dict(d: dict[str, Any]) -> Distribution:
+    """Rebuild a distribution from :meth:`Distribution.to_dict` output."""
+    if not isinstance(d, dict) or "family" not in d:
+        raise TypeError("d must be a dict with a 'family' key")
+    family = d["family"]
+    if family == "beta":
+        return Beta(d["a"], d["b"])
+    if family == "normal":
+        return Normal(d["mean"], d["sd"])
+    if family == "dirichlet":
+        return Dirichlet(np.asarray(d["alpha"], dtype=float))
+    raise ValueError(f"d['family'] must be one of {sorted(_FAMILIES)}, got {family!r}")

@@ -1,0 +1,183 @@
+"""Differences of log-gamma values computed without cancellation, elementwise.
+
+Two quantities carry every closed-form divergence of Beta and Dirichlet distributions
+(see :mod:`dpbayes.models.divergence`):
+
+* the Jensen gap ``J(m, d) = lgamma(m) - (lgamma(m - d) + lgamma(m + d)) / 2`` (<= 0);
+* the Bregman divergence ``D(x, delta) = lgamma(x + delta) - lgamma(x) - delta psi(x)`` (>= 0).
+
+Subtracting ``lgamma`` values of size ``x log x`` loses about ``log10(x log x)`` digits,
+which for parameters near 1e7 leaves a relative error of ~1e-2 in the Hellinger distance
+of neighbouring posteriors. Here each is computed by one of three routes:
+
+* both arguments >= 20: Stirling's series, with the leading terms rearranged into
+  ``log1p``/``atanh``/``log1p(u) - u`` forms and the differences of the series tails
+  taken from their own Taylor expansion when the arguments are close;
+* arguments < 20 and close (relative difference below 0.02 for J, 0.005 for D): the
+  Taylor series in ``d`` with polygamma coefficients;
+* otherwise: plain ``gammaln``/``digamma`` (no catastrophic cancellation there).
+
+All functions broadcast their arguments and use no Python loops over elements.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+__all__ = ["bregman_lgamma", "jensen_lgamma", "log1pmx"]
+
+_TAYLOR_MAX = 0.02  # below 20: |half-difference| < 0.02 m (J), |difference| < 0.005 x (D): Taylor
+_STIRLING_MIN = 20.0  # Stirling's series (to x^-7) is accurate to ~1e-15 absolute from here
+
+
+def log1pmx(u: np.ndarray) -> np.ndarray:
+    """log(1 + u) - u without cancellation (series for |u| < 0.1)."""
+    u = np.asarray(u, dtype=float)
+    small = np.abs(u) < 0.1
+    us = np.where(small, u, 0.0)
+    acc = np.zeros_like(us)
+    for k in range(18, 1, -1):  # -u^2/2 + u^3/3 - ... by Horner, 17 terms
+        acc = acc * us + (-1.0) ** (k + 1) / k
+    series = acc * us * us
+    with np.errstate(divide="ignore", invalid="ignore"):
+        direct = np.log1p(u) - u
+    return np.where(small, series, direct)
+
+
+def _stirling_tail(x: np.ndarray) -> np.ndarray:
+    """lgamma(x) - [(x - 1/2) log x - x + log(2 pi)/2] for x >= 20 (series to x^-7)."""
+    r = 1.0 / x
+    r2 = r * r
+    return r * (1 / 12 - r2 * (1 / 360 - r2 * (1 / 1260 - r2 / 1680)))
+
+
+def _digamma_tail(x: np.ndarray) -> np.ndarray:
+    """log x - 1/(2x) - digamma(x) for x >= 20 (series to x^-8)."""
+    r2 = 1.0 / (x * x)
+    return r2 * (1 / 12 - r2 * (1 / 120 - r2 * (1 / 252 - r2 / 240)))
+
+
+# Stirling tail coefficients c_k of x^-k in lgamma, and the Taylor coefficients used to
+# subtract tails of nearby arguments without cancellation.
+_TAIL_C = ((1, 1 / 12), (3, -1 / 360), (5, 1 / 1260), (7, -1 / 1680))
+_SERIES_T = 0.02  # |t| below which differences of tails are taken from their Taylor series
+
+
+def _jensen_tail(m: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Tail part of J: s(m) - (s(m(1-t)) + s(m(1+t)))/2 for Stirling's tail s."""
+    out = _stirling_tail(m) - 0.5 * (_stirling_tail(m * (1 - t)) + _stirling_tail(m * (1 + t)))
+    small = t < _SERIES_T
+    if np.any(small):  # the direct difference cancels; use its Taylor series in t
+        ms, t2 = m[small], t[small] ** 2
+        r, r2 = 1.0 / ms, 1.0 / (ms * ms)
+        series = np.zeros_like(ms)
+        for k, c in _TAIL_C:
+            # (1/2)((1-t)^-k + (1+t)^-k) - 1 = sum_j C(k+2j-1, 2j) t^(2j)
+            br = np.zeros_like(t2)
+            for j in range(4, 0, -1):
+                br = (br + math.comb(k + 2 * j - 1, 2 * j)) * t2
+            series -= c * r * br
+            r = r * r2
+        out[small] = series
+    return out
+
+
+def _jensen_big(m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """J for m - d >= 20 (d >= 0): Stirling's series with log1p/atanh, no cancellation."""
+    t = d / m
+    with np.errstate(divide="ignore"):
+        l1mt2, at = np.log1p(-t * t), np.arctanh(t)
+    far = t > 0.5
+    if np.any(far):  # 1 - t loses digits: use the arguments themselves
+        mf, lo, hi = m[far], m[far] - d[far], m[far] + d[far]
+        l1mt2[far] = np.log(lo / mf) + np.log(hi / mf)
+        at[far] = 0.5 * np.log(hi / lo)
+    return -0.5 * ((m - 0.5) * l1mt2 + 2.0 * d * at) + _jensen_tail(m, t)
+
+
+def jensen_lgamma(m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """J = lgamma(m) - (lgamma(m - d) + lgamma(m + d)) / 2  (<= 0), for m > |d|."""
+    m, d = np.broadcast_arrays(np.asarray(m, dtype=float), np.asarray(d, dtype=float))
+    shape = m.shape
+    m, ad = m.ravel(), np.abs(d).ravel()
+    if not np.any(ad):  # equal arguments (e.g. candidates with a common a + b): J = 0
+        return np.zeros(shape)
+    big = (m - ad) >= _STIRLING_MIN
+    if np.all(big):
+        return np.minimum(_jensen_big(m, ad), 0.0).reshape(shape)
+    out = np.empty(m.shape)
+    near = ~big & (ad < _TAYLOR_MAX * m)
+    rest = ~big & ~near
+    if np.any(big):
+        out[big] = _jensen_big(m[big], ad[big])
+    if np.any(near):  # J = -sum_k d^(2k) psi^(2k-1)(m) / (2k)!, ratio of terms ~ (d/m)^2
+        mn, dn = m[near], ad[near]
+        d2 = dn * dn
+        acc = np.zeros_like(mn)
+        for k in range(5, 0, -1):
+            acc = acc * d2 + special.polygamma(2 * k - 1, mn) / math.factorial(2 * k)
+        out[near] = -acc * d2
+    if np.any(rest):
+        ms, ds = m[rest], ad[rest]
+        out[rest] = special.gammaln(ms) - 0.5 * (
+            special.gammaln(ms - ds) + special.gammaln(ms + ds)
+        )
+    return np.minimum(out, 0.0).reshape(shape)
+
+
+def _bregman_tail(x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Tail part of D: s(x(1+u)) - s(x) - x u s'(x) for Stirling's tail s."""
+    out = _stirling_tail(x * (1 + u)) - _stirling_tail(x) + x * u * _digamma_tail(x)
+    small = np.abs(u) < _SERIES_T / 4
+    if np.any(small):  # the direct difference cancels; use its Taylor series in u
+        xs, us = x[small], u[small]
+        r, r2 = 1.0 / xs, 1.0 / (xs * xs)
+        series = np.zeros_like(xs)
+        for k, c in _TAIL_C:
+            # (1+u)^-k - 1 + k u = sum_{j>=2} (-1)^j C(k+j-1, j) u^j
+            br = np.zeros_like(us)
+            for j in range(7, 1, -1):
+                br = (br + (-1) ** j * math.comb(k + j - 1, j)) * us
+            series += c * r * br * us
+            r = r * r2
+        out[small] = series
+    return out
+
+
+def _bregman_big(x: np.ndarray, dl: np.ndarray) -> np.ndarray:
+    """D for x, x + delta >= 20: Stirling's series with log1p, no cancellation."""
+    u = dl / x
+    lmx = log1pmx(u)
+    return x * (u * np.log1p(u) + lmx) - 0.5 * lmx + _bregman_tail(x, u)
+
+
+def bregman_lgamma(x: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """D = lgamma(x + delta) - lgamma(x) - delta digamma(x)  (>= 0), elementwise.
+
+    Taking the difference ``delta`` (not ``x + delta``) keeps it exact for sums of
+    parameters, where ``x + delta`` would be rounded.
+    """
+    x, dl = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(delta, dtype=float))
+    shape = x.shape
+    x, dl = x.ravel(), dl.ravel()
+    big = np.minimum(x, x + dl) >= _STIRLING_MIN
+    if np.all(big):
+        return np.maximum(_bregman_big(x, dl), 0.0).reshape(shape)
+    out = np.empty(x.shape)
+    near = ~big & (np.abs(dl) < _TAYLOR_MAX / 4 * x)
+    rest = ~big & ~near
+    if np.any(big):
+        out[big] = _bregman_big(x[big], dl[big])
+    if np.any(near):  # D = sum_{k>=2} psi^(k-1)(x) delta^k / k!, ratio of terms ~ delta/x
+        xn, dn = x[near], dl[near]
+        acc = np.zeros_like(xn)
+        for k in range(8, 1, -1):
+            acc = acc * dn + special.polygamma(k - 1, xn) / math.factorial(k)
+        out[near] = acc * dn * dn
+    if np.any(rest):
+        xs, ds = x[rest], dl[rest]
+        out[rest] = special.gammaln(xs + ds) - special.gammaln(xs) - ds * special.digamma(xs)
+    return np.maximum(out, 0.0).reshape(shape)

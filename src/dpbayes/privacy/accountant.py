@@ -1,0 +1,350 @@
+"""The privacy budget: an explicit, atomic, persistent accountant.
+
+Composition (paper 000, Thms 5.1-5.2):
+
+* sequential: releases on the same data add up, eps = sum eps_i, delta = sum delta_i;
+* parallel: releases on disjoint parts of the data cost the maximum, not the sum.
+
+A spend may carry a ``scope``: the labels of the disjoint parts of the data it reads
+(for example the cells of a count cube). A spend without a scope reads everything. The
+budget consumed is therefore
+
+    spent = sum(unscoped spends) + max over parts p of sum(scoped spends that read p),
+
+which is the worst-case privacy loss of any one person, whose record lies in one part.
+The caller is responsible for the labels naming disjoint parts of the data.
+
+``with accountant.charge(...)`` checks the budget and records the spend under a lock
+(a thread lock, plus an ``flock`` on the ledger file so that several processes can share
+one ledger). If the block raises, nothing is recorded. A charge nested inside another
+charge's block (same accountant, same thread) counts the outer, still unrecorded spend
+as already made. The ledger file is rewritten atomically (write, fsync, rename) and
+carries a checksum: a damaged or accidentally edited file is an error, never a fresh full
+budget. (The checksum is not a signature: whoever can write the file can forge it.)
+
+The budget check allows a relative slack of 1e-9 (so that 10 x 0.1 fits in 1): the
+recorded total never exceeds the budget by more than 1e-9 of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from dpbayes.privacy.guarantee import Guarantee
+from dpbayes.privacy.validation import check_delta, check_epsilon
+
+__all__ = ["Accountant", "BudgetExceeded", "LedgerError", "Spend"]
+
+_FORMAT = "dpbayes-ledger"
+_VERSION = 1
+_TOLERANCE = 1e-9  # relative slack so that 10 x 0.1 fits in a budget of 1
+
+
+class BudgetExceeded(ValueError):
+    """A spend would exceed the budget; nothing was spent."""
+
+
+class LedgerError(ValueError):
+    """A ledger file is missing, unreadable or damaged."""
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One recorded spend."""
+
+    epsilon: float
+    delta: float
+    label: str = ""
+    scope: tuple[str, ...] | None = None
+    time: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["scope"] = list(self.scope) if self.scope is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Spend:
+        scope = d.get("scope")
+        return cls(
+            epsilon=check_epsilon(d["epsilon"], "epsilon"),
+            delta=check_delta(d["delta"], "delta"),
+            label=str(d.get("label", "")),
+            scope=tuple(str(s) for s in scope) if scope is not None else None,
+            time=float(d.get("time", 0.0)),
+        )
+
+
+def _composed(spends: Iterable[Spend]) -> tuple[float, float]:
+    """Budget consumed by ``spends`` under sequential + parallel composition."""
+    glob_eps: list[float] = []
+    glob_delta: list[float] = []
+    part_eps: dict[str, list[float]] = {}
+    part_delta: dict[str, list[float]] = {}
+    for s in spends:
+        if s.scope is None:
+            glob_eps.append(s.epsilon)
+            glob_delta.append(s.delta)
+        else:
+            for p in set(s.scope):
+                part_eps.setdefault(p, []).append(s.epsilon)
+                part_delta.setdefault(p, []).append(s.delta)
+    eps = math.fsum(glob_eps) + max((math.fsum(v) for v in part_eps.values()), default=0.0)
+    dlt = math.fsum(glob_delta) + max((math.fsum(v) for v in part_delta.values()), default=0.0)
+    return eps, dlt
+
+
+def _checksum(body: dict[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class Accountant:
+    """A total (epsilon, delta) budget that releases spend from.
+
+    Parameters
+    ----------
+    epsilon, delta:
+        The total budget; epsilon > 0, delta in [0, 1).
+    path:
+        Optional ledger file. If given, the ledger is written there after every spend;
+        use :meth:`open` to continue from an existing ledger.
+    """
+
+    def __init__(
+        self, epsilon: float, delta: float = 0.0, *, path: str | os.PathLike | None = None
+    ):
+        total = (check_epsilon(epsilon), check_delta(delta))
+        self._init_state(total, [], Path(path) if path is not None else None)
+        if self._path is not None:
+            with self._file_lock():
+                # Checked under the lock, so two processes cannot both create the ledger.
+                if self._path.exists():
+                    raise LedgerError(
+                        f"ledger file {self._path} already exists; "
+                        "use Accountant.open to continue it"
+                    )
+                self._save()
+
+    def _init_state(
+        self, total: tuple[float, float], spends: list[Spend], path: Path | None
+    ) -> None:
+        self._total = total
+        self._spends = spends
+        self._path = path
+        self._lock = threading.RLock()
+        # Spends whose charge block is running (outermost first); guarded by _lock, and
+        # only ever non-empty in the thread that holds _lock.
+        self._pending: list[Spend] = []
+
+    # ----------------------------------------------------------------- persistence
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> Accountant:
+        """Continue the ledger saved at ``path``; a missing or damaged file is an error."""
+        p = Path(path)
+        acc = cls.__new__(cls)
+        total, spends = cls._read(p)
+        acc._init_state(total, spends, p)
+        return acc
+
+    @staticmethod
+    def _read(path: Path) -> tuple[tuple[float, float], list[Spend]]:
+        try:
+            raw = path.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            raise LedgerError(f"ledger file {path} does not exist") from None
+        except OSError as exc:
+            raise LedgerError(f"ledger file {path} cannot be read: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise LedgerError(
+                f"ledger file {path} is damaged (not UTF-8 text); "
+                "refusing to treat it as a fresh budget"
+            ) from None
+        try:
+            doc = json.loads(raw)
+            body = {k: doc[k] for k in ("format", "version", "total", "spends")}
+            if doc["format"] != _FORMAT or doc["version"] != _VERSION:
+                raise ValueError("unknown format")
+            if doc["checksum"] != _checksum(body):
+                raise ValueError("checksum mismatch")
+            total = (
+                check_epsilon(body["total"]["epsilon"]),
+                check_delta(body["total"]["delta"]),
+            )
+            if not isinstance(body["spends"], list):
+                raise TypeError("spends is not a list")
+            spends = [Spend.from_dict(s) for s in body["spends"]]
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            raise LedgerError(
+                f"ledger file {path} is damaged ({exc}); refusing to treat it as a fresh budget"
+            ) from None
+        return total, spends
+
+    def _save(self) -> None:
+        assert self._path is not None
+        body = {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "total": {"epsilon": self._total[0], "delta": self._total[1]},
+            "spends": [s.to_dict() for s in self._spends],
+        }
+        doc = {**body, "checksum": _checksum(body)}
+        tmp = self._path.with_name(self._path.name + ".tmp")
+        with open(tmp, "w") as fh:
+            json.dump(doc, fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self._path)
+        dir_fd = os.open(self._path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        if self._path is None:
+            yield
+            return
+        lock_path = self._path.with_name(self._path.name + ".lock")
+        with open(lock_path, "a") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    # ----------------------------------------------------------------- state
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
+    @property
+    def total(self) -> tuple[float, float]:
+        return self._total
+
+    @property
+    def spends(self) -> tuple[Spend, ...]:
+        with self._lock:
+            return tuple(self._spends)
+
+    @property
+    def spent(self) -> tuple[float, float]:
+        with self._lock:
+            return _composed(self._spends)
+
+    @property
+    def remaining(self) -> tuple[float, float]:
+        eps, dlt = self.spent
+        return max(0.0, self._total[0] - eps), max(0.0, self._total[1] - dlt)
+
+    def _fits(self, spends: list[Spend]) -> bool:
+        eps, dlt = _composed(spends)
+        return eps <= self._total[0] * (1 + _TOLERANCE) and dlt <= self._total[1] * (1 + _TOLERANCE)
+
+    def can_spend(
+        self, epsilon: float, delta: float = 0.0, *, scope: Iterable[str] | None = None
+    ) -> bool:
+        """Whether a spend would fit now (advisory; :meth:`charge` checks again)."""
+        spend = self._make_spend(epsilon, delta, "", scope)
+        with self._lock:
+            return self._fits([*self._spends, *self._pending, spend])
+
+    @staticmethod
+    def _make_spend(epsilon: float, delta: float, label: str, scope: Iterable[str] | None) -> Spend:
+        sc = None if scope is None else tuple(str(s) for s in scope)
+        if sc is not None and not sc:
+            raise ValueError("scope must name at least one part of the data, or be None")
+        return Spend(check_epsilon(epsilon), check_delta(delta), str(label), sc, time.time())
+
+    # ----------------------------------------------------------------- spending
+    @contextlib.contextmanager
+    def charge(
+        self,
+        cost: Guarantee | float,
+        delta: float = 0.0,
+        *,
+        label: str = "",
+        scope: Iterable[str] | None = None,
+    ) -> Iterator[Spend]:
+        """Check the budget, run the block, and record the spend if the block succeeds.
+
+        ``cost`` is a :class:`Guarantee` or an epsilon (with ``delta``). Raises
+        :class:`BudgetExceeded` before the block runs if the spend does not fit, and
+        ``ValueError`` for a guarantee that is not differentially private. The check,
+        the block and the record happen under one lock, so concurrent releases cannot
+        overspend.
+        """
+        if isinstance(cost, Guarantee):
+            if not cost.private:
+                raise ValueError(
+                    f"cost is not differentially private ({cost.mechanism}); "
+                    "no accountant accepts it as a release"
+                )
+            spend = self._make_spend(cost.epsilon, cost.delta, label or cost.mechanism, scope)
+        else:
+            spend = self._make_spend(cost, delta, label, scope)
+        with self._lock:
+            nested = bool(self._pending)
+            # A nested charge already holds the file lock (flock is per open file, so
+            # taking it again would deadlock) and must not re-read the file.
+            with contextlib.nullcontext() if nested else self._file_lock():
+                if self._path is not None and not nested:
+                    self._total, self._spends = self._read(self._path)
+                if not self._fits([*self._spends, *self._pending, spend]):
+                    eps_used, dlt_used = _composed([*self._spends, *self._pending])
+                    eps_left = max(0.0, self._total[0] - eps_used)
+                    dlt_left = max(0.0, self._total[1] - dlt_used)
+                    raise BudgetExceeded(
+                        f"budget exceeded: spending (eps={spend.epsilon:.6g}, "
+                        f"delta={spend.delta:.3g}) but only (eps={eps_left:.6g}, "
+                        f"delta={dlt_left:.3g}) remains of ({self._total[0]:.6g}, "
+                        f"{self._total[1]:.3g}); nothing was spent"
+                    )
+                self._pending.append(spend)
+                try:
+                    yield spend
+                finally:
+                    self._pending.pop()
+                self._spends.append(spend)
+                if self._path is not None:
+                    try:
+                        self._save()
+                    except BaseException:
+                        self._spends.pop()
+                        raise
+
+    def spend(
+        self,
+        cost: Guarantee | float,
+        delta: float = 0.0,
+        *,
+        label: str = "",
+        scope: Iterable[str] | None = None,
+    ) -> Spend:
+        """Record a spend made elsewhere (same checks as :meth:`charge`)."""
+        with self.charge(cost, delta, label=label, scope=scope) as s:
+            pass
+        return s
+
+    def summary(self) -> dict[str, Any]:
+        eps, dlt = self.spent
+        reps, rdlt = self.remaining
+        return {
+            "total": {"epsilon": self._total[0], "delta": self._total[1]},
+            "spent": {"epsilon": eps, "delta": dlt},
+            "remaining": {"epsilon": reps, "delta": rdlt},
+            "spends": len(self._spends),
+            "path": str(self._path) if self._path else None,
+        }

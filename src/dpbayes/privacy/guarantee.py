@@ -1,0 +1,147 @@
+"""What a private result promises: the :class:`Guarantee` carried by every release."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from dpbayes.privacy.validation import check_delta, check_finite, check_positive
+
+__all__ = ["Guarantee", "Neighbours", "compose_sequential"]
+
+
+class Neighbours(StrEnum):
+    """The neighbouring relation a guarantee is stated for.
+
+    ``SUBSTITUTE``: data sets of the same (public) size n that differ in one record
+    (bounded DP). ``ADD_REMOVE``: one data set is the other plus one record (unbounded
+    DP; n itself is private). A substitution is an addition and a removal, so an
+    eps-DP guarantee under add/remove gives 2 eps under substitute.
+    """
+
+    SUBSTITUTE = "substitute"
+    ADD_REMOVE = "add-remove"
+
+    @classmethod
+    def parse(cls, value: Any, name: str = "neighbours") -> Neighbours:
+        if isinstance(value, Neighbours):
+            return value
+        if isinstance(value, str):
+            key = value.strip().lower().replace("_", "-").replace("/", "-")
+            for member in cls:
+                if member.value == key:
+                    return member
+        allowed = ", ".join(repr(m.value) for m in cls)
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """The differential-privacy guarantee of one result.
+
+    Attributes
+    ----------
+    epsilon, delta:
+        The result is (epsilon, delta)-DP under ``neighbours``.
+    neighbours:
+        The neighbouring relation.
+    mechanism:
+        Human-readable name of the mechanism (e.g. ``"laplace"``).
+    sensitivity:
+        The sensitivity the noise was calibrated to, in ``sensitivity_norm``.
+    sensitivity_norm:
+        The metric of the sensitivity: ``"L1"``, ``"L2"``, ``"utility"`` (exponential
+        mechanism), ``"lipschitz"`` (posterior sampling) or ``"none"``.
+    private:
+        ``False`` only for results of mechanisms that are not differentially private
+        (e.g. the local-sensitivity exponential mechanism); no accountant accepts them.
+    simulation:
+        ``True`` when the noise came from a seeded numpy generator (experiments, tests)
+        rather than the floating-point-safe samplers; such noise must not be published.
+    details:
+        Extra facts a reader needs to check the claim (scale, trim level, ...).
+    """
+
+    epsilon: float
+    delta: float
+    neighbours: Neighbours
+    mechanism: str
+    sensitivity: float
+    sensitivity_norm: str = "L1"
+    private: bool = True
+    simulation: bool = False
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        eps = check_finite(self.epsilon, "epsilon")
+        if eps < 0 or (self.private and eps == 0 and self.mechanism != "none"):
+            raise ValueError(f"epsilon must be > 0 for a private guarantee, got {eps}")
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "delta", check_delta(self.delta))
+        object.__setattr__(self, "neighbours", Neighbours.parse(self.neighbours))
+        object.__setattr__(
+            self, "sensitivity", check_positive(self.sensitivity, "sensitivity", allow_zero=True)
+        )
+        object.__setattr__(self, "details", dict(self.details))
+
+    def with_simulation(self, simulation: bool) -> Guarantee:
+        return replace(self, simulation=bool(simulation))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["neighbours"] = self.neighbours.value
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Guarantee:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"guarantee has unknown fields: {sorted(unknown)}")
+        return cls(**dict(data))
+
+    def describe(self) -> str:
+        """One line, e.g. ``(1, 0)-DP, substitute one record, laplace, L1 sensitivity 2``."""
+        eps = f"{self.epsilon:.6g}"
+        head = f"({eps}, {self.delta:.3g})-DP" if self.delta > 0 else f"{eps}-DP"
+        if not self.private:
+            head = f"NOT differentially private (nominal eps {eps})"
+        rel = (
+            "substitute one record"
+            if self.neighbours is Neighbours.SUBSTITUTE
+            else "add/remove one record"
+        )
+        # user-level releases (rows bounded per user) name their relation in the details
+        rel = str(self.details.get("neighbouring_relation", rel))
+        sim = "; SIMULATION noise (seeded, not for publication)" if self.simulation else ""
+        return (
+            f"{head}, {rel}, mechanism {self.mechanism}, "
+            f"{self.sensitivity_norm} sensitivity {self.sensitivity:.6g}{sim}"
+        )
+
+
+def compose_sequential(
+    guarantees: Iterable[Guarantee], mechanism: str = "composition"
+) -> Guarantee:
+    """Basic sequential composition: epsilons and deltas add (paper 000, Thm 5.1)."""
+    gs = list(guarantees)
+    if not gs:
+        raise ValueError("guarantees must contain at least one guarantee")
+    relations = {g.neighbours for g in gs}
+    if len(relations) != 1:
+        raise ValueError("guarantees must share one neighbouring relation to compose")
+    return Guarantee(
+        epsilon=sum(g.epsilon for g in gs),
+        delta=min(1.0 - 1e-15, sum(g.delta for g in gs)),
+        neighbours=gs[0].neighbours,
+        mechanism=f"{mechanism} of {len(gs)} x {gs[0].mechanism}"
+        if len({g.mechanism for g in gs}) == 1
+        else f"{mechanism} of " + ", ".join(g.mechanism for g in gs),
+        sensitivity=max(g.sensitivity for g in gs),
+        sensitivity_norm=gs[0].sensitivity_norm,
+        private=all(g.private for g in gs),
+        simulation=any(g.simulation for g in gs),
+        details={"parts": [g.to_dict() for g in gs]},
+    )

@@ -1,0 +1,432 @@
+"""Differentially private mechanisms: Laplace, Gaussian, geometric, exponential, randomized
+response.
+
+Each mechanism is a frozen dataclass with keyword-only parameters, validated once in
+``__post_init__``. It exposes its noise distribution (``noise_distribution()``,
+``variance``) so utility can be computed, its privacy (``guarantee()``,
+``epsilon_for(d_in)``), and ``release(value, rng=None)``, which returns the noisy value
+together with the :class:`~dpbayes.privacy.guarantee.Guarantee` it carries. With
+``rng=None`` the noise comes from OpenDP's floating-point-safe samplers; with a seed or a
+numpy Generator it is a seeded simulation and the guarantee says ``simulation=True``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import optimize, special, stats
+
+from dpbayes.privacy.guarantee import Guarantee, Neighbours
+from dpbayes.privacy.noise import noise_source
+from dpbayes.privacy.validation import (
+    check_array,
+    check_delta,
+    check_epsilon,
+    check_int,
+    check_positive,
+)
+
+__all__ = [
+    "ExponentialMechanism",
+    "GaussianMechanism",
+    "GeometricMechanism",
+    "LaplaceMechanism",
+    "Noisy",
+    "RandomizedResponse",
+    "analytic_gaussian_sigma",
+    "classic_gaussian_sigma",
+]
+
+
+@dataclass(frozen=True)
+class Noisy:
+    """A mechanism's output and the guarantee it carries."""
+
+    value: Any
+    guarantee: Guarantee
+
+    @property
+    def simulation(self) -> bool:
+        return self.guarantee.simulation
+
+
+def _neighbours(value: Any) -> Neighbours:
+    return Neighbours.parse(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaplaceMechanism:
+    """Laplace mechanism: value + Lap(sensitivity / epsilon) on each coordinate.
+
+    Dwork, McSherry, Nissim & Smith 2006. Privacy: if the L1 distance between the values
+    of neighbouring data sets is at most ``sensitivity``, the ratio of output densities
+    is at most exp(eps * ||f(x) - f(x')||_1 / sensitivity) <= e^eps, so eps-DP.
+    """
+
+    epsilon: float
+    sensitivity: float
+    neighbours: Neighbours | str = Neighbours.SUBSTITUTE
+    name: str = "laplace"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
+        object.__setattr__(self, "neighbours", _neighbours(self.neighbours))
+
+    @property
+    def scale(self) -> float:
+        return self.sensitivity / self.epsilon
+
+    @property
+    def variance(self) -> float:
+        return 2.0 * self.scale**2
+
+    def noise_distribution(self) -> Any:
+        return stats.laplace(loc=0.0, scale=self.scale)
+
+    def epsilon_for(self, d_in: float) -> float:
+        """The eps spent when neighbouring values differ by ``d_in`` in L1."""
+        return check_positive(d_in, "d_in", allow_zero=True) / self.scale
+
+    def guarantee(self, *, simulation: bool = False, **details: Any) -> Guarantee:
+        return Guarantee(
+            epsilon=self.epsilon,
+            delta=0.0,
+            neighbours=self.neighbours,  # type: ignore[arg-type]
+            mechanism=self.name,
+            sensitivity=self.sensitivity,
+            sensitivity_norm="L1",
+            simulation=simulation,
+            details={"scale": self.scale, **details},
+        )
+
+    def release(self, value: Any, rng: Any = None) -> Noisy:
+        src = noise_source(rng)
+        v = check_array(value, "value", ndim=None)
+        return Noisy(src.laplace(v, self.scale), self.guarantee(simulation=src.simulation))
+
+
+def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """sigma = sqrt(2 ln(1.25/delta)) * sensitivity / epsilon (Dwork & Roth 2014, Thm A.1).
+
+    The proof holds for epsilon < 1 only.
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    sens = check_positive(sensitivity, "sensitivity")
+    if not eps < 1.0:
+        raise ValueError(f"epsilon must be < 1 for the classic Gaussian calibration, got {eps}")
+    if dlt == 0:
+        raise ValueError("delta must be > 0 for the Gaussian mechanism")
+    return math.sqrt(2.0 * math.log(1.25 / dlt)) * sens / eps
+
+
+def _analytic_delta_terms(sigma: float, epsilon: float, sensitivity: float) -> tuple[float, float]:
+    """The two terms Phi(a) and e^eps Phi(b) of Balle & Wang 2018, Thm 8 (log-CDFs)."""
+    a = sensitivity / (2.0 * sigma) - epsilon * sigma / sensitivity
+    b = -sensitivity / (2.0 * sigma) - epsilon * sigma / sensitivity
+    return float(special.ndtr(a)), math.exp(epsilon + float(special.log_ndtr(b)))
+
+
+def _analytic_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
+    """delta(sigma) of Balle & Wang 2018, Thm 8, evaluated with log-CDFs for stability."""
+    p, q = _analytic_delta_terms(sigma, epsilon, sensitivity)
+    return p - q
+
+
+# Relative error allowed for each term of delta(sigma) when certifying the returned
+# sigma: the difference p - q cancels (e.g. eps=0.01, delta=1e-15 loses ~5 digits), so the
+# certificate is p - q + _DELTA_RTOL * (p + q) <= delta, not p - q <= delta.
+_DELTA_RTOL = 1e-12
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """The smallest sigma for which N(0, sigma^2) noise is (eps, delta)-DP.
+
+    Analytic Gaussian mechanism (Balle & Wang 2018, Thm 8): the mechanism is
+    (eps, delta)-DP iff Phi(D/2s - eps s/D) - e^eps Phi(-D/2s - eps s/D) <= delta. The left
+    side decreases in s, so the tight sigma is found by root bracketing; the returned
+    value is then raised until the condition holds even after allowing a relative error
+    of 1e-12 in each of the two (cancelling) terms, so it is at most ~1e-9 above the
+    exact root.
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    sens = check_positive(sensitivity, "sensitivity")
+    if dlt == 0:
+        raise ValueError("delta must be > 0 for the Gaussian mechanism")
+
+    def excess(log_sigma: float) -> float:
+        return _analytic_delta(math.exp(log_sigma), eps, sens) - dlt
+
+    lo, hi = math.log(sens) - 10.0, math.log(sens) + 10.0
+    while excess(lo) < 0:
+        lo -= 10.0
+    while excess(hi) > 0:
+        hi += 10.0
+    root = optimize.brentq(excess, lo, hi, xtol=1e-12, rtol=1e-12)
+    sigma = math.exp(root)
+
+    def certified(s: float) -> bool:
+        p, q = _analytic_delta_terms(s, eps, sens)
+        return p - q + _DELTA_RTOL * (p + q) <= dlt
+
+    step = 1e-13
+    while not certified(sigma):
+        sigma = math.nextafter(sigma * (1.0 + step), math.inf)
+        step *= 2.0
+    return sigma
+
+
+@dataclass(frozen=True, kw_only=True)
+class GaussianMechanism:
+    """Gaussian mechanism: value + N(0, sigma^2) on each coordinate; (eps, delta)-DP.
+
+    ``calibration="analytic"`` (default) uses the tight sigma of Balle & Wang 2018;
+    ``"classic"`` the sqrt(2 ln(1.25/delta)) bound (eps < 1 only). Privacy: for L2
+    sensitivity D, the privacy loss is Normal with mean D^2/2s^2 and the stated
+    calibration bounds its tail by delta.
+    """
+
+    epsilon: float
+    delta: float
+    sensitivity: float
+    calibration: str = "analytic"
+    neighbours: Neighbours | str = Neighbours.SUBSTITUTE
+    name: str = "gaussian"
+    sigma: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        eps = check_epsilon(self.epsilon)
+        dlt = check_delta(self.delta)
+        sens = check_positive(self.sensitivity, "sensitivity")
+        if self.calibration == "analytic":
+            sigma = analytic_gaussian_sigma(eps, dlt, sens)
+        elif self.calibration == "classic":
+            sigma = classic_gaussian_sigma(eps, dlt, sens)
+        else:
+            raise ValueError(
+                f"calibration must be 'analytic' or 'classic', got {self.calibration!r}"
+            )
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "delta", dlt)
+        object.__setattr__(self, "sensitivity", sens)
+        object.__setattr__(self, "neighbours", _neighbours(self.neighbours))
+        object.__setattr__(self, "sigma", sigma)
+
+    @property
+    def variance(self) -> float:
+        return self.sigma**2
+
+    def noise_distribution(self) -> Any:
+        return stats.norm(loc=0.0, scale=self.sigma)
+
+    def guarantee(self, *, simulation: bool = False, **details: Any) -> Guarantee:
+        return Guarantee(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            neighbours=self.neighbours,  # type: ignore[arg-type]
+            mechanism=f"{self.name} ({self.calibration})",
+            sensitivity=self.sensitivity,
+            sensitivity_norm="L2",
+            simulation=simulation,
+            details={"sigma": self.sigma, **details},
+        )
+
+    def release(self, value: Any, rng: Any = None) -> Noisy:
+        src = noise_source(rng)
+        v = check_array(value, "value", ndim=None)
+        return Noisy(src.gaussian(v, self.sigma), self.guarantee(simulation=src.simulation))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeometricMechanism:
+    """Geometric (discrete Laplace) mechanism on integers: P(z) proportional to e^{-eps|z|/D}.
+
+    Ghosh, Roughgarden & Sundararajan 2009. Privacy: as for Laplace, the probability
+    ratio at any output is at most exp(eps * ||f(x) - f(x')||_1 / D) <= e^eps. Outputs stay
+    integers, so no floating-point issue arises at all.
+    """
+
+    epsilon: float
+    sensitivity: int
+    neighbours: Neighbours | str = Neighbours.SUBSTITUTE
+    name: str = "geometric"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(
+            self, "sensitivity", check_int(self.sensitivity, "sensitivity", minimum=1)
+        )
+        object.__setattr__(self, "neighbours", _neighbours(self.neighbours))
+
+    @property
+    def scale(self) -> float:
+        return self.sensitivity / self.epsilon
+
+    @property
+    def variance(self) -> float:
+        """2 q / (1 - q)^2 with q = e^{-1/scale} (1 - q via expm1: exact for large scales)."""
+        a = 1.0 / self.scale
+        return 2.0 * math.exp(-a) / math.expm1(-a) ** 2
+
+    def noise_distribution(self) -> Any:
+        return stats.dlaplace(a=1.0 / self.scale)
+
+    def guarantee(self, *, simulation: bool = False, **details: Any) -> Guarantee:
+        return Guarantee(
+            epsilon=self.epsilon,
+            delta=0.0,
+            neighbours=self.neighbours,  # type: ignore[arg-type]
+            mechanism=self.name,
+            sensitivity=float(self.sensitivity),
+            sensitivity_norm="L1",
+            simulation=simulation,
+            details={"scale": self.scale, **details},
+        )
+
+    def release(self, value: Any, rng: Any = None) -> Noisy:
+        src = noise_source(rng)
+        v = np.asarray(value)
+        if not np.issubdtype(v.dtype, np.integer):
+            raise TypeError("value must be integer-valued for the geometric mechanism")
+        return Noisy(
+            src.discrete_laplace(v.astype(np.int64), self.scale),
+            self.guarantee(simulation=src.simulation),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExponentialMechanism:
+    """Exponential mechanism over a finite candidate set (McSherry & Talwar 2007).
+
+    Chooses candidate i with probability proportional to exp(eps u_i / (2 D)), where D
+    bounds |u(x, r) - u(x', r)| over neighbours x, x' and every candidate r (the utility
+    sensitivity); with ``monotonic=True`` (all utilities move in the same direction
+    between neighbours) the factor 2 is dropped. Sampled as Gumbel noisy max, which has
+    exactly this distribution. Privacy: each unnormalised weight changes by at most
+    e^{eps/2} and so does the normaliser, so eps-DP.
+    """
+
+    epsilon: float
+    sensitivity: float
+    monotonic: bool = False
+    neighbours: Neighbours | str = Neighbours.SUBSTITUTE
+    name: str = "exponential"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
+        if not isinstance(self.monotonic, bool | np.bool_):
+            raise TypeError(f"monotonic must be True or False, got {self.monotonic!r}")
+        object.__setattr__(self, "monotonic", bool(self.monotonic))
+        object.__setattr__(self, "neighbours", _neighbours(self.neighbours))
+
+    @property
+    def scale(self) -> float:
+        """Temperature: P(i) proportional to exp(u_i / scale)."""
+        return (1.0 if self.monotonic else 2.0) * self.sensitivity / self.epsilon
+
+    def probabilities(self, scores: Any) -> np.ndarray:
+        """The exact selection probabilities for the utilities ``scores``."""
+        s = check_array(scores, "scores") / self.scale
+        return np.exp(s - special.logsumexp(s))
+
+    def guarantee(self, *, simulation: bool = False, **details: Any) -> Guarantee:
+        return Guarantee(
+            epsilon=self.epsilon,
+            delta=0.0,
+            neighbours=self.neighbours,  # type: ignore[arg-type]
+            mechanism=self.name,
+            sensitivity=self.sensitivity,
+            sensitivity_norm="utility",
+            simulation=simulation,
+            details={"scale": self.scale, "monotonic": self.monotonic, **details},
+        )
+
+    def release(self, scores: Any, rng: Any = None) -> Noisy:
+        """Index of the chosen candidate."""
+        src = noise_source(rng)
+        s = check_array(scores, "scores")
+        return Noisy(src.gumbel_argmax(s, self.scale), self.guarantee(simulation=src.simulation))
+
+
+def _rr_keep(epsilon: float, k: int) -> float:
+    """The largest float keep <= e^eps / (e^eps + k - 1) whose privacy ratio is <= e^eps.
+
+    The float keep is what the sampler uses, so its ratio keep (k-1) / (1-keep) is the eps
+    actually achieved; rounding to nearest could exceed the claimed eps when keep is near
+    1 (1 - keep loses relative precision), so the value is stepped down until
+    log(keep) - log1p(-keep) + log(k - 1) <= eps.
+    """
+    keep = 1.0 / (1.0 + (k - 1) * math.exp(-epsilon))
+    for _ in range(64):
+        if keep >= 1.0:
+            return keep
+        if math.log(keep) - math.log1p(-keep) + math.log(k - 1) <= epsilon:
+            return keep
+        keep = math.nextafter(keep, 0.0)
+    return keep
+
+
+@dataclass(frozen=True, kw_only=True)
+class RandomizedResponse:
+    """k-ary randomized response (Warner 1965): a local-DP release of each record.
+
+    Keeps the true category with probability e^eps / (e^eps + k - 1), otherwise reports
+    one of the other k - 1 uniformly. Privacy: any output has probability at most
+    e^eps/(e^eps+k-1) and at least 1/(e^eps+k-1) whatever the input, a ratio of e^eps;
+    so each record's report is eps-DP, and the whole column is eps-DP under substitute.
+    (This is the exponential mechanism with utility 1[report = truth] at temperature
+    1/eps, i.e. twice the eps the generic exponential-mechanism bound would give.)
+    The keep probability is rounded down to a float whose own ratio
+    keep (k - 1) / (1 - keep) is at most e^eps; an epsilon so large that it would round to
+    1 (no noise at all: eps > about 36.7 + ln(k - 1)) is refused.
+    """
+
+    epsilon: float
+    k: int = 2
+    name: str = "randomized response"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2))
+        if _rr_keep(self.epsilon, self.k) >= 1.0:
+            raise ValueError(
+                f"epsilon={self.epsilon:.6g} is too large for randomized response with "
+                f"k={self.k}: the keep probability rounds to 1 (no noise)"
+            )
+
+    @property
+    def keep_probability(self) -> float:
+        return _rr_keep(self.epsilon, self.k)
+
+    def transition_matrix(self) -> np.ndarray:
+        """M[i, j] = P(report j | true i)."""
+        p = self.keep_probability
+        q = (1.0 - p) / (self.k - 1)
+        return np.full((self.k, self.k), q) + np.eye(self.k) * (p - q)
+
+    def guarantee(self, *, simulation: bool = False, **details: Any) -> Guarantee:
+        return Guarantee(
+            epsilon=self.epsilon,
+            delta=0.0,
+            neighbours=Neighbours.SUBSTITUTE,
+            mechanism=self.name,
+            sensitivity=1.0,
+            sensitivity_norm="records",
+            simulation=simulation,
+            details={"k": self.k, "keep_probability": self.keep_probability, **details},
+        )
+
+    def release(self, values: Any, rng: Any = None) -> Noisy:
+        """``values``: category indices in 0..k-1."""
+        v = np.asarray(values)
+        if v.size and (not np.issubdtype(v.dtype, np.integer) or v.min() < 0 or v.max() >= self.k):
+            raise ValueError(f"values must be category indices in 0..{self.k - 1}")
+        src = noise_source(rng)
+        out = src.randomized_response(v.astype(np.int64), self.k, self.keep_probability)
+        return Noisy(out, self.guarantee(simulation=src.simulation))

@@ -1,0 +1,218 @@
+"""The one entry point for private posterior releases, and the registry behind it.
+
+``release(model, data, *, mechanism, epsilon, delta=0, accountant=None, rng=None, ...)``
+works in three steps, so that a failing call spends nothing and releases nothing:
+
+1. check the arguments and compute the model's sufficient statistics from the data;
+2. *plan*: the registered mechanism validates its options and states its
+   :class:`~dpbayes.privacy.Guarantee` before any noise is drawn;
+3. *run*: under ``accountant.charge(guarantee)`` (if an accountant is given), draw the
+   noise and build the :class:`Release`.
+
+A release mechanism registers a planner with :func:`register`::
+
+    @register("laplace", BetaBernoulli)
+    def plan_laplace(model, stats, *, epsilon, delta, neighbours, **options) -> Plan: ...
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpbayes.privacy import Accountant, Guarantee, Neighbours
+from dpbayes.privacy.noise import NoiseSource, noise_source
+from dpbayes.privacy.validation import check_delta, check_epsilon
+
+__all__ = ["Plan", "Release", "mechanisms_for", "register", "release"]
+
+
+@dataclass(frozen=True)
+class Release:
+    """A private posterior: what may be published, and its guarantee.
+
+    Attributes
+    ----------
+    model:
+        The model (its prior is public).
+    mechanism:
+        The registered mechanism name (``"laplace"``, ``"expmech"``, ...).
+    posterior:
+        The posterior computed from the released values, taking them as exact (the
+        "naive" posterior of the papers).
+    guarantee:
+        What the release promises (eps, delta, neighbours, mechanism, sensitivity).
+    released:
+        The released values themselves, JSON-serialisable (e.g. noisy counts).
+    public:
+        Public facts used by the mechanism (n, bounds, sensitivity kind, ...).
+    """
+
+    model: Any
+    mechanism: str
+    posterior: Any
+    guarantee: Guarantee
+    released: dict[str, Any]
+    public: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def simulation(self) -> bool:
+        return self.guarantee.simulation
+
+    @property
+    def private(self) -> bool:
+        return self.guarantee.private
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable record of everything a recipient may see."""
+        return {
+            "format": "dpbayes-release",
+            "version": 1,
+            "model": self.model.to_dict(),
+            "mechanism": self.mechanism,
+            "released": self.released,
+            "public": self.public,
+            "posterior": self.posterior.to_dict(),
+            "guarantee": self.guarantee.to_dict(),
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A release whose guarantee is known and whose noise is not yet drawn."""
+
+    guarantee: Guarantee
+    run: Callable[[NoiseSource], Release]
+
+
+Planner = Callable[..., Plan]
+_REGISTRY: dict[tuple[str, type], Planner] = {}
+
+
+def register(mechanism: str, model_type: type) -> Callable[[Planner], Planner]:
+    """Register a planner for ``mechanism`` on models of ``model_type``."""
+
+    def deco(fn: Planner) -> Planner:
+        key = (mechanism, model_type)
+        if key in _REGISTRY and _REGISTRY[key] is not fn:
+            raise RuntimeError(f"mechanism {mechanism!r} already registered for {model_type}")
+        _REGISTRY[key] = fn
+        return fn
+
+    return deco
+
+
+def mechanisms_for(model: Any) -> list[str]:
+    """Names of the release mechanisms available for ``model``."""
+    return sorted({m for (m, t) in _REGISTRY if isinstance(model, t)})
+
+
+def _planner(model: Any, mechanism: Any) -> Planner:
+    if not isinstance(mechanism, str):
+        raise TypeError(f"mechanism must be a string, got {type(mechanism).__name__}")
+    for (name, model_type), fn in _REGISTRY.items():
+        if name == mechanism and isinstance(model, model_type):
+            return fn
+    available = mechanisms_for(model)
+    if not available:
+        raise TypeError(f"model must be a dpbayes model, got {type(model).__name__}")
+    raise ValueError(
+        f"mechanism must be one of {available} for {type(model).__name__}, got {mechanism!r}"
+    )
+
+
+def release(
+    model: Any,
+    data: Any,
+    *,
+    mechanism: str,
+    epsilon: float,
+    delta: float = 0.0,
+    accountant: Accountant | None = None,
+    rng: Any = None,
+    neighbours: Neighbours | str = Neighbours.SUBSTITUTE,
+    column: str | None = None,
+    allow_non_private: bool = False,
+    **options: Any,
+) -> Release:
+    """Release a differentially private posterior of ``model`` given ``data``.
+
+    Parameters
+    ----------
+    model:
+        A dpbayes model, e.g. ``dpb.models.BetaBernoulli(alpha=1, beta=1)``.
+    data:
+        An array, a pandas Series/DataFrame, a CSV/Parquet path or a
+        :class:`dpbayes.data` source; ``column`` picks the column of a table.
+    mechanism:
+        One of :func:`mechanisms_for` ``(model)``.
+    epsilon, delta:
+        The privacy parameters; epsilon > 0, delta in [0, 1).
+    accountant:
+        Spend the release's guarantee from this budget; a spend that does not fit
+        raises :class:`~dpbayes.privacy.BudgetExceeded` and nothing is released.
+    rng:
+        ``None`` for the secure samplers (publishable); an int seed or a numpy Generator
+        for a seeded simulation (``simulation=True``, not for publication).
+    neighbours:
+        ``"substitute"`` (default: n is public, one record changes) or ``"add-remove"``.
+        On data bounded to k rows per user (``rows_per_user_bound``, see
+        ``dpbayes.data.as_source(..., user_column=, max_rows_per_user=)``) the unit is
+        one user: substitute (or add/remove) one user's <= k rows; the mechanisms that
+        support it scale the sensitivity by k.
+    allow_non_private:
+        Required for mechanisms that are not differentially private (experiments only);
+        their results say ``private=False`` and cannot be charged to an accountant.
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    rel = Neighbours.parse(neighbours)
+    planner = _planner(model, mechanism)
+    if accountant is not None and not isinstance(accountant, Accountant):
+        raise TypeError(f"accountant must be a dpbayes Accountant, got {type(accountant).__name__}")
+    if allow_non_private and accountant is not None:
+        raise ValueError(
+            "allow_non_private releases are experiments and cannot be charged to an accountant"
+        )
+    bound = getattr(data, "rows_per_user_bound", None)
+    if "rows_per_user" in options:
+        raise ValueError(
+            "rows_per_user comes from the data: bound contributions with "
+            "dpbayes.data.as_source(..., user_column=..., max_rows_per_user=k)"
+        )
+    if bound is not None:
+        if not getattr(planner, "user_level", False):
+            raise ValueError(
+                f"mechanism {mechanism!r} for {type(model).__name__} does not support "
+                "contribution-bounded (user-level) data"
+            )
+        options["rows_per_user"] = int(bound)
+    src = noise_source(rng)
+    stats = model.statistics(data, column=column)
+    plan = planner(
+        model,
+        stats,
+        epsilon=eps,
+        delta=dlt,
+        neighbours=rel,
+        allow_non_private=bool(allow_non_private),
+        **options,
+    )
+    if not plan.guarantee.private and not allow_non_private:
+        raise ValueError(
+            f"mechanism {mechanism!r} with these options is not differentially private; "
+            "pass allow_non_private=True to run it as an experiment"
+        )
+    if accountant is None:
+        out = plan.run(src)
+    else:
+        with accountant.charge(plan.guarantee, label=f"{mechanism} {type(model).__name__}"):
+            out = plan.run(src)
+    if src.simulation and not out.guarantee.simulation:
+        raise AssertionError("a simulated release must say simulation=True")
+    return out

@@ -1,0 +1,270 @@
+"""Noise on posterior parameters: the first private release (paper 002 §6.2; paper 004 Alg. 1).
+
+Conjugate posteriors are a public prior plus sufficient statistics, so releasing the
+statistics with calibrated noise releases the posterior. Registered mechanisms:
+
+* ``"laplace"`` (eps-DP): continuous Laplace noise, added by OpenDP's discretised sampler;
+* ``"geometric"`` (eps-DP): discrete Laplace noise; noisy counts stay integers;
+* ``"gaussian"`` ((eps, delta)-DP): analytic Gaussian noise, L2 sensitivity.
+
+Sensitivities (derivations in docs/releases.md):
+
+* Beta-Bernoulli, substitute (n public): changing one record moves one unit between the
+  success and failure counts, so the success count has sensitivity 1 and the failure
+  count is n minus it. Only the success count is noised (scale 1/eps), which is the best
+  the guarantee allows; noising both counts at 2/eps (paper 004's Alg. 1 for one node)
+  would give 4x the variance for the same eps.
+* Dirichlet-categorical with m >= 3, substitute: one count down, another up: L1
+  sensitivity 2, L2 sensitivity sqrt(2); noise on all m counts (paper 004, Alg. 1).
+* Both, add/remove: one count changes by one: L1 = L2 sensitivity 1; n is private, so the
+  counts are noised independently and n is estimated by their sum.
+* Normal mean (known variance), substitute, data clamped to [lower, upper]: the posterior
+  mean (mu0/s0^2 + sum x/s^2) / (1/s0^2 + n/s^2) moves by at most
+  (upper - lower)/s^2 / (1/s0^2 + n/s^2); the posterior variance is public (n is public).
+
+Noisy counts are truncated to [0, n] (to [0, inf) under add/remove) and the noisy posterior
+mean to the hull of the prior mean and the data range: post-processing, so free.
+
+User-level data (``rows_per_user=k``, set by ``release`` from a source bounded to k rows
+per user): substituting (adding/removing) one user changes at most k records, so by the
+triangle inequality every sensitivity above is multiplied by k; the guarantee's details
+say ``privacy_unit="user"`` and name the relation ("substitute one user (<= k rows)").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
+from dpbayes.models.statistics import CountStatistics
+from dpbayes.privacy import (
+    GaussianMechanism,
+    GeometricMechanism,
+    LaplaceMechanism,
+    Neighbours,
+)
+from dpbayes.privacy.noise import NoiseSource
+from dpbayes.release.base import Plan, Release, register
+
+__all__ = ["count_sensitivity", "plan_counts", "plan_normal_mean"]
+
+_COUNT_MECHANISMS = ("laplace", "geometric", "gaussian")
+
+
+def _user_level(rows_per_user: int | None, neighbours: Neighbours) -> tuple[int, dict[str, Any]]:
+    """(sensitivity factor, guarantee details) for rows bounded to ``rows_per_user``/user."""
+    if rows_per_user is None:
+        return 1, {}
+    k = int(rows_per_user)
+    verb = "substitute" if neighbours is Neighbours.SUBSTITUTE else "add/remove"
+    return k, {
+        "privacy_unit": "user",
+        "rows_per_user": k,
+        "neighbouring_relation": f"{verb} one user (<= {k} rows)",
+    }
+
+
+def _no_options(mechanism: str, options: dict[str, Any]) -> None:
+    if options:
+        raise ValueError(
+            f"unknown option(s) for mechanism {mechanism!r}: {', '.join(sorted(options))}"
+        )
+
+
+def count_sensitivity(m: int, neighbours: Neighbours, norm: str) -> tuple[int, float]:
+    """(number of noised coordinates, sensitivity) for an m-category count vector.
+
+    Under substitute with m = 2 only the first count is noised (the second is n minus it).
+    """
+    if neighbours is Neighbours.SUBSTITUTE:
+        if m == 2:
+            return 1, 1.0
+        return m, 2.0 if norm == "L1" else math.sqrt(2.0)
+    return m, 1.0
+
+
+def _count_mechanism(
+    mechanism: str, epsilon: float, delta: float, sensitivity: float, neighbours: Neighbours
+) -> Any:
+    if mechanism == "laplace":
+        if delta:
+            raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
+        return LaplaceMechanism(
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            neighbours=neighbours,
+            name="laplace on posterior counts",
+        )
+    if mechanism == "geometric":
+        if delta:
+            raise ValueError("delta must be 0 for the geometric mechanism (it is pure eps-DP)")
+        return GeometricMechanism(
+            epsilon=epsilon,
+            sensitivity=round(sensitivity),
+            neighbours=neighbours,
+            name="geometric on posterior counts",
+        )
+    if not delta > 0:
+        raise ValueError("delta must be > 0 for the Gaussian mechanism")
+    return GaussianMechanism(
+        epsilon=epsilon,
+        delta=delta,
+        sensitivity=sensitivity,
+        neighbours=neighbours,
+        name="gaussian on posterior counts",
+    )
+
+
+def plan_counts(
+    model: BetaBernoulli | DirichletCategorical,
+    stats: CountStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+    mechanism: str = "laplace",
+    rows_per_user: int | None = None,
+    **options: Any,
+) -> Plan:
+    """Noisy counts of a Beta-Bernoulli or Dirichlet-categorical model, truncated to [0, n]."""
+    _no_options(mechanism, options)
+    counts = np.asarray(stats.counts)
+    m = counts.size
+    n = int(stats.n)
+    norm = "L2" if mechanism == "gaussian" else "L1"
+    k, sens = count_sensitivity(m, neighbours, norm)
+    factor, user = _user_level(rows_per_user, neighbours)
+    sens *= factor
+    mech = _count_mechanism(mechanism, epsilon, delta, sens, neighbours)
+    upper = float(n) if neighbours is Neighbours.SUBSTITUTE else math.inf
+    public: dict[str, Any] = {
+        "n": n if neighbours is Neighbours.SUBSTITUTE else None,
+        "neighbours": neighbours.value,
+        "noised_coordinates": k,
+        "sensitivity": sens,
+        "sensitivity_norm": norm,
+        "truncation": [0.0, upper if math.isfinite(upper) else None],
+        **user,
+    }
+    details = {"noised_coordinates": k, "truncation": public["truncation"], **user}
+
+    def run(src: NoiseSource) -> Release:
+        exact = counts[:k].astype(np.int64 if mechanism == "geometric" else float)
+        noisy = mech.release(exact, rng=_as_rng(src)).value.astype(float)
+        noisy = np.clip(noisy, 0.0, upper)
+        full = np.array([noisy[0], n - noisy[0]]) if k == 1 else noisy
+        released_n = n if neighbours is Neighbours.SUBSTITUTE else float(full.sum())
+        noisy_stats = CountStatistics(counts=full, n=round(released_n))
+        guarantee = mech.guarantee(simulation=src.simulation, **details)
+        return Release(
+            model=model,
+            mechanism=mechanism,
+            posterior=model.posterior_from(noisy_stats),
+            guarantee=guarantee,
+            released={"counts": full.tolist()},
+            public=public,
+        )
+
+    return Plan(guarantee=mech.guarantee(**details), run=run)
+
+
+def plan_normal_mean(
+    model: NormalMean,
+    stats: Any,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+    mechanism: str = "laplace",
+    rows_per_user: int | None = None,
+    **options: Any,
+) -> Plan:
+    """Noisy posterior mean of a Normal model with known variance (paper 002 §6.2)."""
+    _no_options(mechanism, options)
+    if neighbours is not Neighbours.SUBSTITUTE:
+        raise ValueError(
+            "neighbours must be 'substitute' for the Normal mean: the posterior variance "
+            "reveals n, so n must be public"
+        )
+    n = int(stats.n)
+    factor, user = _user_level(rows_per_user, neighbours)
+    sens = model.posterior_mean_sensitivity(n) * factor
+    if mechanism == "laplace":
+        if delta:
+            raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
+        mech: Any = LaplaceMechanism(
+            epsilon=epsilon,
+            sensitivity=sens,
+            neighbours=neighbours,
+            name="laplace on posterior mean",
+        )
+    elif mechanism == "gaussian":
+        if not delta > 0:
+            raise ValueError("delta must be > 0 for the Gaussian mechanism")
+        mech = GaussianMechanism(
+            epsilon=epsilon,
+            delta=delta,
+            sensitivity=sens,
+            neighbours=neighbours,
+            name="gaussian on posterior mean",
+        )
+    else:  # pragma: no cover - the registry only routes the two above here
+        raise ValueError(f"mechanism must be 'laplace' or 'gaussian', got {mechanism!r}")
+    exact = model.posterior_from(stats)
+    lo = min(model.prior_mean, model.lower)
+    hi = max(model.prior_mean, model.upper)
+    public = {
+        "n": n,
+        "neighbours": neighbours.value,
+        "sensitivity": sens,
+        "posterior_sd": float(exact.std()),
+        "bounds": [model.lower, model.upper],
+        "truncation": [lo, hi],
+        **user,
+    }
+
+    def run(src: NoiseSource) -> Release:
+        noisy_mean = float(mech.release(np.array([exact.mean()]), rng=_as_rng(src)).value[0])
+        noisy_mean = min(max(noisy_mean, lo), hi)
+        posterior = type(exact)(mean=noisy_mean, sd=exact.std())
+        return Release(
+            model=model,
+            mechanism=mechanism,
+            posterior=posterior,
+            guarantee=mech.guarantee(simulation=src.simulation, truncation=[lo, hi], **user),
+            released={"posterior_mean": noisy_mean},
+            public=public,
+        )
+
+    return Plan(guarantee=mech.guarantee(truncation=[lo, hi], **user), run=run)
+
+
+def _as_rng(src: NoiseSource) -> Any:
+    """The ``rng`` argument that makes a mechanism draw from ``src``."""
+    return src.generator() if src.simulation else None
+
+
+def _register() -> None:
+    for mech in _COUNT_MECHANISMS:
+        for model_type in (BetaBernoulli, DirichletCategorical):
+
+            def planner(model: Any, stats: Any, *, _m: str = mech, **kw: Any) -> Plan:
+                return plan_counts(model, stats, mechanism=_m, **kw)
+
+            planner.user_level = True  # type: ignore[attr-defined]  # accepts rows_per_user
+            register(mech, model_type)(planner)
+    for mech in ("laplace", "gaussian"):
+
+        def nplanner(model: Any, stats: Any, *, _m: str = mech, **kw: Any) -> Plan:
+            return plan_normal_mean(model, stats, mechanism=_m, **kw)
+
+        nplanner.user_level = True  # type: ignore[attr-defined]  # accepts rows_per_user
+        register(mech, NormalMean)(nplanner)
+
+
+_register()

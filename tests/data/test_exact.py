@@ -1,0 +1,82 @@
+"""Correctly rounded sums: numpy and SQL paths both equal math.fsum."""
+
+from __future__ import annotations
+
+import math
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpbayes.data.exact import combine_scaled_sums, exact_sum, scaled_parts_sql
+
+# keep the exact sum inside the double range
+moderate = st.floats(min_value=-1e300, max_value=1e300, allow_nan=False)
+
+AWKWARD = np.array(
+    [5e-324, -5e-324, 2.2250738585072014e-308, 0.0, -0.0, 1e308, -1e308, 0.1, 0.2, 0.3, 1e16, 1.0]
+)
+
+
+_CON = duckdb.connect()
+
+
+def _sql_sum(values: np.ndarray) -> float:
+    rel = _CON.from_df(pd.DataFrame({"x": values}))
+    rows = rel.query("t", scaled_parts_sql("x", "t", "x IS NOT NULL")).fetchall()
+    return combine_scaled_sums(rows)
+
+
+def test_exact_sum_equals_fsum_on_awkward_values():
+    assert exact_sum(AWKWARD) == math.fsum(AWKWARD)
+    assert _sql_sum(AWKWARD) == math.fsum(AWKWARD)
+
+
+def test_exact_sum_differs_from_naive_where_naive_is_wrong():
+    x = np.array([1e16, 1.0, -1e16, 1.0] * 3)
+    assert exact_sum(x) == 6.0 == _sql_sum(x)
+
+
+def test_empty_sum_is_zero():
+    assert exact_sum(np.array([])) == 0.0
+    assert combine_scaled_sums([]) == 0.0
+
+
+def test_wide_range_many_values():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(20_000) * 10.0 ** rng.integers(-300, 300, 20_000)
+    expected = math.fsum(x)
+    assert exact_sum(x) == expected
+    assert _sql_sum(x) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(moderate, min_size=1, max_size=40))
+def test_numpy_sum_equals_fsum(values):
+    x = np.array(values, dtype=float)
+    assert exact_sum(x) == math.fsum(x)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(moderate, min_size=1, max_size=40))
+def test_sql_sum_equals_fsum(values):
+    x = np.array(values, dtype=float)
+    assert _sql_sum(x) == math.fsum(x)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1200, 1200), st.integers(-(2**70), 2**70)), max_size=8))
+def test_combine_scaled_sums_is_correctly_rounded(parts):
+    from fractions import Fraction
+
+    exact = sum((Fraction(m) * Fraction(2) ** s for s, m in parts), Fraction(0))
+    try:
+        expected = float(exact)
+    except OverflowError:
+        with pytest.raises(OverflowError):
+            combine_scaled_sums(parts)
+    else:
+        assert combine_scaled_sums(parts) == expected
