@@ -67,7 +67,15 @@ def register(sub: Any) -> None:
         help="neighbouring relation (default substitute: n is public)",
     )
     p.add_argument("--sensitivity", help="expmech: global, smooth or local")
-    p.add_argument("--divergence", help="expmech: hellinger (default), tv, ...")
+    p.add_argument("--divergence", help="expmech: hellinger (default) or tv")
+    p.add_argument(
+        "--max-candidates",
+        type=int,
+        help="expmech, dirichlet: enumerate candidates exactly up to this many (default 2e6)",
+    )
+    p.add_argument(
+        "--lattice", type=int, help="expmech, dirichlet: candidate lattice with this step count"
+    )
     p.add_argument(
         "--allow-non-private",
         action="store_true",
@@ -132,8 +140,8 @@ def describe_distribution(d: Any) -> str:
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, list):
-        return "[" + ", ".join(f"{x:.6g}" for x in v) + "]"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
@@ -155,7 +163,12 @@ def run(args: argparse.Namespace) -> int:
     accountant = Accountant.open(args.budget_file) if args.budget_file else None
     options = {
         k: v
-        for k, v in (("sensitivity", args.sensitivity), ("divergence", args.divergence))
+        for k, v in (
+            ("sensitivity", args.sensitivity),
+            ("divergence", args.divergence),
+            ("max_candidates", args.max_candidates),
+            ("lattice", args.lattice),
+        )
         if v is not None
     }
     rel = dpb.release(

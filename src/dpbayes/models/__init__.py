@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpbayes.models.bayes_net import (
+    BayesNet,
+    BayesNetParameters,
+    BayesNetPosterior,
+    BayesNetStatistics,
+    NaiveBayes,
+)
 from dpbayes.models.beta_bernoulli import BetaBernoulli
 from dpbayes.models.dirichlet_categorical import DirichletCategorical
 from dpbayes.models.distributions import (
@@ -29,10 +36,20 @@ from dpbayes.models.divergence import (
     log_affinity_dirichlet,
     total_variation,
 )
+from dpbayes.models.linear_regression import (
+    BayesianLinearRegression,
+    MultivariateNormal,
+    RegressionStatistics,
+)
 from dpbayes.models.normal_mean import NormalMean
 from dpbayes.models.statistics import CountStatistics, SumStatistics
 
 __all__ = [
+    "BayesNet",
+    "BayesNetParameters",
+    "BayesNetPosterior",
+    "BayesNetStatistics",
+    "BayesianLinearRegression",
     "Beta",
     "BetaBernoulli",
     "CountStatistics",
@@ -40,8 +57,11 @@ __all__ = [
     "DirichletCategorical",
     "Distribution",
     "Model",
+    "MultivariateNormal",
+    "NaiveBayes",
     "Normal",
     "NormalMean",
+    "RegressionStatistics",
     "SumStatistics",
     "distribution_from_dict",
     "f_divergence",

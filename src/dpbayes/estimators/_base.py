@@ -1,0 +1,73 @@
+"""The scikit-learn estimator interface, without making scikit-learn a dependency.
+
+When scikit-learn is installed the estimators derive from its ``BaseEstimator`` and
+mixins (so ``clone``, pipelines, tags and ``check_estimator`` work); otherwise from the
+small stand-ins below, which provide ``get_params``/``set_params`` and ``score``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "BaseEstimator",
+    "ClassifierMixin",
+    "DataConversionWarning",
+    "NotFittedError",
+    "RegressorMixin",
+]
+
+
+class _ParamsBase:
+    """get_params/set_params from the constructor's keyword arguments."""
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return sorted(p for p in sig.parameters if p != "self")
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self._get_param_names()}
+
+    def set_params(self, **params: Any) -> Any:
+        valid = self._get_param_names()
+        for k, v in params.items():
+            if k not in valid:
+                raise ValueError(f"invalid parameter {k!r} for {type(self).__name__}")
+            setattr(self, k, v)
+        return self
+
+
+class _ClassifierScore:
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        pred = self.predict(X)  # type: ignore[attr-defined]
+        return float(np.average(pred == np.asarray(y), weights=sample_weight))
+
+
+class _RegressorScore:
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        yt = np.asarray(y, dtype=float)
+        pred = self.predict(X)  # type: ignore[attr-defined]
+        w = np.ones_like(yt) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        mean = np.average(yt, weights=w)
+        ss_res = float(np.sum(w * (yt - pred) ** 2))
+        ss_tot = float(np.sum(w * (yt - mean) ** 2))
+        return 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
+
+
+class _NotFitted(ValueError, AttributeError):
+    """Raised when predict is called before fit."""
+
+
+try:  # pragma: no branch
+    from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+    from sklearn.exceptions import DataConversionWarning, NotFittedError
+except ImportError:  # scikit-learn is optional
+    DataConversionWarning = UserWarning  # type: ignore[assignment,misc]
+    NotFittedError = _NotFitted  # type: ignore[assignment,misc]
+    BaseEstimator = _ParamsBase  # type: ignore[assignment,misc]
+    ClassifierMixin = _ClassifierScore  # type: ignore[assignment,misc]
+    RegressorMixin = _RegressorScore  # type: ignore[assignment,misc]

@@ -1,0 +1,169 @@
+"""PrivateBayesianLinearRegression: posterior sampling with a truncated Gaussian prior.
+
+Paper 004 §5.2. Features are clipped to public ``feature_bounds`` and scaled to [-1, 1]
+(plus an intercept column of ones), labels clipped to public ``label_bounds`` and scaled
+to [-1, 1]; the prior N(0, I / prior_precision) is truncated to ||w||_2 <= weight_bound.
+Then |y - x'w| <= 1 + sqrt(d') W (d' columns), and one draw from the posterior with noise
+variance sigma^2 is eps-DP for eps = (1 + sqrt(d') W)^2 / sigma^2 (substitute): given eps,
+sigma^2 follows. Predictions are x'w of the released draw, clipped to the label bounds,
+so the model never diverges.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from dpbayes.estimators._base import (
+    BaseEstimator,
+    DataConversionWarning,
+    NotFittedError,
+    RegressorMixin,
+)
+from dpbayes.estimators.naive_bayes import check_features
+from dpbayes.models.linear_regression import BayesianLinearRegression
+from dpbayes.privacy import Guarantee
+from dpbayes.privacy.validation import check_epsilon, check_positive, check_range
+from dpbayes.release import linear_regression as _sampling  # noqa: F401  (registers it)
+from dpbayes.release import release
+
+__all__ = ["PrivateBayesianLinearRegression"]
+
+
+def _bounds(value: Any, d: int, name: str) -> np.ndarray:
+    """(d, 2) array of (lower, upper) from one pair or one pair per feature."""
+    if value is None:
+        raise ValueError(f"{name} must be given (public, data-independent bounds)")
+    arr = np.asarray(value, dtype=float)
+    if arr.shape == (2,):
+        lo, hi = check_range(tuple(arr.tolist()), name)
+        return np.tile([lo, hi], (d, 1))
+    if arr.shape != (d, 2):
+        raise ValueError(f"{name} must be a pair or one pair per feature ({d}, 2), got {arr.shape}")
+    for j in range(d):
+        check_range(tuple(arr[j].tolist()), f"{name}[{j}]")
+    return arr
+
+
+class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
+    """Differentially private Bayesian linear regression by posterior sampling.
+
+    Parameters
+    ----------
+    epsilon:
+        Privacy budget of the fit (> 0).
+    feature_bounds:
+        Public (lower, upper) for all features, or an array of shape (n_features, 2).
+    label_bounds:
+        Public (lower, upper) of the label.
+    prior_precision:
+        Precision lambda > 0 of the Gaussian prior on the scaled weights.
+    weight_bound:
+        Radius W > 0 of the ball the prior is truncated to (scaled weights).
+    noise_variance:
+        Label noise variance on the scaled labels; ``None``: the smallest that eps allows.
+    fit_intercept:
+        Add a constant column (inside the bounded feature space).
+    draws:
+        Number of posterior draws released (eps split over them); prediction uses their mean.
+    neighbours, random_state:
+        As for :class:`~dpbayes.estimators.PrivateNaiveBayes`.
+    """
+
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        feature_bounds: Any = None,
+        label_bounds: Any = None,
+        prior_precision: float = 1.0,
+        weight_bound: float = 1.0,
+        noise_variance: float | None = None,
+        fit_intercept: bool = True,
+        draws: int = 1,
+        neighbours: str = "substitute",
+        random_state: Any = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.feature_bounds = feature_bounds
+        self.label_bounds = label_bounds
+        self.prior_precision = prior_precision
+        self.weight_bound = weight_bound
+        self.noise_variance = noise_variance
+        self.fit_intercept = fit_intercept
+        self.draws = draws
+        self.neighbours = neighbours
+        self.random_state = random_state
+
+    def _design(self, X: Any) -> np.ndarray:
+        arr = check_features(X, numeric=True)
+        if arr.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {arr.shape[1]} features, but PrivateBayesianLinearRegression is "
+                f"expecting {self.n_features_in_} features as input"
+            )
+        lo, hi = self.feature_bounds_[:, 0], self.feature_bounds_[:, 1]
+        z = (np.clip(arr, lo, hi) - (lo + hi) / 2) / ((hi - lo) / 2)
+        if self.fit_intercept:
+            z = np.hstack([z, np.ones((z.shape[0], 1))])
+        return z
+
+    def fit(self, X: Any, y: Any) -> PrivateBayesianLinearRegression:
+        """Release posterior draw(s) of the weights from (X, y)."""
+        eps = check_epsilon(self.epsilon)
+        arr = check_features(X, numeric=True)
+        if y is None:
+            raise ValueError(
+                "y must be given: this estimator requires y to be passed, but the target y is None"
+            )
+        yt = np.asarray(y, dtype=float)
+        if yt.ndim == 2 and yt.shape[1] == 1:
+            warnings.warn(
+                "A column-vector y was passed when a 1d array was expected; it is flattened",
+                DataConversionWarning,
+                stacklevel=2,
+            )
+            yt = yt.ravel()
+        if yt.ndim != 1 or yt.size != arr.shape[0]:
+            raise ValueError(f"y must be 1-dimensional with {arr.shape[0]} entries")
+        if not np.all(np.isfinite(yt)):
+            raise ValueError("y must contain only finite numbers (found NaN or infinity)")
+        self.n_features_in_ = arr.shape[1]
+        self.feature_bounds_ = _bounds(self.feature_bounds, arr.shape[1], "feature_bounds")
+        self.label_bounds_ = _bounds(self.label_bounds, 1, "label_bounds")[0]
+        z = self._design(arr)
+        ylo, yhi = self.label_bounds_
+        ys = (np.clip(yt, ylo, yhi) - (ylo + yhi) / 2) / ((yhi - ylo) / 2)
+        noise = 1e-12 if self.noise_variance is None else self.noise_variance
+        self.model_ = BayesianLinearRegression(
+            prior_precision=check_positive(self.prior_precision, "prior_precision"),
+            noise_variance=check_positive(noise, "noise_variance"),
+            feature_bound=float(np.sqrt(z.shape[1])),
+            label_bound=1.0,
+            weight_bound=check_positive(self.weight_bound, "weight_bound"),
+        )
+        self.release_ = release(
+            self.model_,
+            (z, ys),
+            mechanism="sampling",
+            epsilon=eps,
+            rng=self.random_state,
+            neighbours=self.neighbours,
+            draws=self.draws,
+        )
+        self.guarantee_: Guarantee = self.release_.guarantee
+        self.coef_scaled_ = np.asarray(self.release_.posterior.weights)
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        """x'w of the released draw, mapped back to label units and clipped to the bounds."""
+        if not hasattr(self, "release_"):
+            raise NotFittedError(
+                "This PrivateBayesianLinearRegression instance is not fitted yet. Call 'fit' first."
+            )
+        z = self._design(X)
+        ylo, yhi = self.label_bounds_
+        ys = np.clip(z @ self.coef_scaled_, -1.0, 1.0)
+        return np.asarray(ys * (yhi - ylo) / 2 + (ylo + yhi) / 2)

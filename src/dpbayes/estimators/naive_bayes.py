@@ -1,0 +1,267 @@
+"""PrivateNaiveBayes: a differentially private Bayesian naive Bayes classifier.
+
+Paper 004 §5.1: a naive Bayes network (class as sole parent of every feature) with
+Dirichlet priors, released by Algorithm 1 (``"laplace"``), Algorithm 2 (``"fourier"``,
+binary features and classes only), posterior sampling (``"sampling"``), Algorithm 3
+(``"map"``), or non-privately (``"none"``); predictions use the released posterior's
+predictive probabilities. Continuous features are binned on public, data-independent
+``bin_edges``; categorical features need their public ``categories``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpbayes.estimators._base import (
+    BaseEstimator,
+    ClassifierMixin,
+    DataConversionWarning,
+    NotFittedError,
+)
+from dpbayes.models.bayes_net import NaiveBayes
+from dpbayes.privacy import Guarantee
+from dpbayes.privacy.validation import check_epsilon, check_positive
+from dpbayes.release import bayes_net as _alg1  # noqa: F401  (registers the mechanisms)
+from dpbayes.release import fourier as _alg2  # noqa: F401
+from dpbayes.release import release
+from dpbayes.release import sampling as _alg3  # noqa: F401
+
+__all__ = ["PrivateNaiveBayes"]
+
+MECHANISMS = ("laplace", "fourier", "sampling", "map", "none")
+_TARGET = "__class__"
+
+
+def check_features(X: Any, numeric: bool) -> np.ndarray:
+    """A 2-D feature matrix (float if ``numeric``), refusing sparse, complex, empty, NaN/inf."""
+    if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
+        raise TypeError("X must be dense: sparse input is not supported")
+    arr = np.asarray(X.to_numpy() if isinstance(X, pd.DataFrame) else X)
+    if np.iscomplexobj(arr):
+        raise ValueError("X must be real: Complex data not supported")
+    if arr.ndim != 2:
+        raise ValueError(
+            f"X must be 2-dimensional (samples, features), got shape {arr.shape}; "
+            "Reshape your data with X.reshape(-1, 1) for a single feature"
+        )
+    if arr.shape[1] == 0:
+        raise ValueError(
+            f"X has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required."
+        )
+    if arr.shape[0] == 0:
+        raise ValueError(f"X has 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    if numeric:
+        try:
+            arr = arr.astype(float)
+        except TypeError as exc:
+            raise TypeError(f"X must be numeric: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"X must be numeric: {exc}") from None
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("X must contain only finite numbers (found NaN or infinity)")
+    elif pd.isna(pd.DataFrame(arr)).to_numpy().any():
+        raise ValueError("X contains missing values (NaN)")
+    return arr
+
+
+def check_labels(y: Any, n: int) -> np.ndarray:
+    if y is None:
+        raise ValueError(
+            "y must be given: this estimator requires y to be passed, but the target y is None"
+        )
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected; it is flattened",
+            DataConversionWarning,
+            stacklevel=3,
+        )
+        arr = arr.ravel()
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"y must be 1-dimensional with {n} entries, got shape {arr.shape}")
+    if pd.isna(pd.Series(arr)).any():
+        raise ValueError("y contains missing values (NaN)")
+    return arr
+
+
+class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
+    """Differentially private Bayesian naive Bayes (paper 004 §5.1), scikit-learn interface.
+
+    Parameters
+    ----------
+    epsilon:
+        Privacy budget of the whole fit (> 0); ignored for ``mechanism="none"``.
+    mechanism:
+        ``"laplace"`` (Alg. 1), ``"fourier"`` (Alg. 2; binary features and classes),
+        ``"sampling"`` (one posterior draw), ``"map"`` (Alg. 3) or ``"none"`` (exact).
+    classes:
+        The public class labels. ``None`` takes them from ``y``: the *set* of labels is
+        then not protected (the counts still are).
+    categories:
+        Public categories of the features: one list for all features or one per feature.
+    bin_edges:
+        Public, data-independent bin edges for continuous features (one increasing
+        array for all features or one per feature); feature j falls in bin
+        ``searchsorted(edges_j, x, side="right")``, 0..len(edges_j).
+    alpha:
+        Dirichlet prior concentration (> 0).
+    neighbours:
+        ``"substitute"`` (n public) or ``"add-remove"``.
+    stealth:
+        For ``"fourier"``: probability that no released cell is negative.
+    random_state:
+        ``None``: secure noise (publishable); int or Generator: seeded simulation.
+    """
+
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        mechanism: str = "laplace",
+        classes: Sequence[Any] | None = None,
+        categories: Any = None,
+        bin_edges: Any = None,
+        alpha: float = 1.0,
+        neighbours: str = "substitute",
+        stealth: float = 0.9,
+        random_state: Any = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.mechanism = mechanism
+        self.classes = classes
+        self.categories = categories
+        self.bin_edges = bin_edges
+        self.alpha = alpha
+        self.neighbours = neighbours
+        self.stealth = stealth
+        self.random_state = random_state
+
+    # --- feature encoding ------------------------------------------------------
+    def _per_feature(self, value: Any, d: int, name: str) -> list[Any]:
+        if len(value) == d and all(
+            isinstance(v, Sequence | np.ndarray) and not isinstance(v, str) for v in value
+        ):
+            return [list(v) for v in value]
+        if all(not isinstance(v, Sequence | np.ndarray) or isinstance(v, str) for v in value):
+            return [list(value)] * d
+        raise ValueError(f"{name} must be one list for all features or one per feature ({d})")
+
+    def _feature_categories(self, X: np.ndarray) -> list[list[Any]]:
+        d = X.shape[1]
+        if self.bin_edges is not None:
+            edges = self._per_feature(self.bin_edges, d, "bin_edges")
+            for j, e in enumerate(edges):
+                arr = np.asarray(e, dtype=float)
+                if arr.ndim != 1 or arr.size < 1 or np.any(np.diff(arr) <= 0):
+                    raise ValueError(f"bin_edges[{j}] must be a strictly increasing 1-D array")
+            return [list(range(len(e) + 1)) for e in edges]
+        if self.categories is not None:
+            return self._per_feature(self.categories, d, "categories")
+        if self.mechanism == "none":
+            return [sorted(pd.unique(X[:, j]).tolist()) for j in range(d)]
+        raise ValueError(
+            "categories or bin_edges must be given (public and data-independent) "
+            f"for mechanism {self.mechanism!r}"
+        )
+
+    def _encode(self, X: Any) -> pd.DataFrame:
+        arr = check_features(X, numeric=self.bin_edges is not None)
+        if arr.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {arr.shape[1]} features, but PrivateNaiveBayes is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+        if self.bin_edges is not None:
+            cols = {
+                f"x{j}": np.searchsorted(np.asarray(e, dtype=float), arr[:, j], side="right")
+                for j, e in enumerate(self.edges_)
+            }
+        else:
+            cols = {f"x{j}": arr[:, j] for j in range(arr.shape[1])}
+        return pd.DataFrame(cols)
+
+    # --- fit / predict -----------------------------------------------------------
+    def fit(self, X: Any, y: Any) -> PrivateNaiveBayes:
+        """Release a private posterior from (X, y)."""
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {list(MECHANISMS)}, got {self.mechanism!r}")
+        eps = check_epsilon(self.epsilon) if self.mechanism != "none" else None
+        check_positive(self.alpha, "alpha")
+        arr = check_features(X, numeric=self.bin_edges is not None)
+        labels = check_labels(y, arr.shape[0])
+        if self.classes is None:
+            if labels.dtype.kind == "f" and np.any(labels != np.round(labels)):
+                raise ValueError(
+                    "Unknown label type: continuous; y must hold class labels "
+                    "(use PrivateBayesianLinearRegression for a continuous target)"
+                )
+            classes = np.unique(labels)
+        else:
+            classes = np.asarray(list(self.classes))
+        if classes.size < 2:
+            raise ValueError(
+                f"classes must have at least 2 labels; y has 1 class {classes.tolist()}"
+            )
+        self.n_features_in_ = arr.shape[1]
+        cats = self._feature_categories(arr)
+        if self.bin_edges is not None:
+            self.edges_ = self._per_feature(self.bin_edges, arr.shape[1], "bin_edges")
+        self.classes_ = classes
+        self.model_ = NaiveBayes(
+            _TARGET,
+            list(range(classes.size)),
+            {f"x{j}": c for j, c in enumerate(cats)},
+            alpha=self.alpha,
+        )
+        codes = pd.Index(classes.tolist()).get_indexer(labels.tolist())
+        if np.any(codes < 0):
+            bad = labels[np.flatnonzero(codes < 0)[0]]
+            bad = bad.item() if isinstance(bad, np.generic) else bad
+            raise ValueError(f"y has label {bad!r} that is not in classes {classes.tolist()}")
+        frame = self._encode(arr)
+        frame[_TARGET] = codes
+        if self.mechanism == "none":
+            self.posterior_ = self.model_.exact_posterior(frame)
+            self.guarantee_: Guarantee | None = None
+            self.release_ = None
+        else:
+            options: dict[str, Any] = (
+                {"stealth": self.stealth} if self.mechanism == "fourier" else {}
+            )
+            self.release_ = release(
+                self.model_,
+                frame,
+                mechanism=self.mechanism,
+                epsilon=eps,  # type: ignore[arg-type]
+                rng=self.random_state,
+                neighbours=self.neighbours,
+                **options,
+            )
+            self.posterior_ = self.release_.posterior
+            self.guarantee_ = self.release_.guarantee
+        self.classes_from_data_ = self.classes is None
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "posterior_"):
+            raise NotFittedError(
+                "This PrivateNaiveBayes instance is not fitted yet. Call 'fit' first."
+            )
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Predictive class probabilities, columns in the order of ``classes_``."""
+        self._check_fitted()
+        return np.asarray(self.posterior_.predict_proba(self._encode(X), _TARGET))
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X: Any) -> np.ndarray:
+        proba = self.predict_proba(X)
+        return np.asarray(self.classes_[np.argmax(proba, axis=1)])

@@ -1,0 +1,198 @@
+"""Bayesian linear regression with known noise variance: exact, non-private posterior.
+
+Paper 004 §5.2: y = x'w + e, e ~ N(0, sigma^2) with sigma^2 known, and the prior
+w ~ N(0, I / lambda) (``prior_precision`` lambda). The posterior is Gaussian with
+precision ``lambda I + X'X / sigma^2`` and mean ``Sigma X'y / sigma^2``.
+
+For private posterior sampling (``dpbayes.release.linear_regression``) the model also
+carries public bounds: each feature row is scaled into the ball ||x||_2 <= feature_bound,
+each label clipped to [-label_bound, label_bound], and the prior truncated to the ball
+||w||_2 <= weight_bound (the truncation enters only the private sampler).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import linalg, stats
+
+from dpbayes.privacy.validation import check_array, check_int, check_positive
+
+__all__ = ["BayesianLinearRegression", "MultivariateNormal", "RegressionStatistics"]
+
+
+@dataclass(frozen=True, eq=False)
+class MultivariateNormal:
+    """N(mean, cov) on R^d; scipy.stats-like methods."""
+
+    mean_: np.ndarray
+    cov: np.ndarray
+    family = "multivariate-normal"
+
+    def mean(self) -> np.ndarray:
+        return self.mean_
+
+    def var(self) -> np.ndarray:
+        return np.diag(self.cov).copy()
+
+    def std(self) -> np.ndarray:
+        return np.sqrt(self.var())
+
+    def to_scipy(self) -> Any:
+        return stats.multivariate_normal(mean=self.mean_, cov=self.cov, allow_singular=False)
+
+    def logpdf(self, x: Any) -> Any:
+        return self.to_scipy().logpdf(x)
+
+    def pdf(self, x: Any) -> Any:
+        return self.to_scipy().pdf(x)
+
+    def interval(self, level: float = 0.95) -> np.ndarray:
+        """Per-coordinate central intervals, shape (d, 2)."""
+        z = stats.norm.ppf(0.5 + level / 2)
+        s = self.std()
+        return np.stack([self.mean_ - z * s, self.mean_ + z * s], axis=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"family": self.family, "mean": self.mean_.tolist(), "cov": self.cov.tolist()}
+
+
+@dataclass(frozen=True, eq=False)
+class RegressionStatistics:
+    """Sufficient statistics X'X, X'y, y'y and n of (bounded) data."""
+
+    xtx: np.ndarray
+    xty: np.ndarray
+    yty: float
+    n: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", check_int(self.n, "n", minimum=0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"xtx": self.xtx.tolist(), "xty": self.xty.tolist(), "yty": self.yty, "n": self.n}
+
+
+class BayesianLinearRegression:
+    """Bayesian linear regression, prior N(0, I/prior_precision), known noise variance.
+
+    Parameters
+    ----------
+    prior_precision:
+        lambda > 0, the prior precision of every weight.
+    noise_variance:
+        sigma^2 > 0, the variance of the label noise.
+    feature_bound, label_bound, weight_bound:
+        Public bounds (> 0) for private releases: rows with ||x||_2 > feature_bound are
+        scaled onto the sphere, labels clipped to [-label_bound, label_bound]; the
+        private sampler truncates the prior to ||w||_2 <= weight_bound. ``None``: no bound
+        (the exact posterior needs none).
+    features, target:
+        Column names used when ``data`` is a table; otherwise data is ``(X, y)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        prior_precision: float = 1.0,
+        noise_variance: float = 1.0,
+        feature_bound: float | None = None,
+        label_bound: float | None = None,
+        weight_bound: float | None = None,
+        features: list[str] | None = None,
+        target: str | None = None,
+    ) -> None:
+        self.prior_precision = check_positive(prior_precision, "prior_precision")
+        self.noise_variance = check_positive(noise_variance, "noise_variance")
+        self.feature_bound = (
+            None if feature_bound is None else check_positive(feature_bound, "feature_bound")
+        )
+        self.label_bound = (
+            None if label_bound is None else check_positive(label_bound, "label_bound")
+        )
+        self.weight_bound = (
+            None if weight_bound is None else check_positive(weight_bound, "weight_bound")
+        )
+        self.features = None if features is None else [str(f) for f in features]
+        self.target = target
+
+    def __repr__(self) -> str:
+        return (
+            f"BayesianLinearRegression(prior_precision={self.prior_precision}, "
+            f"noise_variance={self.noise_variance}, feature_bound={self.feature_bound}, "
+            f"label_bound={self.label_bound}, weight_bound={self.weight_bound})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "family": "bayesian-linear-regression",
+            "prior_precision": self.prior_precision,
+            "noise_variance": self.noise_variance,
+            "feature_bound": self.feature_bound,
+            "label_bound": self.label_bound,
+            "weight_bound": self.weight_bound,
+            "features": self.features,
+            "target": self.target,
+        }
+
+    def bounded(self, x: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Rows scaled into the feature ball and labels clipped (data-independent maps)."""
+        xa = check_array(x, "X", ndim=2)
+        if self.feature_bound is not None:
+            norms = np.linalg.norm(xa, axis=1)
+            scale = np.minimum(1.0, self.feature_bound / np.maximum(norms, 1e-300))
+            xa = xa * scale[:, None]
+        if y is None:
+            return xa, None
+        ya = check_array(y, "y", ndim=1)
+        if ya.size != xa.shape[0]:
+            raise ValueError(f"y must have {xa.shape[0]} entries (rows of X), got {ya.size}")
+        if self.label_bound is not None:
+            ya = np.clip(ya, -self.label_bound, self.label_bound)
+        return xa, ya
+
+    def _xy(self, data: Any) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(data, pd.DataFrame):
+            if self.features is None or self.target is None:
+                raise ValueError("features and target must be set to read a table")
+            missing = [c for c in [*self.features, self.target] if c not in data.columns]
+            if missing:
+                raise ValueError(f"data has no column(s) {missing}")
+            return data[self.features].to_numpy(float), data[self.target].to_numpy(float)
+        if isinstance(data, tuple) and len(data) == 2:
+            return np.asarray(data[0], dtype=float), np.asarray(data[1], dtype=float)
+        raise TypeError(f"data must be (X, y) or a DataFrame, got {type(data).__name__}")
+
+    def statistics(self, data: Any, column: str | None = None) -> RegressionStatistics:
+        """X'X, X'y, y'y, n of the bounded data."""
+        if column is not None:
+            raise ValueError("column must be None for a regression (set features/target)")
+        x, y = self.bounded(*self._xy(data))
+        assert y is not None
+        return RegressionStatistics(xtx=x.T @ x, xty=x.T @ y, yty=float(y @ y), n=x.shape[0])
+
+    def posterior_from(
+        self, stats_: RegressionStatistics, noise_variance: float | None = None
+    ) -> MultivariateNormal:
+        """The Gaussian posterior (untruncated prior); ``noise_variance`` overrides sigma^2."""
+        s2 = self.noise_variance if noise_variance is None else noise_variance
+        d = stats_.xtx.shape[0]
+        prec = self.prior_precision * np.eye(d) + stats_.xtx / s2
+        chol = linalg.cho_factor(prec)
+        cov = linalg.cho_solve(chol, np.eye(d))
+        mean = linalg.cho_solve(chol, stats_.xty / s2)
+        return MultivariateNormal(mean_=mean, cov=(cov + cov.T) / 2)
+
+    def exact_posterior(self, data: Any) -> MultivariateNormal:
+        """The non-private posterior given ``data``."""
+        return self.posterior_from(self.statistics(data))
+
+    def predictive(self, posterior: MultivariateNormal, x: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior predictive mean and variance of y at the rows of ``x``."""
+        xa, _ = self.bounded(x)
+        mean = xa @ posterior.mean_
+        var = np.einsum("ij,jk,ik->i", xa, posterior.cov, xa) + self.noise_variance
+        return mean, var

@@ -1,0 +1,140 @@
+"""PrivateNaiveBayes: scikit-learn interface, accuracy, errors."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.utils.estimator_checks import check_estimator
+
+from dpbayes.estimators import PrivateNaiveBayes
+
+
+def binary_data(n: int = 1500, d: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    g = np.random.default_rng(seed)
+    y = g.integers(0, 2, n)
+    p = np.where(y[:, None] == 1, 0.75, 0.3)
+    return (g.random((n, d)) < p).astype(int), y
+
+
+def test_sklearn_check_estimator() -> None:
+    """Every applicable scikit-learn check passes (array-API input is skipped by sklearn)."""
+    est = PrivateNaiveBayes(epsilon=50.0, bin_edges=np.linspace(-3, 3, 7), random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(est, on_fail=None, on_skip=None)
+    failed = [(r["check_name"], str(r["exception"])) for r in results if r["status"] == "failed"]
+    assert not failed
+    assert sum(r["status"] == "passed" for r in results) >= 50
+
+
+def test_get_params_and_clone() -> None:
+    est = PrivateNaiveBayes(epsilon=2.0, mechanism="fourier", categories=[0, 1])
+    assert est.get_params()["epsilon"] == 2.0
+    c = clone(est).set_params(epsilon=3.0)
+    assert c.epsilon == 3.0 and est.epsilon == 2.0
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "fourier", "sampling", "map"])
+def test_private_accuracy_close_to_exact_at_large_epsilon(mechanism: str) -> None:
+    x, y = binary_data()
+    xt, yt = binary_data(2000, seed=1)
+    exact = PrivateNaiveBayes(mechanism="none", categories=[0, 1]).fit(x, y).score(xt, yt)
+    est = PrivateNaiveBayes(
+        epsilon=200.0, mechanism=mechanism, categories=[0, 1], classes=[0, 1], random_state=0
+    ).fit(x, y)
+    # same Bayes rule up to noise: accuracies within 2 binomial standard errors + 1%
+    assert est.score(xt, yt) >= exact - 2 * np.sqrt(0.25 / 2000) - 0.01
+    assert est.guarantee_ is not None and est.guarantee_.epsilon <= 200.0
+    proba = est.predict_proba(xt)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert est.guarantee_.simulation
+
+
+def test_exact_model_is_bayes_rule() -> None:
+    x, y = binary_data(300)
+    est = PrivateNaiveBayes(mechanism="none", categories=[0, 1], alpha=1.0).fit(x, y)
+    # hand computation for one record
+    i = 0
+    logp = []
+    for c in (0, 1):
+        m = y == c
+        lp = np.log((m.sum() + 1) / (len(y) + 2))
+        for j in range(x.shape[1]):
+            lp += np.log(((x[m, j] == x[i, j]).sum() + 1) / (m.sum() + 2))
+        logp.append(lp)
+    p = np.exp(logp - np.max(logp))
+    np.testing.assert_allclose(est.predict_proba(x[:1])[0], p / p.sum(), rtol=1e-10)
+    assert est.guarantee_ is None
+
+
+def test_string_classes_and_categories() -> None:
+    x = np.array([["a", "u"], ["b", "v"], ["a", "v"], ["b", "u"]] * 10, dtype=object)
+    y = np.array(["yes", "no", "yes", "no"] * 10)
+    est = PrivateNaiveBayes(
+        epsilon=5.0, categories=[["a", "b"], ["u", "v"]], classes=["no", "yes"], random_state=1
+    ).fit(x, y)
+    assert set(est.predict(x)) <= {"no", "yes"}
+    assert not est.classes_from_data_
+
+
+def test_errors() -> None:
+    x, y = binary_data(100)
+    est = PrivateNaiveBayes(epsilon=1.0, categories=[0, 1], random_state=0).fit(x, y)
+    bad = x[:3].copy()
+    bad[0, 2] = 7
+    with pytest.raises(ValueError, match="unknown category 7"):
+        est.predict(bad)
+    with pytest.raises(ValueError, match="categories or bin_edges"):
+        PrivateNaiveBayes(epsilon=1.0).fit(x, y)
+    for eps in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="epsilon"):
+            PrivateNaiveBayes(epsilon=eps, categories=[0, 1]).fit(x, y)
+    with pytest.raises(ValueError, match="mechanism must be one of"):
+        PrivateNaiveBayes(mechanism="magic", categories=[0, 1]).fit(x, y)
+    with pytest.raises(ValueError, match="binary variables"):
+        PrivateNaiveBayes(mechanism="fourier", categories=[0, 1, 2]).fit(x, y)
+    with pytest.raises(ValueError, match="not in classes"):
+        PrivateNaiveBayes(categories=[0, 1], classes=[0, 5]).fit(x, y)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        PrivateNaiveBayes(bin_edges=[1.0, 0.0]).fit(x.astype(float), y)
+    with pytest.raises(ValueError, match="expecting 6 features"):
+        est.predict(x[:, :3])
+
+
+def test_bins_are_data_independent() -> None:
+    """Binning uses only the given edges: the fitted model's categories do not see the data."""
+    x, y = binary_data(200)
+    xf = x + np.random.default_rng(0).normal(0, 0.1, x.shape)
+    est = PrivateNaiveBayes(epsilon=2.0, bin_edges=[0.5], random_state=0).fit(xf, y)
+    assert est.model_.variables["x0"] == (0, 1)
+    assert est.score(xf, y) > 0.7
+
+
+def test_works_without_scikit_learn() -> None:
+    """With scikit-learn unavailable the estimators fall back to dpbayes' own base classes."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['sklearn'] = None\n"
+        "import numpy as np\n"
+        "from dpbayes.estimators import PrivateNaiveBayes, PrivateBayesianLinearRegression\n"
+        "x = np.array([[0, 1], [1, 1], [0, 0], [1, 0]] * 20); y = np.array([0, 1, 0, 1] * 20)\n"
+        "m = PrivateNaiveBayes(epsilon=5.0, categories=[0, 1], random_state=0).fit(x, y)\n"
+        "assert m.score(x, y) > 0.5 and m.get_params()['epsilon'] == 5.0\n"
+        "assert m.set_params(epsilon=2.0).epsilon == 2.0\n"
+        "r = PrivateBayesianLinearRegression(feature_bounds=(0, 1), label_bounds=(0, 1),\n"
+        "                                    random_state=0).fit(x, y)\n"
+        "assert np.isfinite(r.score(x, y))\n"
+        "try:\n"
+        "    PrivateNaiveBayes().predict(x)\n"
+        "except ValueError as e:\n"
+        "    assert 'not fitted' in str(e)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -1,0 +1,342 @@
+"""Accountant: composition, atomic charges, persistence, damage, threads and processes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import threading
+
+import pytest
+
+from dpbayes.privacy import (
+    Accountant,
+    BudgetExceeded,
+    Guarantee,
+    LaplaceMechanism,
+    LedgerError,
+)
+from dpbayes.privacy.accountant import _checksum
+
+
+def test_sequential_composition_adds():
+    acc = Accountant(1.0, 1e-5)
+    for _ in range(10):
+        acc.spend(0.1)  # 10 x 0.1 fits exactly in 1 (float slack)
+    assert acc.spent == pytest.approx((1.0, 0.0))
+    assert acc.remaining == (0.0, 1e-5)
+    with pytest.raises(BudgetExceeded):
+        acc.spend(1e-6)
+    acc2 = Accountant(1.0, 1e-5)
+    acc2.spend(0.3, 4e-6)
+    acc2.spend(0.3, 4e-6)
+    with pytest.raises(BudgetExceeded, match="delta"):
+        acc2.spend(0.1, 4e-6)  # epsilon fits, delta does not
+    assert acc2.spent == pytest.approx((0.6, 8e-6))
+
+
+def test_parallel_composition_costs_the_max():
+    acc = Accountant(1.0)
+    for cell in ("a", "b", "c"):
+        acc.spend(0.5, scope=[cell])  # disjoint parts: the max, not the sum
+    assert acc.spent == pytest.approx((0.5, 0.0))
+    acc.spend(0.2, scope=["a", "b"])  # a and b now carry 0.7
+    assert acc.spent == pytest.approx((0.7, 0.0))
+    acc.spend(0.2)  # a global spend adds to every part
+    assert acc.spent == pytest.approx((0.9, 0.0))
+    with pytest.raises(BudgetExceeded):
+        acc.spend(0.2, scope=["a"])
+    acc.spend(0.3, scope=["c"])  # c carries 0.5 + 0.3, + 0.2 global = 1.0
+    assert acc.spent == pytest.approx((1.0, 0.0))
+    with pytest.raises(ValueError, match="scope"):
+        acc.spend(0.01, scope=[])
+    assert acc.spends[1].scope == ("b",)
+    # A repeated label in one scope counts once.
+    acc3 = Accountant(1.0)
+    acc3.spend(0.6, scope=["x", "x"])
+    assert acc3.spent[0] == pytest.approx(0.6)
+
+
+def test_budget_exceeded_spends_nothing_and_says_what_remains():
+    acc = Accountant(1.0)
+    acc.spend(0.7, label="first")
+    before = acc.spends
+    with pytest.raises(BudgetExceeded) as info:
+        acc.spend(0.5)
+    message = str(info.value)
+    assert "eps=0.3 " in message or "eps=0.3)" in message or "eps=0.3," in message, message
+    assert "nothing was spent" in message
+    assert acc.spends == before
+    assert isinstance(info.value, ValueError)
+    assert acc.can_spend(0.3) and not acc.can_spend(0.31)
+
+
+def test_exception_inside_charge_records_nothing(tmp_path):
+    for acc in (Accountant(1.0), Accountant(1.0, path=tmp_path / "ledger.json")):
+        ran = []
+        with pytest.raises(RuntimeError), acc.charge(0.5):
+            ran.append(True)
+            raise RuntimeError("release failed")
+        assert ran == [True]
+        assert acc.spends == () and acc.spent == (0.0, 0.0)
+        if acc.path is not None:
+            assert Accountant.open(acc.path).spends == ()
+        with acc.charge(0.5, label="ok") as spend:
+            assert spend.epsilon == 0.5
+        assert len(acc.spends) == 1
+
+
+def test_budget_exceeded_is_raised_before_the_block_runs():
+    acc = Accountant(0.5)
+    ran = []
+    with pytest.raises(BudgetExceeded), acc.charge(0.6):
+        ran.append(True)
+    assert ran == []
+
+
+def test_guarantees_are_charged_and_non_private_ones_refused():
+    acc = Accountant(2.0, 1e-5)
+    g = LaplaceMechanism(epsilon=0.5, sensitivity=1).guarantee()
+    with acc.charge(g) as spend:
+        pass
+    assert spend.label == "laplace" and acc.spent[0] == 0.5
+    bad = Guarantee(
+        epsilon=0.1,
+        delta=0.0,
+        neighbours="substitute",
+        mechanism="local-sensitivity exponential",
+        sensitivity=1.0,
+        private=False,
+    )
+    with pytest.raises(ValueError, match="not differentially private"):
+        acc.spend(bad)
+    assert len(acc.spends) == 1
+    too_much_delta = Guarantee(
+        epsilon=0.1, delta=1e-4, neighbours="substitute", mechanism="gaussian", sensitivity=1
+    )
+    with pytest.raises(BudgetExceeded):
+        acc.spend(too_much_delta)
+
+
+@pytest.mark.parametrize("bad", [-1.0, 0.0, float("nan"), float("inf"), "0.1", True, None])
+def test_bad_costs_are_refused(bad):
+    acc = Accountant(1.0)
+    with pytest.raises((TypeError, ValueError), match="epsilon"):
+        acc.spend(bad)
+    with pytest.raises((TypeError, ValueError), match="delta"):
+        acc.spend(0.1, delta=bad if bad != 0.0 else -0.5)
+    assert acc.spends == ()
+    with pytest.raises((TypeError, ValueError), match="epsilon"):
+        Accountant(bad)
+
+
+def test_nested_charge_counts_the_outer_spend(tmp_path):
+    """A charge inside another charge's block sees the outer (unrecorded) spend."""
+    acc = Accountant(1.0)
+    with acc.charge(0.6):
+        with pytest.raises(BudgetExceeded), acc.charge(0.6):
+            pass
+        with acc.charge(0.3):
+            pass
+    assert acc.spent[0] == pytest.approx(0.9)
+
+    # File-backed: a nested charge must not deadlock on the ledger's flock.
+    path = tmp_path / "nested.json"
+    acc = Accountant(1.0, path=path)
+    done = []
+
+    def nested():
+        with acc.charge(0.5), acc.charge(0.25):
+            pass
+        done.append(True)
+
+    t = threading.Thread(target=nested, daemon=True)
+    t.start()
+    t.join(timeout=20)
+    assert done == [True], "nested charge deadlocked"
+    assert Accountant.open(path).spent[0] == pytest.approx(0.75)
+
+
+def test_ledger_round_trip_and_restart(tmp_path):
+    path = tmp_path / "budget.json"
+    acc = Accountant(1.0, 1e-5, path=path)
+    acc.spend(0.25, 1e-6, label="counts", scope=["x"])
+    acc.spend(0.25, label="mean")
+    restarted = Accountant.open(path)
+    assert restarted.total == (1.0, 1e-5)
+    assert restarted.spends == acc.spends
+    assert restarted.spent == acc.spent
+    restarted.spend(0.5)
+    with pytest.raises(BudgetExceeded):
+        restarted.spend(0.01)
+    # The first object sees the second's spend when it charges (it re-reads the file).
+    with pytest.raises(BudgetExceeded):
+        acc.spend(0.01)
+    assert len(Accountant.open(path).spends) == 3
+    summary = Accountant.open(path).summary()
+    assert summary["remaining"]["epsilon"] == pytest.approx(0.0, abs=1e-12)
+    assert summary["spends"] == 3 and summary["path"] == str(path)
+
+
+def test_creating_over_an_existing_ledger_is_refused(tmp_path):
+    path = tmp_path / "budget.json"
+    Accountant(1.0, path=path).spend(0.9)
+    content = path.read_bytes()
+    with pytest.raises(LedgerError, match="already exists"):
+        Accountant(5.0, path=path)
+    assert path.read_bytes() == content
+
+
+def _damage(path, how):
+    text = path.read_text()
+    doc = json.loads(text)
+    if how == "truncated":
+        path.write_text(text[: len(text) // 2])
+    elif how == "edited number":
+        doc["total"]["epsilon"] = 100.0
+        path.write_text(json.dumps(doc))
+    elif how == "edited spend":
+        doc["spends"][0]["epsilon"] = 0.01
+        path.write_text(json.dumps(doc))
+    elif how == "bad checksum":
+        doc["checksum"] = "0" * 64
+        path.write_text(json.dumps(doc))
+    elif how == "no checksum":
+        del doc["checksum"]
+        path.write_text(json.dumps(doc))
+    elif how == "not json":
+        path.write_text("this is not a ledger")
+    elif how == "binary":
+        path.write_bytes(b"\x00\xff\xfe\x81garbage")
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "json list":
+        path.write_text("[1, 2, 3]")
+    elif how == "negative spend, valid checksum":
+        doc["spends"][0]["epsilon"] = -5.0
+        body = {k: doc[k] for k in ("format", "version", "total", "spends")}
+        doc["checksum"] = _checksum(body)
+        path.write_text(json.dumps(doc))
+    elif how == "spends not a list, valid checksum":
+        doc["spends"] = {"a": 1}
+        body = {k: doc[k] for k in ("format", "version", "total", "spends")}
+        doc["checksum"] = _checksum(body)
+        path.write_text(json.dumps(doc))
+    elif how == "missing":
+        path.unlink()
+    else:  # pragma: no cover
+        raise AssertionError(how)
+
+
+DAMAGES = [
+    "truncated",
+    "edited number",
+    "edited spend",
+    "bad checksum",
+    "no checksum",
+    "not json",
+    "binary",
+    "empty",
+    "json list",
+    "negative spend, valid checksum",
+    "spends not a list, valid checksum",
+    "missing",
+]
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_damaged_ledger_is_an_error_never_a_fresh_budget(tmp_path, how):
+    path = tmp_path / "budget.json"
+    acc = Accountant(1.0, path=path)
+    acc.spend(0.9)
+    _damage(path, how)
+    with pytest.raises(LedgerError, match="ledger file"):
+        Accountant.open(path)
+    # An accountant that was already open re-reads the file on every charge.
+    with pytest.raises(LedgerError):
+        acc.spend(0.05)
+    with pytest.raises(LedgerError):
+        Accountant(1.0, path=path) if how != "missing" else Accountant.open(path)
+
+
+def test_threads_never_overspend():
+    acc = Accountant(1.0)
+    results: list[bool] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(8)
+
+    def worker():
+        barrier.wait()
+        for _ in range(50):
+            try:
+                with acc.charge(0.01):
+                    pass
+                ok = True
+            except BudgetExceeded:
+                ok = False
+            with lock:
+                results.append(ok)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 400
+    assert sum(results) == 100  # exactly the budget: 100 x 0.01 = 1 (float slack 1e-9)
+    assert acc.spent[0] <= 1.0 * (1 + 1e-9)
+    assert len(acc.spends) == 100
+
+
+def test_threads_with_two_accountants_on_one_ledger_never_overspend(tmp_path):
+    path = tmp_path / "shared.json"
+    Accountant(0.5, path=path)
+    accs = [Accountant.open(path), Accountant.open(path)]
+    ok = []
+    lock = threading.Lock()
+
+    def worker(acc):
+        for _ in range(10):
+            try:
+                acc.spend(0.05)
+                with lock:
+                    ok.append(1)
+            except BudgetExceeded:
+                pass
+
+    threads = [threading.Thread(target=worker, args=(accs[i % 2],)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(ok) == 10
+    assert Accountant.open(path).spent[0] == pytest.approx(0.5)
+
+
+def _process_worker(path, n, queue):
+    acc = Accountant.open(path)
+    ok = 0
+    for _ in range(n):
+        try:
+            acc.spend(0.1)
+            ok += 1
+        except BudgetExceeded:
+            pass
+    queue.put(ok)
+
+
+def test_two_processes_sharing_a_ledger_never_overspend(tmp_path):
+    path = tmp_path / "shared.json"
+    Accountant(1.0, path=path)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_process_worker, args=(str(path), 8, queue)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    successes = queue.get(timeout=5) + queue.get(timeout=5)
+    assert successes == 10
+    final = Accountant.open(path)
+    assert len(final.spends) == 10
+    assert final.spent[0] == pytest.approx(1.0)

@@ -1,0 +1,74 @@
+"""Posterior sampling for Bayesian linear regression (paper 004 §5.2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpbayes.models.linear_regression import BayesianLinearRegression
+from dpbayes.release import release
+from dpbayes.release.linear_regression import sampling_noise_variance, truncated_gaussian_ball
+
+Z = float(stats.norm.isf(1e-4 / 2))
+
+
+def bounded_model(**kw: float) -> BayesianLinearRegression:
+    args = {"feature_bound": 1.0, "label_bound": 1.0, "weight_bound": 2.0, "noise_variance": 0.01}
+    args.update(kw)
+    return BayesianLinearRegression(**args)
+
+
+def data(n: int = 500, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    g = np.random.default_rng(seed)
+    x = g.uniform(-0.5, 0.5, size=(n, 2))
+    y = np.clip(x @ np.array([0.8, -0.6]) + g.normal(scale=0.1, size=n), -1, 1)
+    return x, y
+
+
+def test_noise_variance_from_epsilon() -> None:
+    m = bounded_model()
+    # L = (B_y + B_x W)^2 / (2 s2) = 9 / (2 s2); substitute eps = 2L = 9 / s2
+    assert sampling_noise_variance(m, 3.0) == pytest.approx(3.0)
+    assert sampling_noise_variance(m, 3.0, neighbours="add-remove") == pytest.approx(1.5)
+    assert sampling_noise_variance(m, 3.0, draws=2) == pytest.approx(6.0)
+    assert sampling_noise_variance(m, 1e6) == pytest.approx(0.01)  # the model's own is larger
+
+
+def test_release_guarantee_and_ball() -> None:
+    m = bounded_model()
+    r = release(m, data(), mechanism="sampling", epsilon=1.0, rng=0)
+    assert r.guarantee.epsilon == pytest.approx(1.0)
+    assert r.guarantee.details["noise_variance"] == pytest.approx(9.0)
+    w = np.asarray(r.released["draws"][0])
+    assert np.linalg.norm(w) <= 2.0
+    r2 = release(m, data(), mechanism="sampling", epsilon=1e6, rng=0)
+    assert r2.guarantee.epsilon == pytest.approx(9 / 0.01)  # less than asked
+    rs = release(m, data(), mechanism="sampling", epsilon=1.0)
+    assert not rs.simulation
+
+
+def test_draws_follow_the_posterior_when_the_ball_does_not_bind() -> None:
+    m = bounded_model(weight_bound=50.0)
+    x, y = data()
+    eps = 1e5
+    s2 = sampling_noise_variance(m, eps)
+    post = m.posterior_from(m.statistics((x, y)), noise_variance=s2)
+    g = np.random.default_rng(1)
+    ws = np.array([truncated_gaussian_ball(post.mean(), post.cov, 50.0, g) for _ in range(2000)])
+    sd = np.sqrt(np.diag(post.cov))
+    assert np.all(np.abs(ws.mean(axis=0) - post.mean()) <= Z * sd / np.sqrt(2000))
+
+
+def test_gibbs_fallback_stays_in_the_ball() -> None:
+    g = np.random.default_rng(2)
+    w = truncated_gaussian_ball(np.array([10.0, 0.0]), np.eye(2) * 1e-4, 1.0, g, sweeps=20)
+    assert np.linalg.norm(w) <= 1.0 + 1e-12
+    assert w[0] > 0.99
+
+
+def test_errors() -> None:
+    with pytest.raises(ValueError, match="weight_bound"):
+        release(BayesianLinearRegression(), data(), mechanism="sampling", epsilon=1.0, rng=0)
+    with pytest.raises(ValueError, match="epsilon"):
+        release(bounded_model(), data(), mechanism="sampling", epsilon=-1.0, rng=0)

@@ -1,0 +1,109 @@
+"""Algorithm 1 of paper 004 (Laplace on Bayesian-network posterior updates)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from dpbayes.models.bayes_net import BayesNet, NaiveBayes
+from dpbayes.privacy import Accountant, Neighbours
+from dpbayes.release import fourier, mechanisms_for, release, sampling  # noqa: F401  (register their mechanisms)
+from dpbayes.release.bayes_net import laplace_sensitivity
+
+Z = float(stats.norm.isf(1e-4 / 2))  # two-sided 1e-4
+
+
+def nb_and_data(n: int = 3000, seed: int = 0) -> tuple[NaiveBayes, pd.DataFrame]:
+    g = np.random.default_rng(seed)
+    y = g.integers(0, 2, n)
+    df = pd.DataFrame({"y": y})
+    feats = {}
+    for j in range(3):
+        df[f"x{j}"] = (g.random(n) < np.where(y == 1, 0.7, 0.4)).astype(int)
+        feats[f"x{j}"] = [0, 1]
+    return NaiveBayes("y", [0, 1], feats), df
+
+
+def test_registered_mechanisms() -> None:
+    nb, _ = nb_and_data(10)
+    assert {"laplace", "fourier", "sampling", "map"} <= set(mechanisms_for(nb))
+
+
+def test_sensitivity_lemma1_and_add_remove() -> None:
+    nb, _ = nb_and_data(10)
+    assert laplace_sensitivity(nb, "substitute") == 2 * 4
+    assert laplace_sensitivity(nb, "add-remove") == 4
+
+
+def test_sensitivity_is_attained_by_a_substitution() -> None:
+    """Changing one record moves every family table by exactly 2 in L1 when all values change."""
+    nb, df = nb_and_data(50)
+    other = df.copy()
+    other.iloc[0] = 1 - other.iloc[0]
+    a, b = nb.statistics(df).vector(nb), nb.statistics(other).vector(nb)
+    assert np.abs(a - b).sum() == laplace_sensitivity(nb, "substitute")
+    added = pd.concat([df, df.iloc[:1]], ignore_index=True)
+    c = nb.statistics(added).vector(nb)
+    assert np.abs(c - a).sum() == laplace_sensitivity(nb, "add-remove")
+
+
+@pytest.mark.parametrize("neighbours", ["substitute", "add-remove"])
+def test_noise_scale_statistically(neighbours: str) -> None:
+    """|noise| on each count is Exp(b) with b = S / eps: mean-abs within a 1e-4 z-bound."""
+    nb, df = nb_and_data()
+    eps = 2.0
+    exact = nb.statistics(df).vector(nb)
+    noise = []
+    g = np.random.default_rng(42)
+    for _ in range(150):
+        r = release(nb, df, mechanism="laplace", epsilon=eps, rng=g, neighbours=neighbours)
+        got = np.concatenate([np.asarray(c).ravel() for c in r.released["counts"].values()])
+        noise.append(got - exact)
+    z = np.concatenate(noise)
+    b = laplace_sensitivity(nb, neighbours) / eps
+    assert r.guarantee.details["scale"] == pytest.approx(b)
+    # counts are far from 0 and n, so truncation never bites here
+    assert abs(np.abs(z).mean() - b) <= Z * b / np.sqrt(z.size)
+    assert abs(z.mean()) <= Z * np.sqrt(2) * b / np.sqrt(z.size)
+    assert r.guarantee.neighbours is Neighbours.parse(neighbours)
+    assert r.simulation
+
+
+def test_truncation_to_zero_and_n() -> None:
+    bn = BayesNet({"a": [0, 1], "b": [0, 1, 2]}, [("a", "b")])
+    df = pd.DataFrame({"a": [0] * 5, "b": [1] * 5})
+    for seed in range(20):
+        r = release(bn, df, mechanism="laplace", epsilon=0.1, rng=seed)
+        for table in r.released["counts"].values():
+            arr = np.asarray(table)
+            assert arr.min() >= 0 and arr.max() <= 5
+
+
+def test_secure_path_and_accountant() -> None:
+    nb, df = nb_and_data(200)
+    acc = Accountant(epsilon=1.5)
+    r = release(nb, df, mechanism="laplace", epsilon=1.0, accountant=acc)
+    assert not r.simulation and r.private
+    assert r.guarantee.epsilon == 1.0
+    proba = r.posterior.predict_proba(df.head(3))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert r.to_dict()["guarantee"]["sensitivity"] == 8.0
+
+
+@pytest.mark.parametrize("eps", [0, -1, float("nan"), float("inf")])
+def test_bad_epsilon(eps: float) -> None:
+    nb, df = nb_and_data(20)
+    with pytest.raises(ValueError, match="epsilon"):
+        release(nb, df, mechanism="laplace", epsilon=eps, rng=0)
+
+
+def test_bad_options() -> None:
+    nb, df = nb_and_data(20)
+    with pytest.raises(ValueError, match="unknown option"):
+        release(nb, df, mechanism="laplace", epsilon=1, rng=0, stealth=0.5)
+    with pytest.raises(ValueError, match="delta"):
+        release(nb, df, mechanism="laplace", epsilon=1, delta=1e-6, rng=0)
+    with pytest.raises(ValueError, match="mechanism must be one of"):
+        release(nb, df, mechanism="gaussian-magic", epsilon=1, rng=0)

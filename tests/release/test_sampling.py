@@ -1,0 +1,188 @@
+"""Posterior sampling with a trimmed prior (paper 004 §4) and private MAP (Algorithm 3)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import special, stats
+
+from dpbayes.models.bayes_net import BayesNet, NaiveBayes
+from dpbayes.privacy import ExponentialMechanism, Neighbours, SimulatedNoise
+from dpbayes.release import release
+from dpbayes.release.sampling import (
+    _grid,
+    lipschitz_constant,
+    plan_map,
+    plan_sampling,
+    sampling_epsilon,
+    trim_for_epsilon,
+    truncated_beta,
+    truncated_dirichlet,
+)
+
+Z = float(stats.norm.isf(1e-4 / 2))
+
+
+def model_and_data(n: int = 200) -> tuple[NaiveBayes, pd.DataFrame]:
+    g = np.random.default_rng(0)
+    y = g.integers(0, 2, n)
+    df = pd.DataFrame(
+        {
+            "y": y,
+            "x": (g.random(n) < np.where(y == 1, 0.9, 0.2)).astype(int),
+            "z": g.choice(["u", "v", "w"], n),
+        }
+    )
+    return NaiveBayes("y", [0, 1], {"x": [0, 1], "z": ["u", "v", "w"]}), df
+
+
+def test_lemma2_epsilon_and_trim_roundtrip() -> None:
+    nb, _ = model_and_data()
+    trims = trim_for_epsilon(nb, 3.0)
+    # each node gets an equal share of the Lipschitz budget: L = eps / 2 (substitute)
+    assert lipschitz_constant(nb, trims) == pytest.approx(1.5)
+    assert sampling_epsilon(nb, trims) == pytest.approx(3.0)
+    assert sampling_epsilon(nb, trims, neighbours="add-remove") == pytest.approx(1.5)
+    t2 = trim_for_epsilon(nb, 3.0, draws=3)
+    assert sampling_epsilon(nb, t2, draws=3) == pytest.approx(3.0)
+    # binary node: p = 1 / (1 + e^{L_i}); ternary: 1 / (2 + e^{L_i})
+    assert trims["x"] == pytest.approx(1 / (1 + math.exp(0.5)))
+    assert trims["z"] == pytest.approx(1 / (2 + math.exp(0.5)))
+    with pytest.raises(ValueError, match="trim"):
+        lipschitz_constant(nb, {"y": 0.6, "x": 0.1, "z": 0.1})
+
+
+def test_truncated_beta_matches_the_truncated_distribution() -> None:
+    g = np.random.default_rng(1)
+    a, b, lo, hi = 3.0, 40.0, 0.05, 0.3
+    x = truncated_beta(np.full(3000, a), np.full(3000, b), lo, hi, g)
+    assert x.min() >= lo and x.max() <= hi
+    dist = stats.beta(a, b)
+    mass = dist.cdf(hi) - dist.cdf(lo)
+    res = stats.kstest(x, lambda t: (dist.cdf(np.clip(t, lo, hi)) - dist.cdf(lo)) / mass)
+    assert res.pvalue > 1e-4
+    # mass far above hi (cdf side) and far below lo (survival side) both stay exact
+    y = truncated_beta(np.full(3000, 500.0), np.full(3000, 2.0), 0.1, 0.9, g)
+    d2 = stats.beta(500.0, 2.0)
+    m2 = d2.cdf(0.9) - d2.cdf(0.1)
+    res2 = stats.kstest(y, lambda t: (d2.cdf(np.clip(t, 0.1, 0.9)) - d2.cdf(0.1)) / m2)
+    assert res2.pvalue > 1e-4 and y.max() <= 0.9
+    w = truncated_beta(np.full(3000, 2.0), np.full(3000, 500.0), 0.1, 0.9, g)
+    d3 = stats.beta(2.0, 500.0)
+    m3 = d3.sf(0.1) - d3.sf(0.9)
+    res3 = stats.kstest(w, lambda t: (d3.sf(0.1) - d3.sf(np.clip(t, 0.1, 0.9))) / m3)
+    assert res3.pvalue > 1e-4 and w.min() >= 0.1
+
+
+def test_truncated_beta_underflow_returns_bound() -> None:
+    g = np.random.default_rng(0)
+    x = truncated_beta(np.array([1e5]), np.array([1.0]), 0.1, 0.2, g)
+    assert x[0] == pytest.approx(0.2)
+
+
+def test_truncated_dirichlet_constraints_and_mean() -> None:
+    g = np.random.default_rng(2)
+    alpha = np.array([4.0, 6.0, 10.0])
+    draws = np.array([truncated_dirichlet(alpha, 1e-6, g) for _ in range(1500)])
+    np.testing.assert_allclose(draws.sum(axis=1), 1.0)
+    mean, var = alpha / alpha.sum(), stats.dirichlet(alpha).var()
+    assert np.all(np.abs(draws.mean(axis=0) - mean) <= Z * np.sqrt(var / 1500))
+    # rejection would fail here (mass below the trim): the Gibbs fallback respects it
+    hard = truncated_dirichlet(np.array([1.0, 1.0, 5000.0]), 0.1, g, sweeps=50)
+    assert hard.min() >= 0.1 - 1e-12 and hard.sum() == pytest.approx(1.0)
+    assert hard[2] > 0.75
+
+
+def test_sampling_release_guarantee_and_support() -> None:
+    nb, df = model_and_data()
+    r = release(nb, df, mechanism="sampling", epsilon=2.0, rng=0)
+    assert r.guarantee.epsilon == pytest.approx(2.0)
+    assert r.guarantee.sensitivity_norm == "lipschitz"
+    assert "not floating-point hardened" in r.guarantee.details["sampler"]
+    trims = r.public["trims"]
+    draw = r.released["draws"][0]
+    for v in nb.nodes:
+        t = np.asarray(draw[v])
+        assert t.min() >= trims[v] - 1e-12
+        np.testing.assert_allclose(t.sum(axis=-1), 1.0)
+    r3 = release(nb, df, mechanism="sampling", epsilon=2.0, rng=0, draws=3)
+    assert r3.guarantee.epsilon == pytest.approx(2.0)
+    assert len(r3.guarantee.details["parts"]) == 3
+    assert r3.guarantee.details["parts"][0]["epsilon"] == pytest.approx(2.0 / 3)
+    rs = release(nb, df, mechanism="sampling", epsilon=2.0)  # secure path
+    assert not rs.simulation
+
+
+def test_sampling_trim_option() -> None:
+    nb, df = model_and_data()
+    eps = sampling_epsilon(nb, 0.3)
+    r = release(nb, df, mechanism="sampling", epsilon=eps, rng=0, trim=0.3)
+    assert r.guarantee.epsilon == pytest.approx(eps)
+    with pytest.raises(ValueError, match="more than epsilon"):
+        release(nb, df, mechanism="sampling", epsilon=eps / 2, rng=0, trim=0.3)
+
+
+def test_trimmed_posterior_one_binary_node_distribution() -> None:
+    """A one-node network: the released theta is Beta(1+k, 1+n-k) truncated to [p, 1-p]."""
+    bn = BayesNet({"c": [0, 1]})
+    df = pd.DataFrame({"c": [1] * 8 + [0] * 2})
+    eps = 1.0
+    p = trim_for_epsilon(bn, eps)["c"]
+    plan = plan_sampling(
+        bn, bn.statistics(df), epsilon=eps, delta=0.0, neighbours=Neighbours.SUBSTITUTE
+    )
+    src = SimulatedNoise(np.random.default_rng(3))
+    theta = np.array([plan.run(src).released["draws"][0]["c"][1] for _ in range(800)])
+    dist = stats.beta(1 + 8, 1 + 2)
+    mass = dist.cdf(1 - p) - dist.cdf(p)
+    res = stats.kstest(theta, lambda t: (dist.cdf(np.clip(t, p, 1 - p)) - dist.cdf(p)) / mass)
+    assert res.pvalue > 1e-4
+
+
+def test_map_selection_probabilities() -> None:
+    """Algorithm 3 on one binary node: frequencies match the exponential mechanism's."""
+    bn = BayesNet({"c": [0, 1]})
+    df = pd.DataFrame({"c": [1] * 6 + [0] * 2})
+    trim, steps, eps = 0.1, 4, 1.0
+    grid = _grid(2, trim, steps)
+    lip = lipschitz_constant(bn, {"c": trim})
+    scores = np.log(grid) @ np.array([2.0, 6.0])  # (alpha - 1) + counts, alpha = 1
+    probs = ExponentialMechanism(epsilon=eps, sensitivity=lip).probabilities(scores)
+    plan = plan_map(
+        bn,
+        bn.statistics(df),
+        epsilon=eps,
+        delta=0.0,
+        neighbours=Neighbours.SUBSTITUTE,
+        trim=trim,
+        grid=steps,
+    )
+    src = SimulatedNoise(np.random.default_rng(4))
+    reps = 2000
+    picks = np.zeros(len(grid))
+    for _ in range(reps):
+        r = plan.run(src)
+        theta = np.asarray(r.released["cpts"]["c"])
+        picks[int(np.argmin(np.abs(grid[:, 1] - theta[1])))] += 1
+    freq = picks / reps
+    assert np.all(np.abs(freq - probs) <= Z * np.sqrt(probs * (1 - probs) / reps) + 1e-12)
+    assert r.guarantee.sensitivity == pytest.approx(lip)
+
+
+def test_map_high_epsilon_finds_the_grid_mode() -> None:
+    nb, df = model_and_data()
+    r = release(nb, df, mechanism="map", epsilon=1e6, rng=0, trim=0.01, grid=50)
+    post = nb.exact_posterior(df)
+    mode = {v: (a - 1) / (a - 1).sum(axis=-1, keepdims=True) for v, a in post.alphas.items()}
+    for v in nb.nodes:
+        assert np.max(np.abs(np.asarray(r.released["cpts"][v]) - mode[v])) <= 0.98 / 50 / 2 + 1e-9
+
+
+def test_grid_is_on_the_trimmed_simplex() -> None:
+    g3 = _grid(3, 0.05, 10)
+    assert len(g3) == special.comb(12, 2, exact=True)
+    np.testing.assert_allclose(g3.sum(axis=1), 1.0)
+    assert g3.min() == pytest.approx(0.05) and g3.max() == pytest.approx(0.9)
