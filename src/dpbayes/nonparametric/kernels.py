@@ -1,0 +1,328 @@
+"""Compiled inner loops of the Dirichlet-process-mixture Gibbs sampler (numba).
+
+No randomness is drawn here: every kernel receives the uniforms / Gumbels it needs,
+drawn beforehand from the chain's numpy Generator (``dpbayes.privacy.noise``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from dpbayes.nonparametric.kernels_truncnorm import one_observation_draw
+
+__all__ = [
+    "cdf_draws",
+    "compact",
+    "group_by_label",
+    "label_sweep",
+    "laplace_intervals",
+    "laplace_label_sweep",
+    "quantile_draws",
+    "segment_logsumexp",
+]
+
+
+@njit(cache=True)
+def label_sweep(i0, lik, lik_aux, labels, counts, alpha_m, uniforms, logscale, algorithm2):  # type: ignore[no-untyped-def]
+    """Neal (2000) algorithm 8 (or 2): Gibbs update of the labels i0, i0+1, ... in turn.
+
+    ``lik[i, k]`` = Q(z_i | phi_k) up to a factor depending on i only (or its log when
+    ``logscale``) for the cluster slots, ``lik_aux[i, j]`` the same for the m auxiliary
+    values of observation i (fresh draws from P0). A slot with ``counts == 0`` is
+    empty. When observation i chooses a fresh auxiliary value the kernel stops and
+    returns ``(i, j, slot)``: the caller stores the new value in ``slot`` (or, if
+    ``slot == -1``, in a new slot it creates), fills its column of ``lik`` and calls
+    again with ``i0 = i + 1``. Returns ``(n, -1, -1)`` when all labels are updated.
+
+    With ``algorithm2`` (m = 1), ``lik_aux[i, 0]`` is the prior predictive
+    integral Q(z_i | x) P0(dx) and a new cluster's value is drawn by the caller from
+    its posterior given z_i alone (Neal's algorithm 2); a singleton is then always
+    removed before its label is drawn.
+    """
+    n, kcap = lik.shape
+    m = lik_aux.shape[1]
+    w = np.empty(kcap + m)
+    for i in range(i0, n):
+        k_old = labels[i]
+        counts[k_old] -= 1
+        single = counts[k_old] == 0
+        mx = 0.0
+        if logscale:
+            mx = -np.inf
+            for k in range(kcap):
+                if counts[k] > 0 and lik[i, k] > mx:
+                    mx = lik[i, k]
+            for j in range(m):
+                v = lik[i, k_old] if (single and j == 0 and not algorithm2) else lik_aux[i, j]
+                if v > mx:
+                    mx = v
+        total = 0.0
+        for k in range(kcap):
+            c = counts[k]
+            p = 0.0
+            if c > 0:
+                p = c * (math.exp(lik[i, k] - mx) if logscale else lik[i, k])
+            w[k] = p
+            total += p
+        for j in range(m):
+            v = lik[i, k_old] if (single and j == 0 and not algorithm2) else lik_aux[i, j]
+            p = alpha_m * (math.exp(v - mx) if logscale else v)
+            w[kcap + j] = p
+            total += p
+        t = uniforms[i] * total
+        choice = kcap + m - 1
+        acc = 0.0
+        for q in range(kcap + m):
+            acc += w[q]
+            if t < acc and w[q] > 0.0:
+                choice = q
+                break
+        if choice < kcap:
+            labels[i] = choice
+            counts[choice] += 1
+            continue
+        j = choice - kcap
+        if single and j == 0 and not algorithm2:  # the singleton keeps its own value
+            counts[k_old] = 1
+            continue
+        if single:
+            labels[i] = k_old
+            counts[k_old] = 1
+            return i, j, k_old
+        for k in range(kcap):
+            if counts[k] == 0:
+                labels[i] = k
+                counts[k] = 1
+                return i, j, k
+        return i, j, -1
+    return n, -1, -1
+
+
+@njit(cache=True)
+def group_by_label(labels, k):  # type: ignore[no-untyped-def]
+    """Counting sort: ``order`` lists observations cluster by cluster, keeping their order."""
+    n = labels.shape[0]
+    starts = np.zeros(k + 1, dtype=np.int64)
+    for i in range(n):
+        starts[labels[i] + 1] += 1
+    for c in range(k):
+        starts[c + 1] += starts[c]
+    pos = starts[:-1].copy()
+    order = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        c = labels[i]
+        order[pos[c]] = i
+        pos[c] += 1
+    return order, starts
+
+
+@njit(cache=True)
+def laplace_intervals(z, order, starts, b, r, mu, s):  # type: ignore[no-untyped-def]
+    """Pieces of the Appendix A conditional for every cluster (Laplace mechanism, clipping).
+
+    For cluster k with increasing Z's w_1..w_m and x in an interval between consecutive
+    breakpoints (-r, the w's inside (-r, r), r), with a = #{w < x}, S_- and S_+ the sums
+    of the w's below and above x:  sum_i |w_i - x| / b = c x - (S_- - S_+)/b, c = (2a - m)/b,
+    so prior x likelihood is N(x; mu - c s^2, s^2) times exp((S_- - S_+)/b + (mu_a^2 - mu^2)/2s^2).
+    Outside [-r, r] the clipped value is -r or r and the piece is the prior's tail.
+    Returns (seg, lo, hi, mean, const); constants common to all pieces are dropped.
+    """
+    k = starts.shape[0] - 1
+    cap = order.shape[0] + 3 * k
+    seg = np.empty(cap, dtype=np.int64)
+    lo = np.empty(cap)
+    hi = np.empty(cap)
+    mean = np.empty(cap)
+    const = np.empty(cap)
+    s2 = s * s
+    q = 0
+    for c in range(k):
+        a0 = starts[c]
+        a1 = starts[c + 1]
+        m = a1 - a0
+        total = 0.0
+        left = 0.0
+        right = 0.0
+        for p in range(a0, a1):
+            w = z[order[p]]
+            total += w
+            left -= abs(w + r)
+            right -= abs(w - r)
+        seg[q] = c
+        lo[q] = -np.inf
+        hi[q] = -r
+        mean[q] = mu
+        const[q] = left / b
+        q += 1
+        p = a0
+        s_below = 0.0
+        while p < a1 and z[order[p]] <= -r:
+            s_below += z[order[p]]
+            p += 1
+        t_lo = -r
+        while True:
+            a = p - a0
+            cc = (2.0 * a - m) / b
+            mj = mu - cc * s2
+            t_hi = r
+            inside = p < a1 and z[order[p]] < r
+            if inside:
+                t_hi = z[order[p]]
+            seg[q] = c
+            lo[q] = t_lo
+            hi[q] = t_hi
+            mean[q] = mj
+            const[q] = (2.0 * s_below - total) / b + (mj * mj - mu * mu) / (2.0 * s2)
+            q += 1
+            if not inside:
+                break
+            s_below += z[order[p]]
+            p += 1
+            t_lo = t_hi
+        seg[q] = c
+        lo[q] = r
+        hi[q] = np.inf
+        mean[q] = mu
+        const[q] = right / b
+        q += 1
+    return seg[:q], lo[:q], hi[:q], mean[:q], const[:q]
+
+
+@njit(cache=True)
+def segment_logsumexp(values, seg, k):  # type: ignore[no-untyped-def]
+    """log sum exp of the values within each segment 0..k-1."""
+    mx = np.full(k, -np.inf)
+    for j in range(values.shape[0]):
+        if values[j] > mx[seg[j]]:
+            mx[seg[j]] = values[j]
+    acc = np.zeros(k)
+    for j in range(values.shape[0]):
+        if np.isfinite(values[j]):
+            acc[seg[j]] += math.exp(values[j] - mx[seg[j]])
+    return mx + np.log(acc)
+
+
+@njit(cache=True)
+def cdf_draws(atoms, cumw, grid):  # type: ignore[no-untyped-def]
+    """F(t) for every draw (rows: increasing atoms, cumulative weights) at increasing ``grid``."""
+    d, a = atoms.shape
+    g = grid.shape[0]
+    out = np.zeros((d, g))
+    for i in range(d):
+        p = 0
+        for t in range(g):
+            while p < a and atoms[i, p] <= grid[t]:
+                p += 1
+            out[i, t] = cumw[i, p - 1] if p > 0 else 0.0
+    return out
+
+
+@njit(cache=True)
+def quantile_draws(atoms, cumw, qs):  # type: ignore[no-untyped-def]
+    """The q-quantile inf{x: F(x) >= q} of every draw for each q in ``qs``."""
+    d, a = atoms.shape
+    out = np.empty((d, qs.shape[0]))
+    for i in range(d):
+        for t in range(qs.shape[0]):
+            p = 0
+            while p < a - 1 and cumw[i, p] < qs[t] - 1e-12:
+                p += 1
+            out[i, t] = atoms[i, p]
+    return out
+
+
+@njit(cache=True)
+def laplace_label_sweep(  # type: ignore[no-untyped-def]
+    i0, z, new_w, labels, counts, phi, top, alpha, uniforms, pool_g, pool_u, pool_pos, b, r, mu, s
+):
+    """Neal's algorithm 2 for the Laplace mechanism, fused: labels and new clusters in one loop.
+
+    ``z`` sorted, ``new_w[i]`` the prior predictive of z_i relative to max Q(z_i | .);
+    Q(z_i | y) / max = exp(-|clip z_i - clip y| / b) is computed inline. A new cluster's
+    value is drawn from its one-observation Appendix A conditional with the next row of
+    the randomness pool (``pool_g``: 4 Gumbels, ``pool_u``: 1 uniform per row). Slots
+    ``0..top-1`` may hold clusters; a new cluster takes the lowest empty slot (capacity
+    len(phi) >= clusters + n). Returns ``(i, pool_pos, top)``: ``i == n`` when done,
+    otherwise the pool was used up before observation i (refill, call again from i).
+    """
+    n = z.shape[0]
+    cap = phi.shape[0]
+    w = np.empty(cap + 1)
+    # exp(-|u - y| / b) = e^{-u/b} e^{y/b} if u >= y else e^{u/b} e^{-y/b}: no exp per pair
+    yc = np.empty(cap)
+    ep = np.empty(cap)
+    en = np.empty(cap)
+    for k in range(top):
+        yc[k] = min(max(phi[k], -r), r)
+        ep[k] = math.exp(yc[k] / b)
+        en[k] = math.exp(-yc[k] / b)
+    for i in range(i0, n):
+        if pool_pos >= pool_u.shape[0]:
+            return i, pool_pos, top
+        k_old = labels[i]
+        counts[k_old] -= 1
+        u = min(max(z[i], -r), r)
+        up = math.exp(u / b)
+        un = math.exp(-u / b)
+        total = 0.0
+        for k in range(top):
+            p = 0.0
+            c = counts[k]
+            if c > 0:
+                p = c * (un * ep[k] if u >= yc[k] else up * en[k])
+            w[k] = p
+            total += p
+        p = alpha * new_w[i]
+        w[top] = p
+        total += p
+        t = uniforms[i] * total
+        choice = top
+        acc = 0.0
+        for q in range(top + 1):
+            acc += w[q]
+            if t < acc and w[q] > 0.0:
+                choice = q
+                break
+        if choice < top:
+            labels[i] = choice
+            counts[choice] += 1
+            continue
+        slot = top
+        for k in range(top):
+            if counts[k] == 0:
+                slot = k
+                break
+        if slot == top:
+            top += 1
+        labels[i] = slot
+        counts[slot] = 1
+        x = one_observation_draw(z[i], b, r, mu, s, pool_g[pool_pos], pool_u[pool_pos])
+        pool_pos += 1
+        phi[slot] = x
+        yc[slot] = min(max(x, -r), r)
+        ep[slot] = math.exp(yc[slot] / b)
+        en[slot] = math.exp(-yc[slot] / b)
+    return n, pool_pos, top
+
+
+@njit(cache=True)
+def compact(labels, counts, phi, top):  # type: ignore[no-untyped-def]
+    """Drop empty slots among 0..top-1 and relabel 0..K-1 in slot order (in place on labels)."""
+    new = np.empty(top, dtype=np.int64)
+    k = 0
+    for c in range(top):
+        new[c] = k
+        if counts[c] > 0:
+            k += 1
+    out_counts = np.empty(k, dtype=np.int64)
+    out_phi = np.empty(k)
+    for c in range(top):
+        if counts[c] > 0:
+            out_counts[new[c]] = counts[c]
+            out_phi[new[c]] = phi[c]
+    for i in range(labels.shape[0]):
+        labels[i] = new[labels[i]]
+    return out_counts, out_phi

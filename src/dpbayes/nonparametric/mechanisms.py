@@ -1,0 +1,268 @@
+"""The known local mechanism Q(z | x) of paper 001, as a likelihood model that can also privatise.
+
+Each class states the kernel Q of the Dirichlet-process mixture (its log-density
+``loglik(z, x)``) and, for the built-in mechanisms, the exact conditional of a cluster
+value given the Z's assigned to it (a mixture of truncated Normals; Appendix A of
+Ayed, Battiston & Di Benedetto 2020). ``privatize`` delegates the release to
+:mod:`dpbayes.privacy`, so the noise is floating-point-safe by default (``rng=None``)
+and seeded only for simulation.
+
+These names deliberately shadow :class:`dpbayes.privacy.LaplaceMechanism` and
+:class:`dpbayes.privacy.GaussianMechanism`: here they describe a *local* mechanism
+(one release per person, values clipped to [-r, r]) and its likelihood.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpbayes.nonparametric import kernels
+from dpbayes.nonparametric.truncnorm import Intervals
+from dpbayes.privacy import GaussianMechanism as _PrivacyGaussian
+from dpbayes.privacy import Guarantee
+from dpbayes.privacy import LaplaceMechanism as _PrivacyLaplace
+from dpbayes.privacy.validation import check_array, check_delta, check_epsilon, check_positive
+
+__all__ = ["CustomMechanism", "GaussianMechanism", "LaplaceMechanism", "LocalMechanism"]
+
+
+def _clip(x: np.ndarray, r: float) -> np.ndarray:
+    return np.clip(x, -r, r)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaplaceMechanism:
+    """Local Laplace mechanism with clipping: Z = clip(X, -r, r) + Lap(2 r / epsilon).
+
+    The likelihood of paper 001 (Proposition A). Privacy: one person's clipped value
+    moves by at most 2r, so Laplace noise of scale 2r/eps makes each Z_i eps-DP (local
+    DP); the column is eps-DP when one person's record is substituted.
+    """
+
+    epsilon: float
+    r: float
+    name: str = field(default="laplace", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "r", check_positive(self.r, "r"))
+
+    @property
+    def scale(self) -> float:
+        """Laplace scale b = 2 r / epsilon (density e^{-|z - clip(x)|/b} / 2b)."""
+        return 2.0 * self.r / self.epsilon
+
+    def params(self) -> dict[str, float]:
+        return {"epsilon": self.epsilon, "r": self.r}
+
+    def default_base(self) -> tuple[float, float]:
+        return 0.0, self.r
+
+    def loglik(self, z: Any, x: Any) -> np.ndarray:
+        """log Q(z | x), broadcasting z against x."""
+        b = self.scale
+        return -np.abs(np.asarray(z) - _clip(np.asarray(x, dtype=float), self.r)) / b - math.log(
+            2.0 * b
+        )
+
+    def conditional(
+        self, z_sorted: np.ndarray, order: np.ndarray, starts: np.ndarray, mu: float, sigma: float
+    ) -> Intervals:
+        """Exact conditional of each cluster value given its Z's (Appendix A), all clusters.
+
+        ``z_sorted`` is increasing; cluster k holds ``z_sorted[order[starts[k]:starts[k+1]]]``
+        (increasing). Returns the truncated-Normal pieces with their log weights.
+        """
+        seg, lo, hi, mean, const = kernels.laplace_intervals(
+            z_sorted, order, starts, self.scale, self.r, mu, sigma
+        )
+        return Intervals(seg, lo, hi, mean, np.full(len(seg), sigma), const, len(starts) - 1)
+
+    def log_marginal(self, z: Any, mu: float, sigma: float) -> np.ndarray:
+        """Log prior predictive density: log of the integral of Q(z | x) N(x; mu, sigma^2) dx."""
+        zz = np.asarray(z, dtype=float)
+        n = zz.shape[0]
+        pieces = self.conditional(zz, np.arange(n), np.arange(n + 1), mu, sigma)
+        lse = kernels.segment_logsumexp(pieces.log_mass(), pieces.seg, n)
+        return lse - math.log(2.0 * self.scale)  # type: ignore[no-any-return]
+
+    def _privacy(self) -> _PrivacyLaplace:
+        return _PrivacyLaplace(epsilon=self.epsilon, sensitivity=2.0 * self.r)
+
+    def guarantee(self, *, simulation: bool = False) -> Guarantee:
+        return self._privacy().guarantee(
+            simulation=simulation, local=True, r=self.r, clipping=[-self.r, self.r]
+        )
+
+    def privatize(self, values: Any, rng: Any = None) -> Any:
+        """Clip to [-r, r] and add Laplace(2r/eps) noise to each value (one per person)."""
+        from dpbayes.nonparametric.privatize import PrivatizedColumn
+
+        x = check_array(values, "values")
+        noisy = self._privacy().release(_clip(x, self.r), rng=rng)
+        return PrivatizedColumn(
+            values=np.asarray(noisy.value, dtype=float),
+            guarantee=self.guarantee(simulation=noisy.simulation),
+            mechanism=self,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class GaussianMechanism:
+    """Local Gaussian mechanism with clipping: Z = clip(X, -r, r) + N(0, sigma^2).
+
+    sigma is the analytic (Balle & Wang 2018) or classic calibration for L2 sensitivity 2r.
+    Privacy: one person's clipped value moves by at most 2r, and that sigma makes each
+    Z_i (eps, delta)-DP; substituting one record changes one Z_i only.
+    """
+
+    epsilon: float
+    delta: float
+    r: float
+    calibration: str = "analytic"
+    name: str = field(default="gaussian", init=False)
+    sigma: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "delta", check_delta(self.delta))
+        object.__setattr__(self, "r", check_positive(self.r, "r"))
+        object.__setattr__(self, "sigma", self._privacy().sigma)
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "r": self.r,
+            "calibration": self.calibration,
+        }
+
+    def default_base(self) -> tuple[float, float]:
+        return 0.0, self.r
+
+    def loglik(self, z: Any, x: Any) -> np.ndarray:
+        d = np.asarray(z) - _clip(np.asarray(x, dtype=float), self.r)
+        return -0.5 * (d / self.sigma) ** 2 - math.log(self.sigma * math.sqrt(2.0 * math.pi))
+
+    def conditional(
+        self, z_sorted: np.ndarray, order: np.ndarray, starts: np.ndarray, mu: float, sigma: float
+    ) -> Intervals:
+        """Exact conditional: conjugate Normal update on [-r, r] plus the two clipped tails."""
+        k = len(starts) - 1
+        counts = np.diff(starts).astype(float)
+        lab = np.repeat(np.arange(k), np.diff(starts))
+        zz = z_sorted[order]
+        s1 = np.bincount(lab, weights=zz, minlength=k)
+        s2 = np.bincount(lab, weights=zz * zz, minlength=k)
+        t2 = self.sigma**2
+        r = self.r
+
+        def loglik_at(y: float) -> np.ndarray:
+            return -(counts * y * y - 2.0 * y * s1 + s2) / (2.0 * t2)
+
+        prec = 1.0 / sigma**2 + counts / t2
+        post_mean = (mu / sigma**2 + s1 / t2) / prec
+        post_sd = 1.0 / np.sqrt(prec)
+        const_mid = (
+            0.5 * prec * post_mean**2
+            - mu**2 / (2 * sigma**2)
+            - s2 / (2 * t2)
+            - np.log(sigma * np.sqrt(prec))
+        )
+        seg = np.repeat(np.arange(k), 3)
+        lo = np.tile([-np.inf, -r, r], k)
+        hi = np.tile([-r, r, np.inf], k)
+        mean = np.column_stack([np.full(k, mu), post_mean, np.full(k, mu)]).ravel()
+        sd = np.column_stack([np.full(k, sigma), post_sd, np.full(k, sigma)]).ravel()
+        const = np.column_stack([loglik_at(-r), const_mid, loglik_at(r)]).ravel()
+        return Intervals(seg, lo, hi, mean, sd, const, k)
+
+    def log_marginal(self, z: Any, mu: float, sigma: float) -> np.ndarray:
+        """Log prior predictive density: log of the integral of Q(z | x) N(x; mu, sigma^2) dx."""
+        zz = np.asarray(z, dtype=float)
+        n = zz.shape[0]
+        pieces = self.conditional(zz, np.arange(n), np.arange(n + 1), mu, sigma)
+        lse = kernels.segment_logsumexp(pieces.log_mass(), pieces.seg, n)
+        return lse - math.log(self.sigma * math.sqrt(2.0 * math.pi))  # type: ignore[no-any-return]
+
+    def _privacy(self) -> _PrivacyGaussian:
+        return _PrivacyGaussian(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            sensitivity=2.0 * self.r,
+            calibration=self.calibration,
+        )
+
+    def guarantee(self, *, simulation: bool = False) -> Guarantee:
+        return self._privacy().guarantee(
+            simulation=simulation, local=True, r=self.r, clipping=[-self.r, self.r]
+        )
+
+    def privatize(self, values: Any, rng: Any = None) -> Any:
+        """Clip to [-r, r] and add N(0, sigma^2) noise to each value (one per person)."""
+        from dpbayes.nonparametric.privatize import PrivatizedColumn
+
+        x = check_array(values, "values")
+        noisy = self._privacy().release(_clip(x, self.r), rng=rng)
+        return PrivatizedColumn(
+            values=np.asarray(noisy.value, dtype=float),
+            guarantee=self.guarantee(simulation=noisy.simulation),
+            mechanism=self,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CustomMechanism:
+    """Any known local mechanism, given as a vectorised log-density ``logpdf(z, x)``.
+
+    ``logpdf`` must broadcast numpy arrays z and x and return log Q(z | x). Cluster
+    values are then updated by a Metropolis step (paper 001, Section 3). The mechanism's
+    privacy is the user's claim: pass its ``guarantee`` if the results should carry one.
+    """
+
+    logpdf: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    guarantee_: Guarantee | None = None
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        if not callable(self.logpdf):
+            raise TypeError(f"logpdf must be callable, got {type(self.logpdf).__name__}")
+        if self.guarantee_ is not None and not isinstance(self.guarantee_, Guarantee):
+            raise TypeError("guarantee_ must be a dpbayes.privacy.Guarantee or None")
+        probe = np.asarray(self.logpdf(np.zeros((2, 1)), np.zeros((1, 3))), dtype=float)
+        if probe.shape != (2, 3):
+            raise ValueError(
+                f"logpdf must broadcast z of shape (2, 1) with x of shape (1, 3) to (2, 3), "
+                f"got shape {probe.shape}"
+            )
+
+    def params(self) -> dict[str, Any]:
+        return {"logpdf": self.logpdf}
+
+    def default_base(self) -> tuple[float, float]:
+        raise ValueError("base=(mu, sigma) must be given for a CustomMechanism")
+
+    def loglik(self, z: Any, x: Any) -> np.ndarray:
+        return np.asarray(self.logpdf(np.asarray(z, dtype=float), np.asarray(x, dtype=float)))
+
+    def conditional(self, *args: Any, **kwargs: Any) -> Intervals | None:
+        return None  # no closed form: the sampler uses a Metropolis step
+
+    def guarantee(self, *, simulation: bool = False) -> Guarantee | None:
+        if self.guarantee_ is None:
+            return None
+        return self.guarantee_.with_simulation(simulation or self.guarantee_.simulation)
+
+    def privatize(self, values: Any, rng: Any = None) -> Any:
+        raise TypeError(
+            "a CustomMechanism cannot privatize: release with dpbayes.nonparametric.privatize "
+            "(laplace, gaussian or randomized-response)"
+        )
+
+
+LocalMechanism = LaplaceMechanism | GaussianMechanism | CustomMechanism

@@ -1,0 +1,120 @@
+"""The exact cluster-value conditionals (paper 001 Appendix A; Gaussian conjugate update)
+against numerically normalised posteriors on a grid, and their samplers against those CDFs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import integrate, special, stats
+
+from dpbayes.nonparametric import GaussianMechanism, LaplaceMechanism
+from dpbayes.nonparametric.truncnorm import log_diff_ndtr, truncnorm_ppf
+
+ALPHA = 1e-4
+
+CASES = [
+    # (z's of one cluster, epsilon, r, mu, sigma)
+    (np.array([-0.3, 0.1, 0.2, 0.8, 0.95]), 1.0, 1.0, 0.0, 1.0),
+    (np.array([-4.0, -1.5, -0.2, 0.0, 0.0, 0.7, 1.2, 6.0]), 2.0, 1.0, 0.3, 2.0),  # outside, ties
+    (np.array([2.5, 3.0, 7.0]), 0.5, 3.0, 5.0, 0.5),  # prior far in the right tail
+    (np.linspace(-0.9, 0.9, 400) + 0.05, 4.0, 1.0, 0.0, 1.0),  # many points, large exponents
+]
+
+
+def grid_posterior(mech, z, mu, sigma, x):
+    """Unnormalised log posterior log N(x; mu, sigma^2) + sum log Q(z | x), normalised on x."""
+    lp = stats.norm(mu, sigma).logpdf(x)
+    for zi in z:
+        lp += mech.loglik(zi, x)
+    p = np.exp(lp - lp.max())
+    cum = integrate.cumulative_trapezoid(p, x, initial=0.0)
+    return p / cum[-1], cum / cum[-1]
+
+
+def pieces_of(mech, z, mu, sigma):
+    zs = np.sort(z)
+    return mech.conditional(zs, np.arange(zs.size), np.array([0, zs.size]), mu, sigma)
+
+
+def fine_grid(mu, sigma, z, r):
+    lo = min(mu - 12 * sigma, -r - 1.0)
+    hi = max(mu + 12 * sigma, r + 1.0)
+    return np.linspace(lo, hi, 200_001)
+
+
+@pytest.mark.parametrize("kind", ["laplace", "gaussian"])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_conditional_matches_grid_posterior(kind, case):
+    z, eps, r, mu, sigma = CASES[case]
+    mech = (
+        LaplaceMechanism(epsilon=eps, r=r)
+        if kind == "laplace"
+        else GaussianMechanism(epsilon=eps, delta=1e-5, r=r)
+    )
+    x = fine_grid(mu, sigma, z, r)
+    dens, cdf = grid_posterior(mech, z, mu, sigma, x)
+    pieces = pieces_of(mech, z, mu, sigma)
+    assert np.isclose(np.exp(pieces.log_weights()).sum(), 1.0)
+    # density at points away from the kinks (the breakpoints and +-r)
+    probe = x[::499]
+    keep = np.min(np.abs(probe[:, None] - np.concatenate([np.sort(z), [-r, r]])), axis=1) > 1e-3
+    probe = probe[keep & (np.interp(probe, x, dens) > 1e-8 * dens.max())]
+    exact = np.exp(pieces.logpdf(probe))
+    np.testing.assert_allclose(exact, np.interp(probe, x, dens), rtol=2e-4)
+    np.testing.assert_allclose(pieces.cdf(x[::500]), cdf[::500], atol=1e-5)
+
+
+@pytest.mark.parametrize("case", [1, 2, 3])
+def test_conditional_sampler_ks(case):
+    z, eps, r, mu, sigma = CASES[case]
+    mech = LaplaceMechanism(epsilon=eps, r=r)
+    pieces = pieces_of(mech, z, mu, sigma)
+    # 4000 copies of the cluster: one vectorised draw from each
+    zs, copies = np.sort(z), 4000
+    many = mech.conditional(
+        zs, np.tile(np.arange(zs.size), copies), np.arange(copies + 1) * zs.size, mu, sigma
+    )
+    gen = np.random.default_rng(100 + case)
+    draws = many.sample(gen.gumbel(size=many.seg.size), gen.random(copies))
+    res = stats.kstest(draws, lambda t: pieces.cdf(np.asarray(t)))
+    assert res.pvalue > ALPHA, f"KS p = {res.pvalue:.3g}"
+
+
+def test_log_marginal_matches_quadrature():
+    for mech in (
+        LaplaceMechanism(epsilon=1.0, r=2.0),
+        GaussianMechanism(epsilon=1.0, delta=1e-6, r=2.0),
+    ):
+        zs = np.array([-9.0, -2.5, -0.4, 0.0, 1.7, 3.0])
+        lm = mech.log_marginal(zs, 0.5, 1.5)
+        for zi, v in zip(zs, lm, strict=True):
+
+            def f(x, zi=zi, mech=mech):
+                return float(np.exp(mech.loglik(zi, x))) * stats.norm.pdf(x, 0.5, 1.5)
+
+            kink = [min(max(zi, -2.0), 2.0)]
+            q = (
+                integrate.quad(f, -np.inf, -2.0, epsabs=0, epsrel=1e-10)[0]
+                + integrate.quad(f, -2.0, 2.0, points=kink, epsabs=0, epsrel=1e-10)[0]
+                + integrate.quad(f, 2.0, np.inf, epsabs=0, epsrel=1e-10)[0]
+            )
+            assert np.isclose(v, np.log(q), rtol=0, atol=1e-8), (type(mech).__name__, zi)
+
+
+def test_log_diff_ndtr_tails_and_truncnorm_ppf():
+    a = np.array([-50.0, -3.0, 0.5, 30.0, 2.0, -np.inf, 1.0])
+    b = np.array([-49.0, 2.0, 0.6, 31.0, np.inf, -40.0, 1.0])
+    got = log_diff_ndtr(a, b)
+    # references: scipy's log_ndtr at the far end dominates in the tails
+    assert np.isclose(got[0], special.log_ndtr(-49.0), atol=1e-6)
+    assert np.isclose(got[1], np.log(special.ndtr(2.0) - special.ndtr(-3.0)))
+    assert np.isclose(got[2], np.log(special.ndtr(0.6) - special.ndtr(0.5)))
+    assert np.isclose(got[3], special.log_ndtr(-30.0), atol=1e-6)
+    assert np.isclose(got[4], special.log_ndtr(-2.0))
+    assert np.isclose(got[5], special.log_ndtr(-40.0))
+    assert got[6] == -np.inf
+    u = np.array([0.1, 0.5, 0.9, 0.3])
+    lo = np.array([-1.0, 2.0, -30.0, 8.0])
+    hi = np.array([1.0, 2.5, -29.0, np.inf])
+    ref = stats.truncnorm(lo, hi).ppf(u)
+    np.testing.assert_allclose(truncnorm_ppf(u, lo, hi), ref, rtol=1e-7)
