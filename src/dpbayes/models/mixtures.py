@@ -84,6 +84,7 @@ class BetaMixture:
     a: np.ndarray
     b: np.ndarray
     family: ClassVar[str] = "beta-mixture"
+    _ladder: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         w = check_array(self.weights, "weights", ndim=1, min_size=1)
@@ -97,9 +98,11 @@ class BetaMixture:
             raise ValueError("weights must be >= 0 with a positive sum")
         w = w / w.sum()
         keep = w >= _MIN_WEIGHT
-        object.__setattr__(self, "weights", w[keep] / w[keep].sum())
-        object.__setattr__(self, "a", a[keep].astype(float))
-        object.__setattr__(self, "b", b[keep].astype(float))
+        w, a, b = w[keep] / w[keep].sum(), a[keep].astype(float), b[keep].astype(float)
+        object.__setattr__(self, "weights", w)
+        object.__setattr__(self, "a", a)
+        object.__setattr__(self, "b", b)
+        object.__setattr__(self, "_ladder", _ladder(w, a, b))
 
     @classmethod
     def from_log_weights(cls, log_w: Any, a: Any, b: Any) -> BetaMixture:
@@ -141,11 +144,51 @@ class BetaMixture:
         xs = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)[..., None]
         return np.sum(self.weights * special.betaincc(self.a, self.b, xs), axis=-1)
 
+    def _fast_cdf(self, t: float) -> tuple[float, float]:
+        """(cdf(t), pdf(t)) for a ladder a_k = a_0 + k, a_k + b_k = s: O(K) exps.
+
+        I_t(a + 1, b - 1) = I_t(a, b) - T(t), T = t^a (1-t)^(b-1) Gamma(a+b) /
+        (Gamma(a+1) Gamma(b)), so sum_k w_k I_t(a_k, b_k) = I_t(a_0, b_0) - sum_j T_j R_j
+        with R_j = sum_{k>j} w_k (absolute error ~ K * 1e-16); and the density of component
+        j + 1 is T_j (b_0 - j - 1) / (1 - t).
+        """
+        a0, b0, j, log_c, tail, w = self._ladder
+        if t <= 0.0 or t >= 1.0:
+            return (0.0 if t <= 0.0 else 1.0), 0.0
+        lt, l1t = math.log(t), math.log1p(-t)
+        terms = np.exp(log_c + (a0 + j) * lt + (b0 - j - 1.0) * l1t)
+        cdf = float(special.betainc(a0, b0, t)) - float(terms @ tail)
+        first = math.exp((a0 - 1.0) * lt + (b0 - 1.0) * l1t - special.betaln(a0, b0))
+        pdf = w[0] * first + float((terms * (b0 - j - 1.0)) @ w[1:]) / (1.0 - t)
+        return min(max(cdf, 0.0), 1.0), max(pdf, 0.0)
+
+    def _ladder_ppf(self, q: float) -> float:
+        """Newton's method on the ladder cdf, safeguarded by bisection (|step| < 1e-13)."""
+        lo, hi = 0.0, 1.0
+        mu, sd = self.mean(), self.std()
+        t = min(max(mu + sd * float(special.ndtri(q)), 1e-300), 1.0 - 1e-16)
+        for _ in range(100):
+            f, d = self._fast_cdf(t)
+            if f < q:
+                lo = t
+            else:
+                hi = t
+            step = (f - q) / d if d > 0 else math.inf
+            new = t - step
+            if not lo < new < hi:
+                new = (lo + hi) / 2
+            if abs(new - t) < 1e-13 or hi - lo < 1e-14:
+                return new
+            t = new
+        return t
+
     def _ppf1(self, q: float) -> float:
         if q <= 0.0:
             return 0.0
         if q >= 1.0:
             return 1.0
+        if self._ladder is not None and 1e-8 <= q <= 1.0 - 1e-8:
+            return self._ladder_ppf(q)
         # bracket with the components' own quantiles: the mixture's lies between them
         lo = float(np.min(special.betaincinv(self.a, self.b, q)))
         hi = float(np.max(special.betaincinv(self.a, self.b, q)))
@@ -180,6 +223,35 @@ class BetaMixture:
         )
         draws = stats.beta.rvs(self.a[idx], self.b[idx], random_state=random_state)
         return float(draws[0]) if not shape else np.asarray(draws).reshape(shape)
+
+
+def _ladder(w: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[Any, ...] | None:
+    """(a_0, b_0, j, log c_j, R_j, w) when a_k = a_0 + k and a_k + b_k is one constant s.
+
+    That is the shape of every posterior mixture over a true count (Beta(a + k, b + n - k)),
+    where :meth:`BetaMixture._fast_cdf` applies; ``None`` otherwise. Missing rungs get
+    weight 0.
+    """
+    if a.size < 2:
+        return None
+    total = a + b
+    steps = a - a[0]
+    idx = np.rint(steps).astype(np.int64)
+    if (
+        np.ptp(total) > 1e-9 * total[0]
+        or np.any(np.abs(steps - idx) > 1e-9)
+        or np.any(np.diff(idx) <= 0)
+        or idx[-1] > 4 * a.size + 16
+    ):
+        return None
+    dense = np.zeros(int(idx[-1]) + 1)
+    dense[idx] = w
+    a0, s = float(a[0]), float(total[0])
+    b0 = s - a0
+    j = np.arange(dense.size - 1, dtype=float)
+    log_c = special.gammaln(s) - special.gammaln(a0 + j + 1.0) - special.gammaln(s - a0 - j)
+    tail = 1.0 - np.cumsum(dense)[:-1]
+    return a0, b0, j, log_c, np.maximum(tail, 0.0), dense
 
 
 class _DirichletMarginals:

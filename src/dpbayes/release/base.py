@@ -81,6 +81,22 @@ class Release:
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
 
+    def noise_aware_posterior(self) -> Any:
+        """The posterior given the released values and the known noise, not the data.
+
+        See :mod:`dpbayes.release.noise_aware` (uses released, public, guarantee, model).
+        """
+        from dpbayes.release.noise_aware import noise_aware_posterior
+
+        return noise_aware_posterior(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Release:
+        """Rebuild a release from :meth:`to_dict` output (see ``release/reader.py``)."""
+        from dpbayes.release.reader import release_from_dict
+
+        return release_from_dict(d)
+
 
 @dataclass(frozen=True)
 class Plan:

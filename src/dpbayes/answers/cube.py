@@ -1,0 +1,207 @@
+"""The count cube: a table's counts over nominal or binned attributes (paper 000 §2.4.1).
+
+Each cell counts the records with one combination of attribute values; the cells,
+flattened in C order, form the vector x that linear queries read. The domains (the
+categories, the bin edges) must be given by the user: taken from the data they would
+reveal which values occur. Records whose value lies outside the domain, or is NULL, are
+in no cell.
+
+The counts are the true, non-private data; the engine reads them only to compute a
+query's true answer before adding noise.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpbayes.answers.queries import Query, make_query
+from dpbayes.privacy.validation import check_array
+
+__all__ = ["Axis", "Bins", "Cube"]
+
+
+@dataclass(frozen=True)
+class Bins:
+    """Bins [e_0, e_1), [e_1, e_2), ... of a numeric attribute (data-independent edges).
+
+    The ends may be -inf / inf to catch every value.
+    """
+
+    edges: Sequence[float]
+
+    def __post_init__(self) -> None:
+        e = check_array(self.edges, "edges", min_size=2, finite=False)
+        if np.any(np.isnan(e)):
+            raise ValueError("edges must not contain NaN")
+        if np.any(np.diff(e) <= 0):
+            raise ValueError("edges must be strictly increasing")
+        object.__setattr__(self, "edges", tuple(float(x) for x in e))
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        def f(x: float) -> str:
+            return f"{x:g}"
+
+        return tuple(
+            f"[{f(a)}, {f(b)})" for a, b in zip(self.edges[:-1], self.edges[1:], strict=True)
+        )
+
+    def index(self, value: float) -> int | None:
+        if value is None or not isinstance(value, numbers.Real) or math.isnan(float(value)):
+            return None
+        j = int(np.searchsorted(self.edges, float(value), side="right")) - 1
+        return j if 0 <= j < len(self.edges) - 1 else None
+
+
+def _scalar(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One attribute of the cube: its categories, or its bins."""
+
+    name: str
+    values: tuple[Any, ...]
+    bins: Bins | None = None
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.bins.labels if self.bins is not None else tuple(str(v) for v in self.values)
+
+    @property
+    def size(self) -> int:
+        return len(self.values)
+
+    def index(self, value: Any) -> int | None:
+        if self.bins is not None:
+            return self.bins.index(value)
+        value = _scalar(value)
+        for j, v in enumerate(self.values):
+            if v == value or (
+                isinstance(v, numbers.Real)
+                and isinstance(value, numbers.Real)
+                and float(v) == float(value)
+            ):
+                return j
+            if isinstance(value, str) and str(v) == value:
+                return j
+        return None
+
+
+def _axis(name: str, spec: Any) -> Axis:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"attribute names must be non-empty strings, got {name!r}")
+    if isinstance(spec, Bins):
+        return Axis(name, spec.labels, spec)
+    if isinstance(spec, str) or not isinstance(spec, Sequence | np.ndarray):
+        raise TypeError(
+            f"attributes[{name!r}] must be a list of categories or Bins(edges), got {spec!r}"
+        )
+    vals = tuple(_scalar(v) for v in spec)
+    if not vals:
+        raise ValueError(f"attributes[{name!r}] must list at least one category")
+    if len({str(v) for v in vals}) != len(vals):
+        raise ValueError(f"attributes[{name!r}] has duplicate categories")
+    return Axis(name, vals)
+
+
+class Cube:
+    """Counts of records over the cells of the given attributes' domains (non-private)."""
+
+    def __init__(self, axes: Sequence[Axis], counts: Any) -> None:
+        self.axes = tuple(axes)
+        c = np.asarray(counts)
+        shape = tuple(ax.size for ax in self.axes)
+        if c.shape != shape:
+            raise ValueError(f"counts must have shape {shape}, got {c.shape}")
+        if not np.issubdtype(c.dtype, np.integer) or np.any(c < 0):
+            raise ValueError("counts must be non-negative integers")
+        self.counts = c.astype(np.int64)
+        self.counts.setflags(write=False)
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_counts(cls, attributes: Mapping[str, Any], counts: Any) -> Cube:
+        """A cube from an array of counts (e.g. a published histogram)."""
+        return cls([_axis(n, s) for n, s in attributes.items()], counts)
+
+    @classmethod
+    def from_table(cls, data: Any, attributes: Mapping[str, Any]) -> Cube:
+        """Count the records of ``data`` (a DataFrame, CSV/Parquet path, DuckDB relation).
+
+        ``attributes`` maps each column to its domain: a list of categories, or
+        ``Bins(edges)`` for a numeric column. The contingency table is computed by a
+        GROUP BY in DuckDB (``dpbayes.data``), then mapped onto the cells.
+        """
+        if not isinstance(attributes, Mapping) or not attributes:
+            raise ValueError("attributes must map at least one column to its domain")
+        axes = [_axis(n, s) for n, s in attributes.items()]
+        from dpbayes.data import open_table
+
+        table = open_table(data)
+        joint = table.value_counts_joint([ax.name for ax in axes])
+        counts = np.zeros(tuple(ax.size for ax in axes), dtype=np.int64)
+        for key, n in joint.items():
+            idx = []
+            for ax, v in zip(axes, key, strict=True):
+                j = ax.index(v)
+                if j is None:
+                    break
+                idx.append(j)
+            else:
+                counts[tuple(idx)] += int(n)
+        return cls(axes, counts)
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(ax.size for ax in self.axes)
+
+    @property
+    def n_cells(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def names(self) -> list[str]:
+        return [ax.name for ax in self.axes]
+
+    def axis(self, name: str) -> Axis:
+        for ax in self.axes:
+            if ax.name == name:
+                return ax
+        raise ValueError(f"unknown attribute {name!r}; the cube has {self.names}")
+
+    def cell_vector(self) -> np.ndarray:
+        """x: the counts flattened in C order (non-private)."""
+        return self.counts.ravel()
+
+    def cell_labels(self) -> list[str]:
+        """One label per cell, e.g. ``health=good|mdvis=[0, 1)`` (used as budget scopes)."""
+        grids = np.indices(self.shape).reshape(len(self.axes), -1).T
+        return [
+            "|".join(f"{ax.name}={ax.labels[j]}" for ax, j in zip(self.axes, row, strict=True))
+            for row in grids
+        ]
+
+    # ------------------------------------------------------------------ queries
+    def query(self, where: str = "", **kwargs: Any) -> Query:
+        """A linear query from a predicate (see :mod:`dpbayes.answers.queries`)."""
+        return make_query(self, where, **kwargs)
+
+    def true_answer(self, query: Query | Any) -> float:
+        """The exact (non-private) answer H x; never shown to users by the engine."""
+        q = query.coefficients if isinstance(query, Query) else np.asarray(query, dtype=float)
+        return float(q @ self.cell_vector())
+
+    def __repr__(self) -> str:
+        dims = ", ".join(f"{ax.name}:{ax.size}" for ax in self.axes)
+        return f"Cube({dims}; {self.n_cells} cells)"
