@@ -22,12 +22,12 @@ import numpy as np
 from scipy import linalg, special
 
 from dpbayes.models.linear_regression import BayesianLinearRegression, RegressionStatistics
-from dpbayes.privacy import Guarantee, Neighbours, compose_sequential
+from dpbayes.privacy import Guarantee, Neighbours
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.privacy.validation import check_int
 from dpbayes.release.base import Plan, Release, register
 from dpbayes.release.bayes_net import reject_options
-from dpbayes.release.sampling import NOT_HARDENED
+from dpbayes.release.sampling import NOT_HARDENED, posterior_sampling_guarantee
 
 __all__ = [
     "RegressionWeights",
@@ -158,17 +158,15 @@ def plan_regression_sampling(
     }
 
     def guarantee(simulation: bool) -> Guarantee:
-        one = Guarantee(
-            epsilon=per_draw,
-            delta=0.0,
+        return posterior_sampling_guarantee(
+            per_draw=per_draw,
+            lipschitz=lip,
+            draws=d,
             neighbours=neighbours,
             mechanism="posterior sampling, truncated Gaussian prior (paper 004 §5.2)",
-            sensitivity=lip,
-            sensitivity_norm="lipschitz",
-            simulation=simulation,
             details=details,
+            simulation=simulation,
         )
-        return one if d == 1 else compose_sequential([one] * d, mechanism="posterior sampling")
 
     post = model.posterior_from(stats_, noise_variance=s2)
 

@@ -200,17 +200,15 @@ def plan_sampling(
     }
 
     def guarantee(simulation: bool) -> Guarantee:
-        one = Guarantee(
-            epsilon=per_draw,
-            delta=0.0,
+        return posterior_sampling_guarantee(
+            per_draw=per_draw,
+            lipschitz=lip,
+            draws=d,
             neighbours=neighbours,
             mechanism="posterior sampling, trimmed prior (paper 004 §4)",
-            sensitivity=lip,
-            sensitivity_norm="lipschitz",
-            simulation=simulation,
             details=details,
+            simulation=simulation,
         )
-        return one if d == 1 else compose_sequential([one] * d, mechanism="posterior sampling")
 
     def run(src: NoiseSource) -> Release:
         gen = src.generator()
@@ -308,3 +306,27 @@ def plan_map(
         )
 
     return Plan(guarantee=mech.guarantee(**details), run=run)
+
+
+def posterior_sampling_guarantee(
+    *,
+    per_draw: float,
+    lipschitz: float,
+    draws: int,
+    neighbours: Neighbours,
+    mechanism: str,
+    details: dict[str, Any],
+    simulation: bool,
+) -> Guarantee:
+    """eps-DP of ``draws`` posterior draws, each ``per_draw``-DP (Lemma 2), composed."""
+    one = Guarantee(
+        epsilon=per_draw,
+        delta=0.0,
+        neighbours=neighbours,
+        mechanism=mechanism,
+        sensitivity=lipschitz,
+        sensitivity_norm="lipschitz",
+        simulation=simulation,
+        details=details,
+    )
+    return one if draws == 1 else compose_sequential([one] * draws, mechanism="posterior sampling")

@@ -1,0 +1,301 @@
+"""Empirical privacy auditor: a lower bound on eps from outputs on neighbouring data sets.
+
+For every pair (x, x') the mechanism is run ``samples`` times on x and on x'. The first
+half of the outputs chooses, for each direction, the output event E with the largest
+empirical privacy loss (:mod:`dpbayes.audit.events`); the pairs and events with the best
+selection scores are then measured on the second, independent half. With one-sided
+Clopper-Pearson bounds at level alpha' = (1 - confidence) / (2 T) for T measured events
+(a union bound over the two probabilities of every event),
+
+    eps_lb = max over measured (E, x, x') of ln((P_x(E)_lo - delta) / P_x'(E)_hi)
+
+is, with probability at least ``confidence``, below the mechanism's true eps: if the
+mechanism were (eps, delta)-DP then P_x(E) <= e^eps P_x'(E) + delta for every E. The
+audit *fails* a mechanism when eps_lb exceeds the eps it claims. A pass is not a proof of
+privacy: it only says that these samples found no violation.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpbayes.audit.bounds import clopper_pearson_lower, clopper_pearson_upper, epsilon_lower_bound
+from dpbayes.audit.events import Event, best_events, features
+from dpbayes.privacy.noise import noise_source
+from dpbayes.privacy.validation import check_delta, check_epsilon, check_int, check_probability
+
+__all__ = ["AuditResult", "NeighbourPair", "PairAudit", "as_vector", "audit"]
+
+
+@dataclass(frozen=True)
+class NeighbourPair:
+    """Two neighbouring data sets and a label saying how they differ."""
+
+    x: Any
+    x_prime: Any
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class PairAudit:
+    """The measured bound of one (pair, direction, event)."""
+
+    pair: str
+    direction: str
+    event: str
+    count_x: int
+    count_x_prime: int
+    samples: int
+    p_lower: float
+    p_upper: float
+    epsilon_lower_bound: float
+    selection_score: float
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """What an audit found. ``passed`` means no violation of the claim was detected."""
+
+    mechanism: str
+    claimed_epsilon: float
+    claimed_delta: float
+    epsilon_lower_bound: float
+    confidence: float
+    samples: int
+    worst_pair: str
+    event: str
+    passed: bool
+    pairs_searched: int
+    time_s: float
+    measured: list[PairAudit] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["measured"] = [asdict(p) for p in self.measured]
+        return d
+
+    def describe(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        return (
+            f"{verdict}: {self.mechanism} claims eps={self.claimed_epsilon:.4g}"
+            f"{f', delta={self.claimed_delta:.3g}' if self.claimed_delta else ''}; "
+            f"empirical lower bound {self.epsilon_lower_bound:.4g} at {self.confidence:.0%} "
+            f"confidence ({self.samples} samples per data set, worst pair {self.worst_pair}, "
+            f"event {self.event})"
+        )
+
+
+def as_vector(output: Any) -> np.ndarray:
+    """A mechanism's output as a flat float vector (numbers, arrays, Noisy, Release, dists)."""
+    value = output
+    for attr in ("value",):  # Noisy / program results
+        if hasattr(value, attr) and not isinstance(value, np.ndarray):
+            value = getattr(value, attr)
+    if hasattr(value, "released") and isinstance(value.released, dict):  # Release
+        parts = [np.ravel(np.asarray(v, dtype=float)) for v in value.released.values()]
+        return np.concatenate(parts) if parts else np.zeros(0)
+    if isinstance(getattr(value, "params", None), dict):  # a distribution
+        parts = [np.ravel(np.asarray(v, dtype=float)) for v in value.params.values()]
+        return np.concatenate(parts)
+    if isinstance(value, tuple | list) and value and not np.isscalar(value[0]):
+        return np.concatenate([as_vector(v) for v in value])
+    try:
+        return np.ravel(np.asarray(value, dtype=float))
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"cannot turn an output of type {type(output).__name__} into numbers; "
+            "pass statistic=... to audit()"
+        ) from None
+
+
+def _draw(
+    mechanism: Callable[..., Any],
+    data: Any,
+    samples: int,
+    gen: np.random.Generator,
+    statistic: Callable[[Any], Any],
+    batch: bool,
+) -> np.ndarray:
+    if batch:
+        raw = mechanism(data, gen, samples)
+        rows = [np.ravel(np.asarray(statistic(o), dtype=float)) for o in raw]
+    else:
+        rows = [
+            np.ravel(np.asarray(statistic(mechanism(data, gen)), dtype=float))
+            for _ in range(samples)
+        ]
+    width = {r.size for r in rows}
+    if len(width) != 1 or 0 in width:
+        raise ValueError("mechanism outputs must all map to vectors of one non-zero length")
+    out = np.array(rows, dtype=float)
+    if not np.all(np.isfinite(out)):
+        raise ValueError("mechanism outputs must be finite numbers")
+    return out
+
+
+def _pairs(pairs: Iterable[Any]) -> list[NeighbourPair]:
+    out: list[NeighbourPair] = []
+    for i, p in enumerate(pairs):
+        if isinstance(p, NeighbourPair):
+            out.append(p if p.label else NeighbourPair(p.x, p.x_prime, f"pair {i}"))
+        elif isinstance(p, Sequence) and len(p) in (2, 3):
+            out.append(NeighbourPair(p[0], p[1], str(p[2]) if len(p) == 3 else f"pair {i}"))
+        else:
+            raise TypeError("pairs must be NeighbourPair objects or (x, x_prime[, label]) tuples")
+    if not out:
+        raise ValueError("pairs must contain at least one pair of neighbouring data sets")
+    return out
+
+
+def audit(
+    mechanism: Callable[..., Any],
+    pairs: Iterable[Any],
+    *,
+    epsilon: float,
+    delta: float = 0.0,
+    samples: int = 20_000,
+    confidence: float = 0.95,
+    statistic: Callable[[Any], Any] | None = None,
+    tests: int = 2,
+    keep_pairs: int = 2,
+    batch: bool = False,
+    rng: Any = None,
+    name: str | None = None,
+) -> AuditResult:
+    """Audit ``mechanism`` against its claimed (epsilon, delta) on neighbouring ``pairs``.
+
+    Parameters
+    ----------
+    mechanism:
+        ``mechanism(data, rng) -> output`` (``rng`` a numpy Generator the mechanism must
+        use for its noise, e.g. ``mech.release(value, rng=rng)``); with ``batch=True``,
+        ``mechanism(data, rng, size)`` returning ``size`` outputs.
+    pairs:
+        Neighbouring data sets: :class:`NeighbourPair` or ``(x, x_prime[, label])``.
+    epsilon, delta:
+        The claimed guarantee.
+    samples:
+        Outputs drawn per data set and pair (half select the events, half measure them).
+    confidence:
+        Probability that the reported lower bound is below the true eps.
+    statistic:
+        Maps an output to numbers (default :func:`as_vector`).
+    tests:
+        How many of the best (pair, direction, event) candidates are measured; the
+        confidence is split among them (Bonferroni).
+    keep_pairs:
+        With more pairs than this, a pilot of ``max(500, samples // 5)`` outputs per data
+        set ranks the pairs by their empirical loss and only the best ``keep_pairs`` are
+        audited with ``samples`` fresh outputs (the pilot is independent of the bound).
+    rng:
+        Seed or Generator for the simulation (the audit is an experiment).
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    samples = check_int(samples, "samples", minimum=20)
+    conf = check_probability(confidence, "confidence", open_interval=True)
+    tests = check_int(tests, "tests", minimum=1)
+    keep_pairs = check_int(keep_pairs, "keep_pairs", minimum=1)
+    if not callable(mechanism):
+        raise TypeError(f"mechanism must be callable, got {type(mechanism).__name__}")
+    stat = statistic or as_vector
+    plist = _pairs(pairs)
+    gen = noise_source(rng).generator()
+    half = samples // 2
+    t0 = time.perf_counter()
+
+    if len(plist) > keep_pairs:
+        search = max(500, samples // 5)
+        ranked = []
+        for i, pair in enumerate(plist):
+            ox = _draw(mechanism, pair.x, search, gen, stat, batch)
+            oy = _draw(mechanism, pair.x_prime, search, gen, stat, batch)
+            best = max(
+                (
+                    sc
+                    for (_, u), (_, v) in zip(features(ox), features(oy), strict=True)
+                    for sc, _ in best_events(u, v, 0, "", dlt)
+                ),
+                default=-math.inf,
+            )
+            ranked.append((best, i))
+        ranked.sort(key=lambda t: -t[0] if math.isfinite(t[0]) else math.inf)
+        finalists = [plist[i] for _, i in ranked[:keep_pairs]]
+    else:
+        finalists = plist
+
+    candidates: list[tuple[float, str, str, Event, np.ndarray, np.ndarray]] = []
+    for pair in finalists:
+        ox = _draw(mechanism, pair.x, samples, gen, stat, batch)
+        oy = _draw(mechanism, pair.x_prime, samples, gen, stat, batch)
+        if ox.shape[1] != oy.shape[1]:
+            raise ValueError("outputs on x and x_prime must have the same length")
+        sel_x, sel_y = features(ox[:half]), features(oy[:half])
+        mea_x, mea_y = features(ox[half : 2 * half]), features(oy[half : 2 * half])
+        for j, (fname, u) in enumerate(sel_x):
+            for score, ev in best_events(u, sel_y[j][1], j, fname, dlt):
+                swap = ev.description.endswith("(x' over x)")
+                num, den = (mea_y[j][1], mea_x[j][1]) if swap else (mea_x[j][1], mea_y[j][1])
+                direction = "x' over x" if swap else "x over x'"
+                candidates.append((score, pair.label, direction, ev, num, den))
+
+    candidates.sort(key=lambda c: -c[0] if math.isfinite(c[0]) else math.inf)
+    # keep the best `tests` candidates that are different events (the coordinates of an
+    # output can define the same set twice, e.g. counts [j, n - j])
+    chosen: list[tuple[float, str, str, Event, int, int]] = []
+    seen: set[tuple[str, str, bytes, bytes]] = set()
+    for score, label, direction, ev, num, den in candidates:
+        in_num, in_den = ev.contains(num), ev.contains(den)
+        key = (label, direction, np.packbits(in_num).tobytes(), np.packbits(in_den).tobytes())
+        if key in seen:
+            continue
+        seen.add(key)
+        chosen.append((score, label, direction, ev, int(in_num.sum()), int(in_den.sum())))
+        if len(chosen) == tests:
+            break
+    alpha = (1.0 - conf) / (2.0 * len(chosen))
+    measured: list[PairAudit] = []
+    for score, label, direction, ev, k_num, k_den in chosen:
+        p_lo = clopper_pearson_lower(k_num, half, alpha)
+        p_hi = clopper_pearson_upper(k_den, half, alpha)
+        measured.append(
+            PairAudit(
+                pair=label,
+                direction=direction,
+                event=ev.description,
+                count_x=k_num if direction == "x over x'" else k_den,
+                count_x_prime=k_den if direction == "x over x'" else k_num,
+                samples=half,
+                p_lower=p_lo,
+                p_upper=p_hi,
+                epsilon_lower_bound=epsilon_lower_bound(p_lo, p_hi, dlt),
+                selection_score=score if math.isfinite(score) else -1.0,
+            )
+        )
+    worst = max(measured, key=lambda r: r.epsilon_lower_bound)
+    lb = worst.epsilon_lower_bound
+    return AuditResult(
+        mechanism=str(
+            name
+            or (lambda v: v if isinstance(v, str) else None)(getattr(mechanism, "name", None))
+            or getattr(mechanism, "__name__", type(mechanism).__name__)
+        ),
+        claimed_epsilon=eps,
+        claimed_delta=dlt,
+        epsilon_lower_bound=lb,
+        confidence=conf,
+        samples=samples,
+        worst_pair=worst.pair,
+        event=worst.event,
+        passed=bool(lb <= eps),
+        pairs_searched=len(plist),
+        time_s=time.perf_counter() - t0,
+        measured=measured,
+    )

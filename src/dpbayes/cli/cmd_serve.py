@@ -1,0 +1,89 @@
+"""``dpbayes serve``: the online query-answering service (paper 000 §5) over HTTP.
+
+Default: the bundled RAND HIE data over health, idp, year and binned mdvis, budget eps=1,
+state in ``sqlite:///dpbayes-service.db``::
+
+    dpbayes serve --admin-key-file admin.key
+    dpbayes serve --data people.csv --attributes sex=f,m age=bins:0,30,50,inf \\
+        --epsilon 2 --db postgresql://user:pw@127.0.0.1/dp --port 8000
+
+The admin key is read from ``--admin-key-file`` (created with a new random key, mode 600,
+if missing); without the option a random key is printed once on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("serve", help="run the HTTP query-answering service (paper 000)")
+    p.add_argument("--data", help="CSV/Parquet file (default: the bundled RAND HIE data)")
+    p.add_argument(
+        "--attributes",
+        nargs="+",
+        default=[],
+        metavar="SPEC",
+        help="name=a,b,c (categories) or name=bins:e0,e1,...,inf; required with --data",
+    )
+    p.add_argument("--epsilon", type=float, default=1.0, help="total budget for a new database")
+    p.add_argument("--delta", type=float, default=0.0, help="total delta for a new database")
+    p.add_argument("--db", default="sqlite:///dpbayes-service.db", help="SQLAlchemy URL")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--admin-key-file", help="file holding the admin key (created if missing)")
+    p.add_argument("--max-epsilon", type=float, help="cap on the eps of one fresh answer")
+    p.add_argument("--seed", type=int, help="seeded SIMULATION noise (tests only)")
+    p.set_defaults(handler=run)
+
+
+def _admin_key(path: str | None) -> str:
+    if path is None:
+        key = secrets.token_urlsafe(32)
+        print(f"dpbayes serve: admin key (shown once): {key}", file=sys.stderr)
+        return key
+    p = Path(path)
+    if p.exists():
+        key = p.read_text().strip()
+        if len(key) < 16:
+            raise ValueError(f"--admin-key-file {p}: the key must have at least 16 characters")
+        return key
+    key = secrets.token_urlsafe(32)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key + "\n")
+    print(f"dpbayes serve: wrote a new admin key to {p}", file=sys.stderr)
+    return key
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from dpbayes.service.app import create_app
+    except ImportError as exc:
+        msg = f"{exc}; install the service extra: pip install 'dpbayes[service]'"
+        raise ImportError(msg) from None
+    from dpbayes.cli.cmd_query import parse_attribute
+    from dpbayes.service import EngineConfig
+
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port must be in 1..65535, got {args.port}")
+    kw: dict[str, Any] = {"epsilon": args.epsilon, "delta": args.delta, "seed": args.seed}
+    if args.max_epsilon is not None:
+        kw["max_epsilon"] = args.max_epsilon
+    if args.data:
+        if not args.attributes:
+            raise ValueError("--data needs --attributes (the domains are never read from data)")
+        kw["data"] = args.data
+        kw["attributes"] = dict(parse_attribute(a) for a in args.attributes)
+    elif args.attributes:
+        kw["attributes"] = dict(parse_attribute(a) for a in args.attributes)
+    app = create_app(EngineConfig(**kw), args.db, _admin_key(args.admin_key_file))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0

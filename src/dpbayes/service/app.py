@@ -1,0 +1,247 @@
+"""The HTTP API of the query-answering service (FastAPI): paper 000 §5 as a web service.
+
+Endpoints (``Authorization: Bearer KEY``; analysts' keys for queries, the admin key for
+``/api/admin``): ``GET /api/schema``, ``POST /api/query``, ``GET /api/history``,
+``GET /api/budget``, ``POST /api/admin/analysts``, ``PUT /api/admin/budget``; the web page
+at ``/``; the OpenAPI document at ``/openapi.json``. No endpoint returns records or exact
+counts: only the attribute domains, noisy answers and what is inferred from them.
+"""
+
+import hashlib
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from dpbayes.service.config import EngineConfig
+from dpbayes.service.state import Conflict, QueryService, Reply, check_admin
+
+__all__ = ["MAX_BODY_BYTES", "create_app"]
+
+MAX_BODY_BYTES = 64 * 1024
+STATIC = Path(__file__).with_name("static")
+
+
+class QueryIn(BaseModel):
+    """A query with its requirement: the answer within +-half_width with prob. >= confidence."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+    where: str | None = Field(
+        None, max_length=2000, description='predicate, e.g. "health = poor and idp = 1"'
+    )
+    coefficients: list[float] | None = Field(
+        None, max_length=100_000, description="one coefficient per cell (C order)"
+    )
+    half_width: float = Field(gt=0, le=1e9, description="required half-width d of the interval")
+    confidence: float = Field(ge=0.5, le=0.999999, description="required probability p")
+    density: bool = Field(False, description="include the posterior density for plotting")
+
+
+class AnalystIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@-]+$")
+
+
+class BudgetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+    epsilon: float = Field(gt=0, le=1e6)
+    delta: float = Field(0.0, ge=0, lt=1)
+
+
+class _BodyLimit:
+    """ASGI middleware: refuse request bodies above ``limit`` bytes with 413."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers", [])).get(b"content-length")
+        too_big = length is not None and (not length.isdigit() or int(length) > self.limit)
+        chunks: list[dict[str, Any]] = []
+        if not too_big:
+            size, more = 0, True
+            while more:
+                msg = await receive()
+                if msg["type"] != "http.request":
+                    chunks.append(msg)
+                    break
+                size += len(msg.get("body", b""))
+                chunks.append(msg)
+                more = msg.get("more_body", False)
+                if size > self.limit:
+                    too_big = True
+                    break
+        if too_big:
+            resp = JSONResponse(
+                {"detail": f"request body larger than {self.limit} bytes"}, status_code=413
+            )
+            await resp(scope, receive, send)
+            return
+
+        async def replay() -> Any:
+            return chunks.pop(0) if chunks else await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _reply_json(r: Reply, density: bool) -> dict[str, Any]:
+    a = r.answer
+    out: dict[str, Any] = {
+        "query": a.query,
+        "status": a.status,
+        "free_from_history": a.status == "history",
+        "estimate": a.estimate,
+        "interval": list(a.interval) if a.interval else None,
+        "half_width": a.half_width,
+        "confidence_required": a.level,
+        "confidence_reached": a.confidence,
+        "epsilon_spent": a.epsilon,
+        "remaining_epsilon": r.remaining_epsilon,
+        "reason": a.reason,
+        "guarantee": a.guarantee.describe() if a.guarantee else None,
+    }
+    if density and a.posterior is not None and a.interval is not None:
+        lo, hi = a.interval
+        w = max(hi - lo, 1e-9)
+        x = np.linspace(lo - w, hi + w, 121)
+        c = np.asarray(a.posterior.cdf(x), dtype=float)
+        mid = 0.5 * (x[1:] + x[:-1])
+        pdf = np.diff(c) / np.diff(x)
+        out["density"] = {"x": mid.tolist(), "pdf": [max(0.0, float(v)) for v in pdf]}
+    return out
+
+
+def _first_error(exc: RequestValidationError) -> tuple[int, str]:
+    errs = exc.errors()
+    if not errs:
+        return 422, "invalid request"
+    e = errs[0]
+    if e.get("type") == "json_invalid":
+        return 400, f"malformed JSON body: {e.get('ctx', {}).get('error', e.get('msg'))}"
+    loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
+    return 422, f"{loc or 'body'}: {e.get('msg')}"
+
+
+def create_app(
+    engine_config: EngineConfig | None, db_url: str, admin_key: str, *, service: Any = None
+) -> FastAPI:
+    """The FastAPI app: opens (and migrates) the database, restores budget and history."""
+    if not isinstance(admin_key, str) or len(admin_key) < 16:
+        raise ValueError("admin_key must be a string of at least 16 characters")
+    svc: QueryService = service or QueryService(engine_config or EngineConfig(), db_url)
+    admin_sha = hashlib.sha256(admin_key.encode()).hexdigest()
+    app = FastAPI(
+        title="dpbayes query service",
+        version="1",
+        description="Differentially private answers to counting queries with guaranteed "
+        "accuracy (paper 000 §5). Every answer is noisy or inferred from noisy answers.",
+    )
+    app.state.service = svc
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
+        code, msg = _first_error(exc)
+        return JSONResponse({"detail": msg}, status_code=code)
+
+    def _key(authorization: str | None) -> str | None:
+        if authorization and authorization.startswith("Bearer "):
+            return authorization[7:].strip()
+        return None
+
+    def analyst(authorization: Annotated[str | None, Header()] = None) -> str:
+        name = svc.analyst(_key(authorization))
+        if name is None:
+            raise HTTPException(401, "missing or invalid API key (Authorization: Bearer KEY)")
+        return name
+
+    def reader(authorization: Annotated[str | None, Header()] = None) -> str:
+        key = _key(authorization)
+        if check_admin(key, admin_sha):
+            return "admin"
+        return analyst(authorization)
+
+    def admin(authorization: Annotated[str | None, Header()] = None) -> str:
+        if not check_admin(_key(authorization), admin_sha):
+            raise HTTPException(401, "missing or invalid admin key")
+        return "admin"
+
+    @app.get("/api/schema")
+    def schema(_who: Annotated[str, Depends(reader)]) -> dict[str, Any]:
+        """The attributes and their values (the cube's cells); no counts."""
+        return svc.schema()
+
+    @app.post("/api/query")
+    def query(body: QueryIn, who: Annotated[str, Depends(analyst)]) -> JSONResponse:
+        """Answer within +-half_width with probability >= confidence (free if the history can)."""
+        try:
+            q = svc.make_query(body.where, body.coefficients)
+            r = svc.ask(who, q, half_width=body.half_width, confidence=body.confidence)
+        except Conflict as exc:
+            raise HTTPException(409, str(exc)) from None
+        except (ValueError, TypeError) as exc:
+            raise HTTPException(400, str(exc).splitlines()[0]) from None
+        if r.answer.status == "refused":
+            return JSONResponse(
+                {
+                    "detail": r.answer.reason,
+                    "status": "refused",
+                    "epsilon_spent": 0.0,
+                    "remaining_epsilon": r.remaining_epsilon,
+                },
+                status_code=409,
+            )
+        return JSONResponse(_reply_json(r, body.density))
+
+    @app.get("/api/history")
+    def history(
+        _who: Annotated[str, Depends(reader)],
+        offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> dict[str, Any]:
+        """The noisy answers released so far (each with its eps)."""
+        return {"answers": svc.history(offset=offset, limit=limit)}
+
+    @app.get("/api/budget")
+    def budget(_who: Annotated[str, Depends(reader)]) -> dict[str, Any]:
+        """Total, spent and remaining budget."""
+        return svc.budget()
+
+    @app.post("/api/admin/analysts", status_code=201)
+    def add_analyst(body: AnalystIn, _who: Annotated[str, Depends(admin)]) -> dict[str, Any]:
+        """Add an analyst; the API key is returned once (stored hashed)."""
+        try:
+            return {"name": body.name, "api_key": svc.add_analyst(body.name)}
+        except Conflict as exc:
+            raise HTTPException(409, str(exc)) from None
+
+    @app.put("/api/admin/budget")
+    def set_budget(body: BudgetIn, _who: Annotated[str, Depends(admin)]) -> dict[str, Any]:
+        """Set the total budget (never below what is spent)."""
+        try:
+            return svc.set_budget(body.epsilon, body.delta)
+        except Conflict as exc:
+            raise HTTPException(409, str(exc)) from None
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        index = STATIC / "index.html"
+        if not index.is_file():
+            raise HTTPException(404, "the web page is not installed")
+        return FileResponse(index, media_type="text/html")
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> FileResponse:
+        path = STATIC / name
+        if "/" in name or name.startswith(".") or not path.is_file():
+            raise HTTPException(404, "not found")
+        return FileResponse(path)
+
+    app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)
+    return app

@@ -1,0 +1,233 @@
+"""The query service over real HTTP: API, bad input, concurrency, restart, SIGKILL.
+
+One server per database (SQLite file, PostgreSQL schema) is shared by the tests of this
+module, which run in order: the restart and SIGKILL tests come last and reuse its state.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+Server = Any  # tests/service/conftest.py: Server
+
+# A query the history cannot estimate from fewer than 200 other queries: pseudo-random
+# weights in [1, 1.5) on every cell j (a deterministic hash of (j, k), not a random draw).
+
+
+def weighted(k: int, n_cells: int = 200) -> list[float]:
+    return [
+        1.0 + 0.5 * ((math.sin(12.9898 * j + 78.233 * k) * 43758.5453) % 1.0)
+        for j in range(n_cells)
+    ]
+
+
+def post(srv: Server, headers: dict[str, str], body: Any, **kw: Any) -> httpx.Response:
+    return httpx.post(srv.url + "/api/query", json=body, headers=headers, timeout=60, **kw)
+
+
+def budget(srv: Server) -> dict[str, Any]:
+    return httpx.get(srv.url + "/api/budget", headers=srv.admin(), timeout=30).json()
+
+
+def history(srv: Server) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while True:
+        r = httpx.get(
+            srv.url + "/api/history",
+            params={"offset": len(out), "limit": 1000},
+            headers=srv.admin(),
+            timeout=30,
+        )
+        batch = r.json()["answers"]
+        out += batch
+        if len(batch) < 1000:
+            return out
+
+
+def test_schema_query_history_budget(server: Server) -> None:
+    key = server.new_analyst("ann")
+    schema = httpx.get(server.url + "/api/schema", headers=key, timeout=30).json()
+    assert [a["name"] for a in schema["attributes"]] == ["health", "idp", "year", "mdvis"]
+    assert schema["n_cells"] == 200
+    assert "count" not in str(schema).lower()  # domains only, never counts
+    r = post(server, key, {"where": "health = poor", "half_width": 25, "confidence": 0.95})
+    assert r.status_code == 200, r.text
+    a = r.json()
+    assert a["status"] == "fresh" and not a["free_from_history"]
+    # eps for one Laplace answer alone: S ln(1/(1-p)) / d (paper 000 §5), S = 1
+    assert a["epsilon_spent"] == pytest.approx(math.log(20) / 25, rel=2e-3)
+    lo, hi = a["interval"]
+    assert hi - lo == pytest.approx(50, rel=1e-6)
+    assert a["confidence_reached"] >= 0.95 - 1e-6
+    # the same requirement again: free, from the history, same estimate
+    b = post(server, key, {"where": "health = poor", "half_width": 25, "confidence": 0.95})
+    assert b.status_code == 200 and b.json()["free_from_history"]
+    assert b.json()["epsilon_spent"] == 0.0 and b.json()["estimate"] == a["estimate"]
+    bud = budget(server)
+    assert bud["spent"]["epsilon"] == pytest.approx(a["epsilon_spent"], rel=1e-12)
+    assert bud["remaining"]["epsilon"] == pytest.approx(2 - a["epsilon_spent"], rel=1e-12)
+    h = history(server)
+    assert len(h) == 1 and h[0]["epsilon"] == a["epsilon_spent"] and h[0]["analyst"] == "ann"
+    doc = httpx.get(server.url + "/openapi.json", timeout=30).json()
+    assert {"/api/query", "/api/schema", "/api/history", "/api/budget"} <= set(doc["paths"])
+    d = post(
+        server, key, {"where": "health = poor", "half_width": 40, "confidence": 0.9, "density": 1}
+    )
+    assert d.status_code == 422  # strict types: density must be a boolean
+    d = post(
+        server,
+        key,
+        {"where": "health = poor", "half_width": 40, "confidence": 0.9, "density": True},
+    )
+    dens = d.json()["density"]
+    mass = sum(p * (dens["x"][1] - dens["x"][0]) for p in dens["pdf"])
+    assert 0.95 < mass <= 1.0 + 1e-6
+
+
+BAD: list[tuple[Any, int, str]] = [
+    ({"where": "colour = red", "half_width": 5, "confidence": 0.9}, 400, "unknown attribute"),
+    ({"where": "health = purple", "half_width": 5, "confidence": 0.9}, 400, "not in the domain"),
+    ({"where": "health = poor or idp = 1", "half_width": 5, "confidence": 0.9}, 400, "'or'"),
+    ({"where": "health = poor", "half_width": -1, "confidence": 0.9}, 422, "half_width"),
+    ({"where": "health = poor", "half_width": 0, "confidence": 0.9}, 422, "half_width"),
+    ({"where": "health = poor", "half_width": 1e300, "confidence": 0.9}, 422, "half_width"),
+    ({"where": "health = poor", "half_width": 5, "confidence": 1.0}, 422, "confidence"),
+    ({"where": "health = poor", "half_width": 5, "confidence": -0.5}, 422, "confidence"),
+    ({"where": "health = poor", "half_width": "5", "confidence": 0.9}, 422, "half_width"),
+    ({"where": "health = poor", "half_width": 5}, 422, "confidence"),
+    ({"where": "health = poor", "half_width": 5, "confidence": 0.9, "x": 1}, 422, "x"),
+    ({"half_width": 5, "confidence": 0.9}, 400, "exactly one"),
+    ({"coefficients": [1.0, 2.0], "half_width": 5, "confidence": 0.9}, 400, "length 200"),
+    ({"coefficients": [0.0] * 200, "half_width": 5, "confidence": 0.9}, 400, "non-zero"),
+    ([1, 2, 3], 422, "body"),
+]
+
+
+def test_bad_input_is_4xx_and_spends_nothing(server: Server) -> None:
+    key = server.new_analyst()
+    before = budget(server)
+    n_hist = len(history(server))
+    for body, code, words in BAD:
+        r = post(server, key, body)
+        assert r.status_code == code, (body, r.text)
+        assert words in r.json()["detail"], (body, r.json())
+    raw = [
+        (b'{"where": "health = poor", "half_width": NaN, "confidence": 0.9}', 422, "finite"),
+        (b'{"where": "health = poor", "half_width": Infinity, "confidence": 0.9}', 422, "finite"),
+        (b'{"where": "health = poor", "half_', 400, "malformed JSON"),
+        (b'{"where": "' + b"a" * 70_000 + b'"}', 413, "larger than"),
+    ]
+    for content, code, words in raw:
+        r = httpx.post(
+            server.url + "/api/query",
+            content=content,
+            headers={**key, "content-type": "application/json"},
+            timeout=60,
+        )
+        assert r.status_code == code and words in r.json()["detail"], (content[:40], r.text)
+    good = {"where": "idp = 1", "half_width": 5, "confidence": 0.9}
+    for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Bearer dpb_x_y"}):
+        assert post(server, headers, good).status_code == 401
+    assert post(server, server.admin(), good).status_code == 401  # admin does not query
+    r = httpx.post(server.url + "/api/admin/analysts", json={"name": "z"}, headers=key)
+    assert r.status_code == 401  # analysts are not admins
+    r = httpx.put(server.url + "/api/admin/budget", json={"epsilon": 1e-9}, headers=server.admin())
+    assert r.status_code == 409 and "below what is already spent" in r.json()["detail"]
+    assert budget(server) == before and len(history(server)) == n_hist
+
+
+def test_concurrent_queries_never_overspend(server: Server) -> None:
+    """20 threads x 10 queries that each need fresh budget, against the remaining budget."""
+    keys = [server.new_analyst() for _ in range(4)]
+    total = budget(server)["total"]["epsilon"]
+    spent0 = budget(server)["spent"]["epsilon"]
+    got: list[dict[str, Any]] = []
+    codes: list[int] = []
+    lock = threading.Lock()
+
+    def worker(t: int) -> None:
+        with httpx.Client(timeout=120) as c:
+            for i in range(10):
+                body = {"coefficients": weighted(100 + 10 * t + i), "half_width": 40}
+                body["confidence"] = 0.9
+                r = c.post(server.url + "/api/query", json=body, headers=keys[t % 4])
+                with lock:
+                    codes.append(r.status_code)
+                    if r.status_code == 200:
+                        got.append(r.json())
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(20)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert set(codes) <= {200, 409} and codes.count(409) > 0 and len(got) > 10
+    assert all(g["status"] == "fresh" for g in got)
+    b = budget(server)
+    spent = b["spent"]["epsilon"] - spent0
+    assert b["spent"]["epsilon"] <= total * (1 + 1e-9)
+    assert spent == pytest.approx(math.fsum(g["epsilon_spent"] for g in got), rel=1e-9)
+    assert len(history(server)) == b["answers"]
+
+
+def test_restart_restores_history_and_budget(server: Server) -> None:
+    before, hist = budget(server), history(server)
+    server.stop()
+    server.start()
+    assert budget(server) == before and history(server) == hist
+    key = server.new_analyst()
+    r = post(server, key, {"where": "health = poor", "half_width": 25, "confidence": 0.95})
+    assert r.status_code == 200 and r.json()["free_from_history"]
+
+
+def test_sigkill_during_load_loses_no_released_answer(server: Server) -> None:
+    """Kill -9 under load, restart: the ledger holds every answer any client received."""
+    r = httpx.put(
+        server.url + "/api/admin/budget", json={"epsilon": 1000.0}, headers=server.admin()
+    )
+    assert r.status_code == 200
+    keys = [server.new_analyst() for _ in range(4)]
+    n0 = len(history(server))
+    got: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def worker(t: int) -> None:
+        with httpx.Client(timeout=30) as c:
+            for i in range(10_000):
+                if stop.is_set():
+                    return
+                body = {"coefficients": weighted(1000 + 1000 * t + i), "half_width": 40}
+                body["confidence"] = 0.9
+                try:
+                    r = c.post(server.url + "/api/query", json=body, headers=keys[t % 4])
+                except httpx.HTTPError:
+                    return
+                if r.status_code == 200:
+                    with lock:
+                        got.append(r.json())
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    deadline = time.monotonic() + 30
+    while len(got) < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.kill()
+    stop.set()
+    for th in threads:
+        th.join()
+    assert len(got) >= 20
+    server.start()
+    hist = history(server)[n0:]
+    stored = {round(h["noisy_answer"], 6) for h in hist}
+    assert len(hist) >= len(got)  # at most the one being committed was never received
+    assert all(round(g["estimate"], 6) in stored for g in got)
+    b = budget(server)
+    assert b["spent"]["epsilon"] >= math.fsum(g["epsilon_spent"] for g in got)
