@@ -80,3 +80,12 @@ def test_combine_scaled_sums_is_correctly_rounded(parts):
             combine_scaled_sums(parts)
     else:
         assert combine_scaled_sums(parts) == expected
+
+
+def test_smallest_squarable_threshold():
+    """The PostgreSQL square's underflow threshold is exactly where IEEE squares vanish."""
+    import math
+
+    from dpbayes.data.sqlalchemy_table import _SMALLEST_SQUARABLE as t
+
+    assert t * t == 5e-324 and math.nextafter(t, 0.0) ** 2 == 0.0

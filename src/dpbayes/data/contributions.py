@@ -31,7 +31,7 @@ __all__ = ["bound_contributions", "hashed_columns", "row_key_text"]
 
 #: Separator between the fields of a row's text, and the text of a NULL field.
 SEPARATOR = "|"
-NULL_TEXT = "\\N"
+NULL_TEXT = "<NULL>"  # no backslash: Spark SQL literals treat it as an escape
 
 
 def hashed_columns(table: SQLTable, user_column: str) -> list[str]:
@@ -50,7 +50,7 @@ def row_key_text(values: list[Any]) -> str:
     """The text whose MD5 digest orders a person's rows (the Python twin of the SQL).
 
     Integers print in decimal, booleans as ``true``/``false``, strings as themselves,
-    NULL as ``\\N``; fields are joined by ``|``.
+    NULL as ``<NULL>``; fields are joined by ``|``.
     """
 
     def text(v: Any) -> str:

@@ -82,6 +82,10 @@ class SQLTable(ABC):
         """A DOUBLE literal that parses back to exactly ``x`` (shortest repr)."""
         return f"CAST('{float(x)!r}' AS {self.double_type})"
 
+    def square(self, expr: str) -> str:
+        """SQL: the double ``expr`` squared (rounded as IEEE does; underflow gives 0)."""
+        return f"({expr}) * ({expr})"
+
     def is_nan(self, expr: str) -> str:
         """SQL condition: the floating-point ``expr`` is NaN."""
         return f"isnan({expr})"
@@ -175,7 +179,7 @@ class SQLTable(ABC):
     def clamped_sum(self, column: str, lower: float, upper: float, *, square: bool) -> float:
         lo, hi = self.double_literal(lower), self.double_literal(upper)
         clamped = f"LEAST(GREATEST({self.as_double(column)}, {lo}), {hi})"
-        expr = f"({clamped}) * ({clamped})" if square else clamped
+        expr = self.square(clamped) if square else clamped
         rows = self.fetch(self.scaled_parts_sql(expr, self.not_null(column)))
         return combine_scaled_sums((s, m) for s, m in rows if m is not None)
 

@@ -6,8 +6,9 @@ aggregates (a handful of rows) come back to Python.
 
 Safety: the table and column names a user passes are never pasted into SQL as given.
 The table must exist in the database's catalog (SQLAlchemy's inspector), the columns are
-the catalog's, and every identifier is quoted by the dialect's own quoting (always, not
-only when needed). Values never enter SQL except as numeric literals written by dpbayes.
+the catalog's, and every identifier is double-quoted (always, with ``"`` doubled); the
+SQL is sent without parameters on the driver's cursor, so ``%`` and ``:`` in a name are
+not taken for placeholders. Values never enter SQL except as numeric literals written by dpbayes.
 
 Exact sums: each clamped value is split into an integer times a power of two, cast to
 ``BIGINT`` (exact: |m| < 2**63) and summed by PostgreSQL as ``NUMERIC`` (arbitrary
@@ -24,6 +25,9 @@ from dpbayes.data.exact import SCALE_BITS
 from dpbayes.data.sql import SQLTable, _one_line
 
 __all__ = ["SUPPORTED_DIALECTS", "SQLAlchemyTable", "is_database_url"]
+
+#: The smallest double t with t * t != 0 (IEEE round to nearest even).
+_SMALLEST_SQUARABLE = 1.5717277847026288e-162
 
 #: SQLAlchemy dialects whose SQL this module writes (aggregates, NaN, MD5, exact sums).
 SUPPORTED_DIALECTS = ("postgresql",)
@@ -120,10 +124,11 @@ class SQLAlchemyTable(SQLTable):
         except sa.exc.SQLAlchemyError as exc:
             raise ValueError(f"cannot read {self.name}: {_one_line(exc)}") from None
         self._types = {c["name"]: _kind(c["type"]) for c in cols}
-        prep = engine.dialect.identifier_preparer
-        qualified = prep.quote_identifier(table)
+        # SQL-standard quoting (PostgreSQL's): always quoted, '"' doubled. Not the
+        # dialect's preparer, which also doubles '%' for drivers that interpolate.
+        qualified = self.quote(table)
         if schema is not None:
-            qualified = f"{prep.quote_identifier(schema)}.{qualified}"
+            qualified = f"{self.quote(schema)}.{qualified}"
         self.relation = qualified
 
     @property
@@ -131,24 +136,25 @@ class SQLAlchemyTable(SQLTable):
         """The SQLAlchemy engine."""
         return self._engine
 
-    def quote(self, identifier: str) -> str:  # type: ignore[override]
-        """An identifier quoted by the dialect (always quoted)."""
-        return str(self._engine.dialect.identifier_preparer.quote_identifier(identifier))
-
     def fetch(self, sql: str) -> list[tuple[Any, ...]]:
         import sqlalchemy as sa
 
-        # the SQL holds quoted identifiers and numeric literals only; '%' is escaped for
-        # drivers with the pyformat parameter style (psycopg)
-        if self._engine.dialect.paramstyle in ("pyformat", "format"):
-            sql = sql.replace("%", "%%")
+        # the SQL holds quoted identifiers and numeric literals only, and is sent without
+        # parameters on the driver's cursor, so no placeholder ('%', ':') is interpreted
         with self._lock:
             try:
                 with self._engine.connect() as con:
-                    return [tuple(r) for r in con.exec_driver_sql(sql, ()).fetchall()]
-            except sa.exc.SQLAlchemyError as exc:
-                cause = getattr(exc, "orig", None) or exc
-                raise ValueError(f"cannot read {self.name}: {_one_line(cause)}") from None
+                    cursor = con.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+                    try:
+                        cursor.execute(sql)
+                        return [tuple(r) for r in cursor.fetchall()]
+                    finally:
+                        cursor.close()
+            except Exception as exc:
+                if isinstance(exc, sa.exc.SQLAlchemyError) or _is_driver_error(exc):
+                    cause = getattr(exc, "orig", None) or exc
+                    raise ValueError(f"cannot read {self.name}: {_one_line(cause)}") from None
+                raise
 
     def column_types(self) -> dict[str, str]:
         return {c: k for c, (k, _, _) in self._types.items()}
@@ -158,6 +164,12 @@ class SQLAlchemyTable(SQLTable):
 
     def is_integer(self, column: str) -> bool:
         return self._types[column][2]
+
+    def square(self, expr: str) -> str:
+        # PostgreSQL raises on a product that underflows to 0 where IEEE gives 0; below
+        # this threshold the IEEE square is 0, at or above it the square is nonzero
+        t = self.double_literal(_SMALLEST_SQUARABLE)
+        return f"(CASE WHEN abs({expr}) < {t} THEN 0 ELSE ({expr}) * ({expr}) END)"
 
     def is_nan(self, expr: str) -> str:
         # PostgreSQL orders NaN above every number and NaN = NaN is true
@@ -179,6 +191,11 @@ class SQLAlchemyTable(SQLTable):
             f"SELECT k - {b} AS s, SUM(CAST((x * power({two}, ({b} - k) / 2)) * "
             f"power({two}, ({b} - k) - ({b} - k) / 2) AS BIGINT)) AS m FROM dpb_k GROUP BY k"
         )
+
+
+def _is_driver_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a DB-API error (PEP 249 ``Error``) of a database driver."""
+    return any(c.__name__ == "Error" and c.__module__ != "builtins" for c in type(exc).__mro__)
 
 
 def _with_driver(url: str) -> str:

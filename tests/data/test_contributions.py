@@ -1,0 +1,116 @@
+"""Contribution bounding in DuckDB: the rows kept, the statistics over them, the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from engine_data import BOUNDS, engine_frame, reference_bounded
+
+from dpbayes.data import Table, as_source, bound_contributions, bundled_path, open_table
+from dpbayes.data.contributions import hashed_columns
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    return engine_frame()
+
+
+def _rows(table) -> pd.DataFrame:
+    """The bounded rows themselves (test-only: a real caller never pulls rows)."""
+    cols = ", ".join(table.quote(c) for c in table.columns)
+    rows = table.fetch(f"SELECT {cols} FROM {table.relation}")
+    return pd.DataFrame(rows, columns=table.columns)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 8])
+def test_duckdb_keeps_the_reference_rows(frame, k):
+    table = open_table(frame, user_column="user", max_rows_per_user=k)
+    hashed = hashed_columns(table, "user")
+    assert hashed == ["user", "k", "b", "s"]
+    ref = reference_bounded(frame, "user", k, hashed)
+    got = _rows(table)
+    key = ["user", "x", "e", "s", "b"]
+    a = got.sort_values(key, na_position="last").reset_index(drop=True)
+    b = ref.sort_values(key, na_position="last").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b, check_dtype=False)
+    # each user keeps min(rows, k)
+    sizes = frame.groupby("user").size()
+    assert table.n() == int(np.minimum(sizes, k).sum())
+    assert int(got.groupby("user").size().max()) <= k
+
+
+def test_statistics_are_those_of_the_bounded_rows(frame):
+    ref = reference_bounded(frame, "user", 2, ["user", "k", "b", "s"])
+    for col in ("k", "b", "s", "x", "e"):
+        got = as_source(frame, column=col, user_column="user", max_rows_per_user=2)
+        want = as_source(ref, column=col)
+        assert got.rows_per_user_bound == 2
+        assert (got.n(), got.null_count(), got.value_counts()) == (
+            want.n(),
+            want.null_count(),
+            want.value_counts(),
+        )
+        if col in ("k", "x", "e"):
+            for lo, hi in BOUNDS:
+                assert got.clamped_sum(lo, hi) == want.clamped_sum(lo, hi)
+            assert got.clamped_sum_of_squares(-3, 3) == want.clamped_sum_of_squares(-3, 3)
+    joint = Table(frame).bound_contributions("user", 2).value_counts_joint(["b", "s"])
+    assert joint == Table(ref).value_counts_joint(["b", "s"])
+
+
+def test_a_users_rows_depend_on_that_user_only(frame):
+    """Changing user 0's rows leaves every other user's kept rows unchanged."""
+    other = frame.copy()
+    mask = other["user"] == 0
+    other.loc[mask, "x"] = 99.0
+    other.loc[mask, "s"] = "changed"
+    a = _rows(open_table(frame, user_column="user", max_rows_per_user=2))
+    b = _rows(open_table(other, user_column="user", max_rows_per_user=2))
+    key = ["user", "x", "e", "s", "b"]
+    a = a[a["user"] != 0].sort_values(key).reset_index(drop=True)
+    b = b[b["user"] != 0].sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_randhie_person_level_counts():
+    """RAND HIE: 5,912 people with 1..5 person-years; bounding keeps min(rows, k) each."""
+    src = as_source(bundled_path(), column="year")
+    full = as_source(bundled_path(), column="person").value_counts()
+    assert src.n() == 20_190 and len(full) == 5_912 and max(full.values()) == 5
+    for k in (1, 3, 5):
+        bounded = as_source(
+            bundled_path(), column="person", user_column="person", max_rows_per_user=k
+        )
+        assert bounded.n() == sum(min(c, k) for c in full.values())
+        counts = bounded.value_counts()
+        assert len(counts) == 5_912 and max(counts.values()) == min(k, 5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"user_column": "nope", "max_rows_per_user": 2}, ValueError, "user_column 'nope'"),
+        ({"user_column": "user", "max_rows_per_user": 0}, ValueError, "max_rows_per_user"),
+        ({"user_column": "user", "max_rows_per_user": 1.5}, TypeError, "max_rows_per_user"),
+        ({"user_column": 3, "max_rows_per_user": 2}, TypeError, "user_column"),
+        ({"user_column": "user"}, TypeError, "together"),
+    ],
+)
+def test_bad_arguments(frame, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        as_source(frame, column="x", **kwargs)
+
+
+def test_not_for_arrays_and_not_twice(frame):
+    with pytest.raises(TypeError, match="apply to tables"):
+        as_source([1, 2, 3], user_column="u", max_rows_per_user=1)
+    table = open_table(frame, user_column="user", max_rows_per_user=2)
+    with pytest.raises(ValueError, match="already bounded"):
+        bound_contributions(table, "user", 1)
+
+
+def test_quoted_identifiers_in_bounding():
+    frame = pd.DataFrame({'we"ird; user': [1, 1, 1, 2], "it's": [1, 2, 3, 4]})
+    src = as_source(frame, column="it's", user_column='we"ird; user', max_rows_per_user=2)
+    assert src.n() == 3
