@@ -9,6 +9,7 @@ random numbers on their own: ``rvs`` delegates to scipy with the caller's ``rand
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -84,17 +85,19 @@ def _beta_hdi(a: float, b: float, level: float) -> tuple[float, float]:
     return float(dist.ppf(p)), float(dist.isf(tail - p))
 
 
-class Distribution:
+class Distribution(ABC):
     """Common behaviour of the distributions (JSON round trip, scipy delegation)."""
 
     family: ClassVar[str]
 
     @property
+    @abstractmethod
     def params(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The distribution's parameters by name."""
 
+    @abstractmethod
     def to_scipy(self) -> Any:
-        raise NotImplementedError
+        """The equivalent frozen scipy.stats distribution."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable description: ``{"family": ..., <parameters>}``."""

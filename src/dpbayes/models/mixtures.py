@@ -21,6 +21,7 @@ scipy.stats method names (``mean``, ``var``, ``std``, ``pdf``, ``logpdf``, ``cdf
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -254,13 +255,14 @@ def _ladder(w: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[Any, ...] | No
     return a0, b0, j, log_c, np.maximum(tail, 0.0), dense
 
 
-class _DirichletMarginals:
+class _DirichletMarginals(ABC):
     """Mean, variance and intervals of a Dirichlet mixture from its Beta-mixture marginals."""
 
     m: int
 
+    @abstractmethod
     def marginal(self, i: int) -> BetaMixture:
-        raise NotImplementedError
+        """The exact marginal of category ``i``."""
 
     def mean(self) -> np.ndarray:
         return np.array([self.marginal(i).mean() for i in range(self.m)])

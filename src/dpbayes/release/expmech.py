@@ -54,6 +54,7 @@ from dpbayes.release.candidates import (
     lattice_counts,
     n_compositions,
 )
+from dpbayes.release.parameters import counts_release
 
 __all__ = [
     "BLOCK",
@@ -251,13 +252,8 @@ def _plan_coin(
             cache["scores"] = coin_scores(a, b, n, k, div)
         j = select_candidate(src, cache["scores"], scale)
         counts = np.array([j, n - j], dtype=np.int64)
-        return Release(
-            model=model,
-            mechanism="expmech",
-            posterior=model.posterior_from(CountStatistics(counts=counts, n=n)),
-            guarantee=guarantee.with_simulation(src.simulation),
-            released={"counts": counts.tolist()},
-            public=public,
+        return counts_release(
+            model, "expmech", counts, n, guarantee.with_simulation(src.simulation), public
         )
 
     return Plan(guarantee=guarantee, run=run)
@@ -359,13 +355,8 @@ def plan_expmech_dirichlet(
         if "scores" not in cache:
             cache["scores"] = dirichlet_scores(alpha, counts, cands)
         chosen = cands[select_candidate(src, cache["scores"], scale)]
-        return Release(
-            model=model,
-            mechanism="expmech",
-            posterior=model.posterior_from(CountStatistics(counts=chosen, n=n)),
-            guarantee=guarantee.with_simulation(src.simulation),
-            released={"counts": chosen.tolist()},
-            public=public,
+        return counts_release(
+            model, "expmech", chosen, n, guarantee.with_simulation(src.simulation), public
         )
 
     return Plan(guarantee=guarantee, run=run)

@@ -43,6 +43,7 @@ from dpbayes.models.statistics import CountStatistics, SumStatistics
 from dpbayes.privacy import GaussianMechanism, Neighbours, RandomizedResponse
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.release.base import Plan, Release, register
+from dpbayes.release.parameters import counts_release
 
 __all__ = ["noise_aware_posterior", "plan_input_coin", "plan_input_normal"]
 
@@ -85,13 +86,8 @@ def plan_input_coin(
         reports = src.randomized_response(records, 2, keep)
         noisy = int(np.sum(reports == 0))
         counts = np.array([noisy, n - noisy], dtype=np.int64)
-        return Release(
-            model=model,
-            mechanism="input",
-            posterior=model.posterior_from(CountStatistics(counts=counts, n=n)),
-            guarantee=guarantee.with_simulation(src.simulation),
-            released={"counts": counts.tolist()},
-            public=public,
+        return counts_release(
+            model, "input", counts, n, guarantee.with_simulation(src.simulation), public
         )
 
     return Plan(guarantee=guarantee, run=run)

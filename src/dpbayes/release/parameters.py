@@ -49,7 +49,7 @@ from dpbayes.privacy import (
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.release.base import Plan, Release, register
 
-__all__ = ["count_sensitivity", "plan_counts", "plan_normal_mean"]
+__all__ = ["count_sensitivity", "counts_release", "plan_counts", "plan_normal_mean"]
 
 _COUNT_MECHANISMS = ("laplace", "geometric", "gaussian")
 
@@ -242,6 +242,25 @@ def plan_normal_mean(
         )
 
     return Plan(guarantee=mech.guarantee(truncation=[lo, hi], **user), run=run)
+
+
+def counts_release(
+    model: Any,
+    mechanism: str,
+    counts: np.ndarray,
+    n: int,
+    guarantee: Any,
+    public: dict[str, Any],
+) -> Release:
+    """A count release: the posterior of ``counts`` (taken as exact) and what is published."""
+    return Release(
+        model=model,
+        mechanism=mechanism,
+        posterior=model.posterior_from(CountStatistics(counts=counts, n=n)),
+        guarantee=guarantee,
+        released={"counts": counts.tolist()},
+        public=public,
+    )
 
 
 def _as_rng(src: NoiseSource) -> Any:
