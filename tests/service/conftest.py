@@ -3,6 +3,8 @@
 Databases: a temporary SQLite file always; PostgreSQL (a fresh schema in the server that
 ``.ci/setup.d/postgres.sh`` makes, or ``DPBAYES_TEST_POSTGRES_URL``) when a server is up.
 A missing PostgreSQL skips those tests, except under ``CI=true`` where it fails.
+One server per database serves the whole session (``sqlite_server``, ``postgres_server``;
+``server`` is parametrised over both): a start costs seconds, mostly ``import dpbayes``.
 """
 
 from __future__ import annotations
@@ -129,11 +131,9 @@ def _postgres_schema_url() -> Iterator[str]:
         engine.dispose()
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def server(request: Any, tmp_path_factory: Any) -> Iterator[Server]:
-    """A running service on a fresh, empty database of each kind (budget eps=2)."""
-    tmp = tmp_path_factory.mktemp(request.param)
-    if request.param == "sqlite":
+def _serve(kind: str, tmp_path_factory: Any) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp(kind)
+    if kind == "sqlite":
         urls: Iterator[str] = iter([f"sqlite:///{tmp / 'service.db'}"])
     else:
         urls = _postgres_schema_url()
@@ -142,6 +142,30 @@ def server(request: Any, tmp_path_factory: Any) -> Iterator[Server]:
     try:
         yield srv
     finally:
-        srv.kill()
+        srv.stop()
         for _ in urls:  # drop the PostgreSQL schema
             pass
+
+
+# One server per database for the whole session: starting one costs seconds (importing the
+# library), so test modules share it and stay independent through their own analysts and
+# through assertions on differences (budget, history) rather than on absolute state.
+
+
+@pytest.fixture(scope="session")
+def sqlite_server(tmp_path_factory: Any) -> Iterator[Server]:
+    """A running service on a SQLite file that starts empty (budget eps=2)."""
+    yield from _serve("sqlite", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: Any) -> Iterator[Server]:
+    """A running service on a fresh PostgreSQL schema that starts empty (budget eps=2)."""
+    yield from _serve("postgres", tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def server(request: Any) -> Server:
+    """The session's running service of each database kind."""
+    srv: Server = request.getfixturevalue(f"{request.param}_server")
+    return srv

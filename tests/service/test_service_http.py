@@ -1,7 +1,9 @@
-"""The query service over real HTTP: API, bad input, concurrency, restart, SIGKILL.
+"""The query service over real HTTP: API, bad input, concurrency, SIGKILL and restart.
 
-One server per database (SQLite file, PostgreSQL schema) is shared by the tests of this
-module, which run in order: the restart and SIGKILL tests come last and reuse its state.
+One server per database (SQLite file, PostgreSQL schema) is shared by the whole session
+(conftest.py). Each test makes its own analysts and asserts on what it changes (budget and
+history before/after), so it does not depend on what ran before; the SIGKILL test restarts
+the server and checks that the restart restores history and budget.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def history(srv: Server) -> list[dict[str, Any]]:
 
 
 def test_schema_query_history_budget(server: Server) -> None:
+    spent0, n0 = budget(server)["spent"]["epsilon"], len(history(server))
     key = server.new_analyst("ann")
     schema = httpx.get(server.url + "/api/schema", headers=key, timeout=30).json()
     assert [a["name"] for a in schema["attributes"]] == ["health", "idp", "year", "mdvis"]
@@ -70,9 +73,15 @@ def test_schema_query_history_budget(server: Server) -> None:
     assert b.status_code == 200 and b.json()["free_from_history"]
     assert b.json()["epsilon_spent"] == 0.0 and b.json()["estimate"] == a["estimate"]
     bud = budget(server)
-    assert bud["spent"]["epsilon"] == pytest.approx(a["epsilon_spent"], rel=1e-12)
-    assert bud["remaining"]["epsilon"] == pytest.approx(2 - a["epsilon_spent"], rel=1e-12)
-    h = history(server)
+    # parallel composition: the spend on the cells of "health = poor" raises the total spend
+    # by at most its eps, and by exactly its eps on a fresh database (this module alone)
+    eps = bud["spent"]["epsilon"] - spent0
+    assert -1e-12 <= eps <= a["epsilon_spent"] * (1 + 1e-9)
+    if spent0 == 0:
+        assert eps == pytest.approx(a["epsilon_spent"], rel=1e-9)
+    assert bud["remaining"]["epsilon"] == pytest.approx(a["remaining_epsilon"], rel=1e-12)
+    assert bud["remaining"]["epsilon"] == pytest.approx(bud["total"]["epsilon"] - spent0 - eps)
+    h = history(server)[n0:]
     assert len(h) == 1 and h[0]["epsilon"] == a["epsilon_spent"] and h[0]["analyst"] == "ann"
     doc = httpx.get(server.url + "/openapi.json", timeout=30).json()
     assert {"/api/query", "/api/schema", "/api/history", "/api/budget"} <= set(doc["paths"])
@@ -143,17 +152,19 @@ def test_bad_input_is_4xx_and_spends_nothing(server: Server) -> None:
 
 
 def test_concurrent_queries_never_overspend(server: Server) -> None:
-    """20 threads x 10 queries that each need fresh budget, against the remaining budget."""
+    """10 threads x 5 queries that each need fresh budget; room for about 23 of them."""
     keys = [server.new_analyst() for _ in range(4)]
-    total = budget(server)["total"]["epsilon"]
     spent0 = budget(server)["spent"]["epsilon"]
+    total = spent0 + 2.0  # each query costs ~1.5 ln(10) / 40 = 0.086
+    r = httpx.put(server.url + "/api/admin/budget", json={"epsilon": total}, headers=server.admin())
+    assert r.status_code == 200, r.text
     got: list[dict[str, Any]] = []
     codes: list[int] = []
     lock = threading.Lock()
 
     def worker(t: int) -> None:
         with httpx.Client(timeout=120) as c:
-            for i in range(10):
+            for i in range(5):
                 body = {"coefficients": weighted(100 + 10 * t + i), "half_width": 40}
                 body["confidence"] = 0.9
                 r = c.post(server.url + "/api/query", json=body, headers=keys[t % 4])
@@ -162,7 +173,7 @@ def test_concurrent_queries_never_overspend(server: Server) -> None:
                     if r.status_code == 200:
                         got.append(r.json())
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(20)]
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(10)]
     for th in threads:
         th.start()
     for th in threads:
@@ -176,24 +187,22 @@ def test_concurrent_queries_never_overspend(server: Server) -> None:
     assert len(history(server)) == b["answers"]
 
 
-def test_restart_restores_history_and_budget(server: Server) -> None:
-    before, hist = budget(server), history(server)
-    server.stop()
-    server.start()
-    assert budget(server) == before and history(server) == hist
-    key = server.new_analyst()
-    r = post(server, key, {"where": "health = poor", "half_width": 25, "confidence": 0.95})
-    assert r.status_code == 200 and r.json()["free_from_history"]
-
-
 def test_sigkill_during_load_loses_no_released_answer(server: Server) -> None:
-    """Kill -9 under load, restart: the ledger holds every answer any client received."""
+    """Kill -9 under load, restart: the ledger holds every answer any client received.
+
+    The restart also restores the history and budget from the database: the earlier answers
+    are unchanged, and a query the history could answer before is still answered for free.
+    """
+    key = server.new_analyst()
+    poor = {"where": "health = poor", "half_width": 30, "confidence": 0.9}
+    assert post(server, key, poor).status_code == 200  # fresh, or free (test order)
     r = httpx.put(
         server.url + "/api/admin/budget", json={"epsilon": 1000.0}, headers=server.admin()
     )
     assert r.status_code == 200
     keys = [server.new_analyst() for _ in range(4)]
-    n0 = len(history(server))
+    before, hist0 = budget(server), history(server)
+    n0 = len(hist0)
     got: list[dict[str, Any]] = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -213,21 +222,31 @@ def test_sigkill_during_load_loses_no_released_answer(server: Server) -> None:
                     with lock:
                         got.append(r.json())
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(6)]
     for th in threads:
         th.start()
-    deadline = time.monotonic() + 30
-    while len(got) < 20 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 120  # generous: a loaded machine answers slowly
+    while len(got) < 12 and time.monotonic() < deadline:
         time.sleep(0.05)
     server.kill()
     stop.set()
     for th in threads:
         th.join()
-    assert len(got) >= 20
+    assert len(got) >= 12
     server.start()
-    hist = history(server)[n0:]
+    full = history(server)
+    assert full[:n0] == hist0  # the restart restores the history before the load
+    hist = full[n0:]
     stored = {round(h["noisy_answer"], 6) for h in hist}
     assert len(hist) >= len(got)  # at most the one being committed was never received
     assert all(round(g["estimate"], 6) in stored for g in got)
     b = budget(server)
-    assert b["spent"]["epsilon"] >= math.fsum(g["epsilon_spent"] for g in got)
+    assert b["total"] == before["total"] and b["answers"] == len(full)
+    # every load query reads every cell: their spends add up on top of the spend before
+    loaded = math.fsum(h["epsilon"] for h in hist)
+    assert b["spent"]["epsilon"] == pytest.approx(before["spent"]["epsilon"] + loaded, rel=1e-9)
+    assert b["spent"]["epsilon"] >= before["spent"]["epsilon"] + math.fsum(
+        g["epsilon_spent"] for g in got
+    )
+    r = post(server, server.new_analyst(), poor)
+    assert r.status_code == 200 and r.json()["free_from_history"], r.text

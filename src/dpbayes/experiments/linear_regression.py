@@ -219,6 +219,16 @@ def run(out_dir: Path, *, small: bool = False, seed: int = 0) -> list[Path]:
     return [raw, summ, png]
 
 
+def _reference_lines(ax: Any, ref: dict[str, float]) -> None:
+    """The non-private reference MSEs as horizontal lines."""
+    for label, style in (
+        ("least squares (non-private)", ":"),
+        ("training mean (non-private)", "-."),
+    ):
+        if label in ref:
+            ax.axhline(ref[label], color="0.5", ls=style, label=label)
+
+
 def _plot(summary: list[dict[str, Any]], path: Path, status: str, datasets: list[str]) -> Path:
     import matplotlib
 
@@ -263,12 +273,7 @@ def _plot(summary: list[dict[str, Any]], path: Path, status: str, datasets: list
                 capsize=2,
                 label=f"dpbayes posterior sampling, eps={eps:g}",
             )
-        for label, style in (
-            ("least squares (non-private)", ":"),
-            ("training mean (non-private)", "-."),
-        ):
-            if label in ref:
-                ax.axhline(ref[label], color="0.5", ls=style, label=label)
+        _reference_lines(ax, ref)
         ax.set_xscale("log")
         ax.set_xlabel("prior precision lambda")
         ax.set_ylabel("test MSE")
@@ -289,12 +294,7 @@ def _plot(summary: list[dict[str, Any]], path: Path, status: str, datasets: list
                 e, m, med = (np.array(v, dtype=float) for v in zip(*pts3, strict=True))
                 ax.plot(e, m, marker="o", color=color, label=f"{method} (mean)")
                 ax.plot(e, med, marker="x", ls=":", color=color, label=f"{method} (median)")
-        for label, style in (
-            ("least squares (non-private)", ":"),
-            ("training mean (non-private)", "-."),
-        ):
-            if label in ref:
-                ax.axhline(ref[label], color="0.5", ls=style, label=label)
+        _reference_lines(ax, ref)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("epsilon")

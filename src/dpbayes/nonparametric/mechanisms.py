@@ -14,6 +14,7 @@ These names deliberately shadow :class:`dpbayes.privacy.LaplaceMechanism` and
 
 from __future__ import annotations
 
+import abc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,8 +36,39 @@ def _clip(x: np.ndarray, r: float) -> np.ndarray:
     return np.clip(x, -r, r)
 
 
+class _ClippedLocal(abc.ABC):
+    """Shared release path of the built-in local mechanisms: clip to [-r, r], add noise.
+
+    Subclasses give ``r`` and ``_privacy()`` (the central mechanism applied per value, with
+    sensitivity 2r); the guarantee is that mechanism's, marked local.
+    """
+
+    r: float
+
+    @abc.abstractmethod
+    def _privacy(self) -> Any:
+        """The central mechanism applied to each clipped value (sensitivity 2r)."""
+
+    def guarantee(self, *, simulation: bool = False) -> Guarantee:
+        return self._privacy().guarantee(  # type: ignore[no-any-return]
+            simulation=simulation, local=True, r=self.r, clipping=[-self.r, self.r]
+        )
+
+    def privatize(self, values: Any, rng: Any = None) -> Any:
+        """Clip each value (one per person) to [-r, r] and add the mechanism's noise."""
+        from dpbayes.nonparametric.privatize import PrivatizedColumn
+
+        x = check_array(values, "values")
+        noisy = self._privacy().release(_clip(x, self.r), rng=rng)
+        return PrivatizedColumn(
+            values=np.asarray(noisy.value, dtype=float),
+            guarantee=self.guarantee(simulation=noisy.simulation),
+            mechanism=self,
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
-class LaplaceMechanism:
+class LaplaceMechanism(_ClippedLocal):
     """Local Laplace mechanism with clipping: Z = clip(X, -r, r) + Lap(2 r / epsilon).
 
     The likelihood of paper 001 (Proposition A). Privacy: one person's clipped value
@@ -94,26 +126,9 @@ class LaplaceMechanism:
     def _privacy(self) -> _PrivacyLaplace:
         return _PrivacyLaplace(epsilon=self.epsilon, sensitivity=2.0 * self.r)
 
-    def guarantee(self, *, simulation: bool = False) -> Guarantee:
-        return self._privacy().guarantee(
-            simulation=simulation, local=True, r=self.r, clipping=[-self.r, self.r]
-        )
-
-    def privatize(self, values: Any, rng: Any = None) -> Any:
-        """Clip to [-r, r] and add Laplace(2r/eps) noise to each value (one per person)."""
-        from dpbayes.nonparametric.privatize import PrivatizedColumn
-
-        x = check_array(values, "values")
-        noisy = self._privacy().release(_clip(x, self.r), rng=rng)
-        return PrivatizedColumn(
-            values=np.asarray(noisy.value, dtype=float),
-            guarantee=self.guarantee(simulation=noisy.simulation),
-            mechanism=self,
-        )
-
 
 @dataclass(frozen=True, kw_only=True)
-class GaussianMechanism:
+class GaussianMechanism(_ClippedLocal):
     """Local Gaussian mechanism with clipping: Z = clip(X, -r, r) + N(0, sigma^2).
 
     sigma is the analytic (Balle & Wang 2018) or classic calibration for L2 sensitivity 2r.
@@ -196,23 +211,6 @@ class GaussianMechanism:
             delta=self.delta,
             sensitivity=2.0 * self.r,
             calibration=self.calibration,
-        )
-
-    def guarantee(self, *, simulation: bool = False) -> Guarantee:
-        return self._privacy().guarantee(
-            simulation=simulation, local=True, r=self.r, clipping=[-self.r, self.r]
-        )
-
-    def privatize(self, values: Any, rng: Any = None) -> Any:
-        """Clip to [-r, r] and add N(0, sigma^2) noise to each value (one per person)."""
-        from dpbayes.nonparametric.privatize import PrivatizedColumn
-
-        x = check_array(values, "values")
-        noisy = self._privacy().release(_clip(x, self.r), rng=rng)
-        return PrivatizedColumn(
-            values=np.asarray(noisy.value, dtype=float),
-            guarantee=self.guarantee(simulation=noisy.simulation),
-            mechanism=self,
         )
 
 
