@@ -6,18 +6,28 @@ process tree (Python, DuckDB threads, Spark's JVM) every 0.2 s:
 
 * ``duckdb``: ``as_source(path, column=...)`` statistics + one Laplace release (DuckDB
   streams the file; nothing is loaded into Python);
-* ``duckdb_person_k3``: the same after bounding every person to 3 rows (window function
-  in DuckDB) -- a person-level release;
-* ``spark``: the same through a Spark DataFrame (local mode, all cores);
+* ``duckdb_person_k3``: person-level: every person bounded to 3 rows (window function in
+  DuckDB), materialised once into a temporary table (``Table.materialize()``), then the
+  same statistics and a user-level release (sensitivity x 3);
+* ``spark`` / ``spark_person_k3``: the same through a Spark DataFrame (local mode, all
+  cores; the bounded table cached once);
 * ``pandas``: ``pd.read_parquet`` of the columns, the statistics with numpy, and the same
-  release from the frame -- the baseline; stopped (killed) if its memory passes
-  ``--pandas-limit-gb``, which is reported, not hidden.
+  release from the frame -- the baseline; it also counts the rows a 3-per-person bound
+  keeps (sum of min(rows, 3)), which the person-level runs must reproduce. Stopped
+  (killed) if its memory passes ``--pandas-limit-gb``, which is reported, not hidden.
+
+``--spark-rows`` runs the Spark methods (and, for comparison, ``duckdb_person_k3`` and
+``pandas``) on a smaller file when Spark is too slow for ``--rows`` on the machine.
+``equal_to_pandas``: the row-level statistics (n, count of smokers, exact clamped sums)
+equal pandas' bit for bit; for person-level runs, n equals pandas' bounded row count and
+every statistic equals the other engine's person-level run of the same size.
 
 The data are a deterministic function of the row number (hashes, no random generator):
 ``person`` (3.3 rows each on average), ``smoker`` (0/1, about 23 %), ``visits`` (double in
 [0, 30)), ``health`` (0..3). Results go to benchmarks/results/scale.csv.
 
-Usage: python benchmarks/bench_scale.py [--rows 100000000] [--methods duckdb,spark,pandas]
+Usage: python benchmarks/bench_scale.py [--rows 100000000] [--spark-rows 10000000]
+       [--methods duckdb,duckdb_person_k3,pandas,spark,spark_person_k3]
 """
 
 from __future__ import annotations
@@ -33,7 +43,9 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.csv"
-METHODS = ("duckdb", "duckdb_person_k3", "spark", "pandas")
+METHODS = ("duckdb", "duckdb_person_k3", "pandas", "spark", "spark_person_k3")
+SPARK_METHODS = ("spark", "spark_person_k3")
+STATS = ("n", "successes", "sum_visits", "sum_sq_visits")
 LOWER, UPPER = 0.0, 30.0
 
 
@@ -87,29 +99,49 @@ def _release_and_stats(data: object, label: str) -> dict:
     }
 
 
+def _spark_session():  # type: ignore[no-untyped-def]
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[*]")
+        .appName("dpbayes-bench-scale")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "6g")
+        .config("spark.sql.shuffle.partitions", "8")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _bounded(data: object) -> tuple[object, float]:
+    """The table with <= 3 rows per person, materialised once; seconds taken."""
+    from dpbayes.data import Table
+
+    t0 = time.perf_counter()
+    table = Table(data, user_column="person", max_rows_per_user=3).materialize()
+    return table, time.perf_counter() - t0
+
+
 def child(method: str, path: str) -> dict:
     t0 = time.perf_counter()
     if method == "duckdb":
         out = _release_and_stats(path, method)
     elif method == "duckdb_person_k3":
-        from dpbayes.data import Table
-
-        out = _release_and_stats(Table(path, user_column="person", max_rows_per_user=3), method)
-    elif method == "spark":
-        from pyspark.sql import SparkSession
-
-        spark = (
-            SparkSession.builder.master("local[*]")
-            .appName("dpbayes-bench-scale")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.memory", "4g")
-            .config("spark.sql.shuffle.partitions", "4")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        table, t_bound = _bounded(path)
+        out = _release_and_stats(table, method)
+        out["seconds_bound"] = t_bound
+    elif method in SPARK_METHODS:
+        spark = _spark_session()
         t_start = time.perf_counter() - t0
-        out = _release_and_stats(spark.read.parquet(path), method)
+        frame = spark.read.parquet(path)
+        if method == "spark_person_k3":
+            table, t_bound = _bounded(frame)
+            out = _release_and_stats(table, method)
+            out["seconds_bound"] = t_bound
+        else:
+            out = _release_and_stats(frame, method)
         out["seconds_startup"] = t_start
         spark.stop()
     elif method == "pandas":
@@ -118,7 +150,7 @@ def child(method: str, path: str) -> dict:
 
         from dpbayes.data.exact import exact_sum
 
-        df = pd.read_parquet(path, columns=["smoker", "visits"])
+        df = pd.read_parquet(path, columns=["person", "smoker", "visits"])
         t_load = time.perf_counter() - t0
         t1 = time.perf_counter()
         clipped = np.clip(df["visits"].to_numpy(), LOWER, UPPER)
@@ -127,6 +159,7 @@ def child(method: str, path: str) -> dict:
             "successes": int(df["smoker"].sum()),
             "sum_visits": exact_sum(clipped),
             "sum_sq_visits": exact_sum(clipped * clipped),
+            "n_person_k3": int(np.minimum(df["person"].value_counts().to_numpy(), 3).sum()),
         }
         t2 = time.perf_counter()
         import dpbayes as dpb
@@ -231,9 +264,43 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
+def _compare(rows: list[dict]) -> None:
+    """Fill ``equal_to_pandas`` (see the module docstring) for every finished run."""
+    done = [r for r in rows if r["status"] == "ok"]
+    for r in done:
+        base = [p for p in done if p["method"] == "pandas" and p["rows"] == r["rows"]]
+        if r["method"] == "pandas" or not base:
+            r["equal_to_pandas"] = "" if r["method"] == "pandas" else "no pandas run"
+            continue
+        if r["method"].endswith("_person_k3"):
+            same_n = r["n"] == base[0]["n_person_k3"]
+            twins = [
+                o
+                for o in done
+                if o is not r and o["method"].endswith("_person_k3") and o["rows"] == r["rows"]
+            ]
+            same = all(all(r[k] == o[k] for k in STATS) for o in twins)
+            note = f" and all statistics equal {twins[0]['method']}" if twins else ""
+            r["equal_to_pandas"] = (
+                f"n {'==' if same_n else '!='} pandas' sum(min(rows, 3)){note}"
+                if same or not twins
+                else "DIFFERS from the other engine's person-level run"
+            )
+        else:
+            ok = all(r[k] == base[0][k] for k in STATS)
+            r["equal_to_pandas"] = "yes (bit for bit)" if ok else "NO"
+
+
+def _ensure(path: Path, rows: int) -> None:
+    if not path.is_file():
+        gen = generate(path, rows)
+        print(f"generated {path} ({path.stat().st_size / 2**20:.0f} MiB) in {gen:.1f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=100_000_000)
+    ap.add_argument("--spark-rows", type=int, default=None, help="run Spark at this size")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--path", default=None, help="Parquet file (default: /tmp/dpbayes_scale)")
     ap.add_argument("--pandas-limit-gb", type=float, default=12.0)
@@ -244,23 +311,34 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.path)))
         return
-    path = Path(args.path or f"/tmp/dpbayes_scale/rows_{args.rows}.parquet")
-    gen = 0.0
-    if not path.is_file():
-        gen = generate(path, args.rows)
-        print(f"generated {path} ({path.stat().st_size / 2**20:.0f} MiB) in {gen:.1f} s")
+    methods = args.methods.split(",")
+    plan: list[tuple[str, int]] = []
+    for m in methods:
+        if m in SPARK_METHODS and args.spark_rows:
+            plan.append((m, args.spark_rows))
+        else:
+            plan.append((m, args.rows))
+    if args.spark_rows and any(m in SPARK_METHODS for m in methods):
+        # the same size through DuckDB and pandas, to compare against
+        for m in ("duckdb_person_k3", "pandas"):
+            if m in methods and (m, args.spark_rows) not in plan:
+                plan.append((m, args.spark_rows))
     rows = []
-    for method in args.methods.split(","):
+    for method, n_rows in plan:
+        path = Path(args.path or f"/tmp/dpbayes_scale/rows_{n_rows}.parquet")
+        _ensure(path, n_rows)
         limit = args.pandas_limit_gb * 2**30 if method == "pandas" else float("inf")
         row = run_method(method, path, limit, args.timeout)
-        row["rows"] = args.rows
+        row["rows"] = n_rows
         row["file_mb"] = round(path.stat().st_size / 2**20)
         rows.append(row)
-        print(json.dumps(row))
+        print(json.dumps(row), flush=True)
+    _compare(rows)
     fields = [
-        "method", "rows", "status", "wall_seconds", "seconds_total", "seconds_startup",
-        "seconds_load", "seconds_stats", "seconds_release", "peak_rss_mb", "child_maxrss_mb",
-        "n", "successes", "sum_visits", "sum_sq_visits", "file_mb", "guarantee",
+        "method", "rows", "status", "equal_to_pandas", "wall_seconds", "seconds_total",
+        "seconds_startup", "seconds_load", "seconds_bound", "seconds_stats", "seconds_release",
+        "peak_rss_mb", "child_maxrss_mb", "n", "n_person_k3", "successes", "sum_visits",
+        "sum_sq_visits", "file_mb", "guarantee",
     ]  # fmt: skip
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

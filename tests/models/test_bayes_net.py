@@ -206,3 +206,73 @@ def test_counts_through_the_data_layer_match(tmp_path: object) -> None:
     df.drop(columns="c").to_csv(path, index=False)
     with pytest.raises(ValueError, match="no column 'c'"):
         bn.statistics(str(path))
+
+
+def test_counts_from_every_duckdb_input_equal_the_crosstab(tmp_path: object) -> None:
+    """pandas frame, Parquet path, DuckDB database file, Arrow table and a mapping of
+    columns (numpy): the same family tables as pandas' groupby, exactly."""
+    import pathlib
+
+    import duckdb
+    import pyarrow as pa
+
+    from dpbayes.data import Table
+
+    bn, df = chain(), chain_data(n=500, seed=4)
+    d = pathlib.Path(str(tmp_path))
+    df.to_parquet(d / "d.parquet", index=False)
+    con = duckdb.connect(str(d / "d.duckdb"))
+    con.register("src", df)
+    con.execute("CREATE TABLE chain AS SELECT * FROM src")
+    want = np.zeros((2, 3, 2), dtype=np.int64)
+    for (a, b, c), cnt in df.groupby(["a", "b", "c"]).size().items():
+        want[a, ["lo", "mid", "hi"].index(b), c] = cnt
+    inputs = [
+        df,
+        str(d / "d.parquet"),
+        d / "d.parquet",
+        con.table("chain"),
+        Table(str(d / "d.parquet")),
+        pa.Table.from_pandas(df),
+        {k: df[k].tolist() for k in df.columns},
+    ]
+    for data in inputs:
+        s = bn.statistics(data)
+        assert s.n == len(df)
+        np.testing.assert_array_equal(s.counts["c"], want)
+        np.testing.assert_array_equal(s.counts["b"], want.sum(axis=2))
+        np.testing.assert_array_equal(s.counts["a"], want.sum(axis=(1, 2)))
+    con.close()
+
+
+def test_user_level_counts_and_release_from_a_parquet_path(tmp_path: object) -> None:
+    """Bounded to k rows per person in DuckDB: n = sum(min(rows, k)); Algorithm 1's
+    sensitivity is k * 2|I| and the guarantee is per user."""
+    import pathlib
+
+    import dpbayes as dpb
+    from dpbayes.data import Table
+    from dpbayes.release.bayes_net import laplace_sensitivity
+
+    bn, df = chain(), chain_data(n=400, seed=6)
+    df["person"] = np.repeat(np.arange(100), 4)[: len(df)] // np.array([1, 1, 2, 2] * 100)
+    path = pathlib.Path(str(tmp_path)) / "p.parquet"
+    df.to_parquet(path, index=False)
+    k = 2
+    table = Table(str(path), user_column="person", max_rows_per_user=k)
+    s = bn.statistics(table)
+    assert s.n == int(np.minimum(df.groupby("person").size(), k).sum()) < len(df)
+    for v in bn.nodes:  # every family table counts the same bounded rows
+        assert int(s.counts[v].sum()) == s.n
+    rel = dpb.release(bn, table, mechanism="laplace", epsilon=1.0, rng=0)
+    assert rel.guarantee.sensitivity == k * laplace_sensitivity(bn, "substitute") == 12.0
+    assert rel.guarantee.details["rows_per_user"] == k
+    assert "substitute one user (<= 2 rows)" in rel.guarantee.describe()
+    rel2 = dpb.release(bn, table, mechanism="laplace", epsilon=1.0, rng=0, neighbours="add-remove")
+    assert rel2.guarantee.sensitivity == k * 3
+    assert "add/remove one user (<= 2 rows)" in rel2.guarantee.describe()
+    nb = NaiveBayes("a", [0, 1], {"b": ["lo", "mid", "hi"], "c": [0, 1]})
+    rel3 = dpb.release(nb, table, mechanism="laplace", epsilon=1.0, rng=0)
+    assert rel3.guarantee.sensitivity == k * laplace_sensitivity(nb, "substitute")
+    with pytest.raises(ValueError, match="does not support contribution-bounded"):
+        dpb.release(bn, table, mechanism="sampling", epsilon=1.0, rng=0)

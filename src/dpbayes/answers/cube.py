@@ -8,6 +8,13 @@ in no cell.
 
 The counts are the true, non-private data; the engine reads them only to compute a
 query's true answer before adding noise.
+
+User level: when a person may have several records, :meth:`Cube.from_table` with
+``user_column`` and ``max_rows_per_user=k`` (or a table already bounded by
+``dpbayes.data``) keeps at most k records per person, in the engine, before counting.
+One person then changes at most k records, so ||x - x'||_1 <= k and a query's L1
+sensitivity is k max_j |H_j| (Lemma 2.1 and group privacy); ``rows_per_user_bound``
+tells the query engine to scale by k and to state the guarantee per user.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from dpbayes.answers.queries import Query, make_query
-from dpbayes.privacy.validation import check_array
+from dpbayes.privacy.validation import check_array, check_int
 
 __all__ = ["Axis", "Bins", "Cube"]
 
@@ -115,10 +122,22 @@ def _axis(name: str, spec: Any) -> Axis:
 
 
 class Cube:
-    """Counts of records over the cells of the given attributes' domains (non-private)."""
+    """Counts of records over the cells of the given attributes' domains (non-private).
 
-    def __init__(self, axes: Sequence[Axis], counts: Any) -> None:
+    ``rows_per_user_bound``: ``None`` when each person has one record (record level), or
+    k when the counts were made from a table with at most k records per person (then
+    every query's sensitivity is k times Lemma 2.1's).
+    """
+
+    def __init__(
+        self, axes: Sequence[Axis], counts: Any, *, rows_per_user_bound: int | None = None
+    ) -> None:
         self.axes = tuple(axes)
+        self.rows_per_user_bound = (
+            None
+            if rows_per_user_bound is None
+            else check_int(rows_per_user_bound, "rows_per_user_bound", minimum=1)
+        )
         c = np.asarray(counts)
         shape = tuple(ax.size for ax in self.axes)
         if c.shape != shape:
@@ -130,25 +149,58 @@ class Cube:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def from_counts(cls, attributes: Mapping[str, Any], counts: Any) -> Cube:
+    def from_counts(
+        cls,
+        attributes: Mapping[str, Any],
+        counts: Any,
+        *,
+        rows_per_user_bound: int | None = None,
+    ) -> Cube:
         """A cube from an array of counts (e.g. a published histogram)."""
-        return cls([_axis(n, s) for n, s in attributes.items()], counts)
+        return cls(
+            [_axis(n, s) for n, s in attributes.items()],
+            counts,
+            rows_per_user_bound=rows_per_user_bound,
+        )
 
     @classmethod
-    def from_table(cls, data: Any, attributes: Mapping[str, Any]) -> Cube:
-        """Count the records of ``data`` (a DataFrame, CSV/Parquet path, DuckDB relation).
+    def from_table(
+        cls,
+        data: Any,
+        attributes: Mapping[str, Any],
+        *,
+        table: str | None = None,
+        schema: str | None = None,
+        user_column: str | None = None,
+        max_rows_per_user: int | None = None,
+    ) -> Cube:
+        """Count the records of ``data`` in the engine that holds them.
 
+        ``data``: a pandas/polars frame, a CSV/Parquet path, a DuckDB relation, a
+        database URL or SQLAlchemy engine with ``table`` (and ``schema``), a Spark
+        DataFrame, or a ``dpbayes.data.Table`` (see ``dpbayes.data.open_table``).
         ``attributes`` maps each column to its domain: a list of categories, or
         ``Bins(edges)`` for a numeric column. The contingency table is computed by a
-        GROUP BY in DuckDB (``dpbayes.data``), then mapped onto the cells.
+        GROUP BY in the engine, then mapped onto the cells.
+
+        ``user_column`` + ``max_rows_per_user=k``: keep at most k records per person,
+        chosen in the engine (``dpbayes.data.contributions``), before counting; the
+        cube's ``rows_per_user_bound`` is then k (also when ``data`` is a table already
+        bounded so).
         """
         if not isinstance(attributes, Mapping) or not attributes:
             raise ValueError("attributes must map at least one column to its domain")
         axes = [_axis(n, s) for n, s in attributes.items()]
         from dpbayes.data import open_table
 
-        table = open_table(data)
-        joint = table.value_counts_joint([ax.name for ax in axes])
+        table_ = open_table(
+            data,
+            table=table,
+            schema=schema,
+            user_column=user_column,
+            max_rows_per_user=max_rows_per_user,
+        )
+        joint = table_.value_counts_joint([ax.name for ax in axes])
         counts = np.zeros(tuple(ax.size for ax in axes), dtype=np.int64)
         for key, n in joint.items():
             idx = []
@@ -159,7 +211,7 @@ class Cube:
                 idx.append(j)
             else:
                 counts[tuple(idx)] += int(n)
-        return cls(axes, counts)
+        return cls(axes, counts, rows_per_user_bound=table_.rows_per_user_bound)
 
     # ------------------------------------------------------------------ shape
     @property
@@ -204,4 +256,5 @@ class Cube:
 
     def __repr__(self) -> str:
         dims = ", ".join(f"{ax.name}:{ax.size}" for ax in self.axes)
-        return f"Cube({dims}; {self.n_cells} cells)"
+        user = "" if self.rows_per_user_bound is None else f"; <= {self.rows_per_user_bound}/user"
+        return f"Cube({dims}; {self.n_cells} cells{user})"

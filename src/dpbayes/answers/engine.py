@@ -14,6 +14,9 @@ paper's uninformative prior). The engine
    ``rng`` is given for simulation), or refuses with the reason.
 
 Neighbouring relation: add/remove one record, which changes one cell by one (Lemma 2.1).
+On a cube bounded to k records per person (``Cube.rows_per_user_bound``) it is add/remove
+one person (<= k records, ||x - x'||_1 <= k): every sensitivity is k times Lemma 2.1's and
+the guarantees say so (``details["neighbouring_relation"]``).
 The spend is recorded (ledger file) before the noise is seen, and the noisy answer
 (history store) before the answer is returned.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +39,7 @@ from dpbayes.answers.error_distribution import METHODS, LaplaceSum
 from dpbayes.answers.queries import Query
 from dpbayes.answers.store import AnswerRecord, HistoryStore, JsonlStore, MemoryStore
 from dpbayes.privacy.accountant import Accountant, BudgetExceeded
-from dpbayes.privacy.guarantee import Guarantee, Neighbours
+from dpbayes.privacy.guarantee import Guarantee, Neighbours, user_level
 from dpbayes.privacy.mechanisms import LaplaceMechanism
 from dpbayes.privacy.validation import check_epsilon, check_positive, check_probability, check_rng
 
@@ -73,6 +76,10 @@ class Answer:
     @property
     def answered(self) -> bool:
         return self.status != "refused"
+
+
+def _unit(rows_per_user: Any) -> str:
+    return "record" if rows_per_user is None else f"user (<= {rows_per_user} rows)"
 
 
 class QueryEngine:
@@ -129,11 +136,19 @@ class QueryEngine:
         self._lock = threading.RLock()
         self.history = History.from_cube(cube)
         self._simulated = False  # whether any answer in the history used simulation noise
+        k = cube.rows_per_user_bound
+        self._user: dict[str, Any] = user_level(k, Neighbours.ADD_REMOVE)[1]
         for rec in self.store.load():
             self._simulated |= bool(rec.guarantee.get("simulation", False))
             if rec.n_cells != cube.n_cells:
                 raise ValueError(
                     f"the stored history is for {rec.n_cells} cells but the cube has {cube.n_cells}"
+                )
+            if rec.guarantee.get("details", {}).get("rows_per_user") != k:
+                raise ValueError(
+                    "the stored history was released at "
+                    f"{_unit(rec.guarantee.get('details', {}).get('rows_per_user'))} level "
+                    f"but the cube is at {_unit(k)} level"
                 )
             self.history.add(
                 rec.dense(),
@@ -165,6 +180,11 @@ class QueryEngine:
         return cls(cube, accountant=acc, store=JsonlStore(d / "history.jsonl"), **kwargs)
 
     # ------------------------------------------------------------------ helpers
+    def sensitivity(self, query: Any) -> float:
+        """L1 sensitivity of the query's answer: max_j |H_j| (Lemma 2.1), times k on a
+        cube bounded to k records per person."""
+        return self._query(query).sensitivity * (self.cube.rows_per_user_bound or 1)
+
     def _query(self, query: Any) -> Query:
         if isinstance(query, Query):
             q = query
@@ -203,7 +223,7 @@ class QueryEngine:
             return self._required_epsilon(q, d, p)
 
     def _required_epsilon(self, q: Query, d: float, p: float) -> float:
-        s = q.sensitivity
+        s = self.sensitivity(q)
         # A fresh answer alone: P(|Lap(S/eps)| <= d) = 1 - e^{-d eps / S} >= p.
         alone = s * math.log(1.0 / (1.0 - p)) / d
         try:
@@ -278,9 +298,13 @@ class QueryEngine:
             delta=0.0,
             neighbours=Neighbours.ADD_REMOVE,
             mechanism=f"post-processing (BLUE) of {len(self.history)} Laplace answers",
-            sensitivity=q.sensitivity,
+            sensitivity=self.sensitivity(q),
             simulation=self._simulated,
-            details={"new_spend": 0.0, "composition": "the ledger's total so far"},
+            details={
+                "new_spend": 0.0,
+                "composition": "the ledger's total so far",
+                **self._user,
+            },
         )
         return self._reply(
             q,
@@ -302,9 +326,10 @@ class QueryEngine:
                 reason=f"needs eps={eps:.6g} for one fresh answer, above max_epsilon="
                 f"{self.max_epsilon:.6g}; nothing spent",
             )
+        sens = self.sensitivity(q)
         mech = LaplaceMechanism(
             epsilon=eps,
-            sensitivity=q.sensitivity,
+            sensitivity=sens,
             neighbours=Neighbours.ADD_REMOVE,
             name="laplace (query engine)",
         )
@@ -323,27 +348,33 @@ class QueryEngine:
         # The spend is on the ledger; now the noisy answer goes to the history store, and
         # only then is anything returned.
         y = float(np.asarray(noisy.value))
+        guarantee = replace(noisy.guarantee, details={**noisy.guarantee.details, **self._user})
         rec = AnswerRecord.from_dense(
             q.coefficients,
             noisy_answer=y,
             epsilon=eps,
-            sensitivity=q.sensitivity,
+            sensitivity=sens,
             label=label or q.text,
-            guarantee=noisy.guarantee.to_dict(),
+            guarantee=guarantee.to_dict(),
             time=time.time(),
         )
         self.store.append(rec)
         self._simulated |= noisy.guarantee.simulation
-        self.history.add(q.coefficients, y, eps, sensitivity=q.sensitivity, label=rec.label)
+        self.history.add(q.coefficients, y, eps, sensitivity=sens, label=rec.label)
         return self._reply(
             q,
             d,
             p,
             status="fresh",
             epsilon=eps,
-            guarantee=noisy.guarantee,
+            guarantee=guarantee,
             reason=f"history insufficient; released one Laplace answer with eps={eps:.6g} "
-            "(add/remove one record, Lemma 2.1 sensitivity)",
+            + (
+                "(add/remove one record, Lemma 2.1 sensitivity)"
+                if not self._user
+                else f"({self._user['neighbouring_relation']}, {sens:g} = "
+                f"{self.cube.rows_per_user_bound} x Lemma 2.1 sensitivity)"
+            ),
         )
 
     def __repr__(self) -> str:

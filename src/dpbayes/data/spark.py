@@ -46,6 +46,13 @@ def _kind(dtype: Any) -> tuple[str, bool, bool]:
     return "other", False, False
 
 
+def _unpersist(frame: Any) -> None:
+    try:
+        frame.unpersist()
+    except Exception:  # session stopped, or interpreter shutdown
+        pass
+
+
 def _drop_view(spark: Any, view: str) -> None:
     try:
         spark.catalog.dropTempView(view)
@@ -94,6 +101,24 @@ class SparkTable(SQLTable):
 
     def column_types(self) -> dict[str, str]:
         return {c: k for c, (k, _, _) in self._types.items()}
+
+    def materialize(self) -> SparkTable:
+        """This table as a cached (computed once, kept in executor memory or disk) Spark
+        DataFrame with the same rows and the same ``rows_per_user_bound``."""
+        with self._lock:
+            try:
+                frame = self._spark.sql(f"SELECT * FROM {self.relation}").persist()
+                frame.count()  # compute it now, once
+            except Exception as exc:
+                if type(exc).__module__.startswith(("pyspark", "py4j")):
+                    raise ValueError(f"cannot materialize {self.name}: {_one_line(exc)}") from None
+                raise
+        out = SparkTable(frame, self.name)
+        out.rows_per_user_bound = self.rows_per_user_bound
+        out.user_column = self.user_column
+        out._dpb_parent = self  # type: ignore[attr-defined]
+        weakref.finalize(out, _unpersist, frame)
+        return out
 
     def is_float(self, column: str) -> bool:
         return self._types[column][1]

@@ -15,6 +15,7 @@ an :class:`SQLTable`; :class:`Table` is the user-facing wrapper of a whole table
 
 from __future__ import annotations
 
+import copy
 import itertools
 import threading
 import weakref
@@ -218,6 +219,13 @@ def _duckdb_kind(type_name: str) -> str:
     return "other"
 
 
+def _drop_table(connection: Any, table: str) -> None:
+    try:
+        connection.execute(f"DROP TABLE IF EXISTS {table}")
+    except Exception:  # interpreter shutdown, or already closed
+        pass
+
+
 def _release_view(connection: Any, view: str) -> None:
     try:
         connection.execute(f"DROP VIEW IF EXISTS {view}")
@@ -253,7 +261,9 @@ class DuckDBTable(SQLTable):
             # table is garbage collected: the database is shared by all tables
             weakref.finalize(self, _release_view, connection, self.relation)
         else:
-            self.relation = "dpb_input"
+            # the name under which ``relation.query`` shows the relation; ``relation`` may
+            # later become a subquery over it (contribution bounding)
+            self.relation = self._alias = "dpb_input"
 
     def fetch(self, sql: str) -> list[tuple[Any, ...]]:
         import duckdb
@@ -262,12 +272,36 @@ class DuckDBTable(SQLTable):
             try:
                 if self._con is not None:
                     return self._con.execute(sql).fetchall()
-                return self._rel.query(self.relation, sql).fetchall()
+                return self._rel.query(self._alias, sql).fetchall()
             except duckdb.Error as exc:
                 raise ValueError(f"cannot read {self.name}: {_one_line(exc)}") from None
 
     def column_types(self) -> dict[str, str]:
         return {c: _duckdb_kind(t) for c, t in self._types.items()}
+
+    def materialize(self) -> DuckDBTable:
+        """This table computed once into a temporary DuckDB table (same rows, same bound).
+
+        Worth it before several statistics of a contribution-bounded table: the window
+        function that keeps k rows per user then runs once, not once per statistic.
+        """
+        if self._con is None:
+            raise ValueError(
+                f"cannot materialize {self.name}: it is a relation on a connection dpbayes "
+                "does not own; pass the file path or frame instead"
+            )
+        view = self.quote(f"dpb_mat_{next(self._counter)}")
+        try:
+            with self._lock:
+                self._con.execute(f"CREATE TEMP TABLE {view} AS SELECT * FROM {self.relation}")
+        except Exception as exc:
+            raise ValueError(f"cannot materialize {self.name}: {_one_line(exc)}") from None
+        out = copy.copy(self)
+        out._lock = threading.Lock()
+        out.relation = view
+        out._dpb_parent = self  # type: ignore[attr-defined]  # keeps the connection open
+        weakref.finalize(out, _drop_table, self._con, view)
+        return out
 
     def is_float(self, column: str) -> bool:
         return self._types[column].upper() in ("FLOAT", "DOUBLE", "REAL")
@@ -374,6 +408,14 @@ class Table:
         from dpbayes.data.contributions import bound_contributions
 
         return Table(bound_contributions(self.backend, user_column, max_rows_per_user))
+
+    def materialize(self) -> Table:
+        """This table computed once by its engine (DuckDB temporary table, cached Spark
+        DataFrame); statistics then read the stored rows. See ``DuckDBTable.materialize``."""
+        mat = getattr(self.backend, "materialize", None)
+        if mat is None:
+            raise TypeError(f"{type(self.backend).__name__} tables cannot be materialized")
+        return Table(mat())
 
     def column(self, name: str) -> ColumnSource:
         """The source for one column."""

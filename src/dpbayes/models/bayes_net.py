@@ -302,19 +302,27 @@ def _as_frame(data: Any) -> pd.DataFrame:
 
 
 def _joint_counts_from_source(model: BayesNet, data: Any) -> BayesNetStatistics | None:
-    """Family tables by GROUP BY in the data layer's engine (``dpbayes.data.open_table``:
-    CSV/Parquet paths, Arrow/polars frames, DuckDB relations, database URLs); ``None`` for
-    in-memory pandas frames and mappings, which are counted with numpy (same counts)."""
-    if isinstance(data, pd.DataFrame | Mapping):
+    """Family tables by GROUP BY in the engine that holds the data.
+
+    Every table goes through ``dpbayes.data.open_table(data).value_counts_joint``: pandas,
+    polars and Arrow frames (DuckDB scans them in place), CSV/Parquet paths (streamed by
+    DuckDB), DuckDB relations, database URLs / SQLAlchemy engines wrapped in
+    ``dpbayes.data.Table(url, table=...)``, Spark DataFrames, and tables bounded to k rows
+    per user (``Table(data, user_column=..., max_rows_per_user=k)``; the release then
+    scales its sensitivity by k). Only the counts reach Python. ``None`` for a mapping of
+    columns, which is counted with numpy (the same counts).
+    """
+    if isinstance(data, Mapping):
         return None
     from dpbayes.data import open_table
 
     table = open_table(data)
+    columns = table.columns
     counts: dict[str, np.ndarray] = {}
     n = None
     for v in model.nodes:
         fam = model.family(v)
-        missing = [c for c in fam if c not in table.columns]
+        missing = [c for c in fam if c not in columns]
         if missing:
             raise ValueError(f"data has no column {missing[0]!r} (model variable)")
         tab = np.zeros(model.table_shape(v), dtype=np.int64)

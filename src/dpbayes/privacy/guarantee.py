@@ -9,7 +9,7 @@ from typing import Any
 
 from dpbayes.privacy.validation import check_delta, check_finite, check_positive
 
-__all__ = ["Guarantee", "Neighbours", "compose_sequential"]
+__all__ = ["Guarantee", "Neighbours", "compose_sequential", "user_level"]
 
 
 class Neighbours(StrEnum):
@@ -145,3 +145,21 @@ def compose_sequential(
         simulation=any(g.simulation for g in gs),
         details={"parts": [g.to_dict() for g in gs]},
     )
+
+
+def user_level(rows_per_user: int | None, neighbours: Neighbours) -> tuple[int, dict[str, Any]]:
+    """(sensitivity factor, guarantee details) for data bounded to ``rows_per_user`` per user.
+
+    Group privacy for a bounded group: when each user holds at most k rows, one user's
+    change is at most k record changes, so every L1/L2 record-level sensitivity bound
+    multiplies by k and the neighbouring relation becomes "one user (<= k rows)".
+    """
+    if rows_per_user is None:
+        return 1, {}
+    k = int(rows_per_user)
+    verb = "substitute" if neighbours is Neighbours.SUBSTITUTE else "add/remove"
+    return k, {
+        "privacy_unit": "user",
+        "rows_per_user": k,
+        "neighbouring_relation": f"{verb} one user (<= {k} rows)",
+    }

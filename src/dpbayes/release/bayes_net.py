@@ -26,6 +26,7 @@ import numpy as np
 
 from dpbayes.models.bayes_net import BayesNet, BayesNetStatistics
 from dpbayes.privacy import LaplaceMechanism, Neighbours
+from dpbayes.privacy.guarantee import user_level
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.release.base import Plan, Release, register
 
@@ -59,17 +60,20 @@ def plan_laplace(
     delta: float,
     neighbours: Neighbours,
     allow_non_private: bool = False,
+    rows_per_user: int | None = None,
     **options: Any,
 ) -> Plan:
     """Algorithm 1: Lap(S / eps) on every count, S = 2|I| (substitute) or |I| (add/remove).
 
     Privacy: the count vector has L1 sensitivity S (module docstring), so the Laplace
     mechanism is eps-DP; truncation to [0, n] uses only public n, so it is post-processing.
+    On data bounded to k rows per user (``rows_per_user``) one user is k records: S x k.
     """
     reject_options("laplace", options)
     if delta:
         raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
-    sens = laplace_sensitivity(model, neighbours)
+    factor, user = user_level(rows_per_user, neighbours)
+    sens = laplace_sensitivity(model, neighbours) * factor
     mech = LaplaceMechanism(
         epsilon=epsilon,
         sensitivity=sens,
@@ -84,6 +88,7 @@ def plan_laplace(
         "nodes": len(model.nodes),
         "noised_counts": int(exact.size),
         "truncation": [0.0, upper if substitute else None],
+        **user,
     }
     public: dict[str, Any] = {
         "n": n if substitute else None,
@@ -113,3 +118,6 @@ def plan_laplace(
         )
 
     return Plan(guarantee=mech.guarantee(**details), run=run)
+
+
+plan_laplace.user_level = True  # type: ignore[attr-defined]  # accepts rows_per_user

@@ -46,25 +46,13 @@ from dpbayes.privacy import (
     LaplaceMechanism,
     Neighbours,
 )
+from dpbayes.privacy.guarantee import user_level
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.release.base import Plan, Release, register
 
 __all__ = ["count_sensitivity", "counts_release", "plan_counts", "plan_normal_mean"]
 
 _COUNT_MECHANISMS = ("laplace", "geometric", "gaussian")
-
-
-def _user_level(rows_per_user: int | None, neighbours: Neighbours) -> tuple[int, dict[str, Any]]:
-    """(sensitivity factor, guarantee details) for rows bounded to ``rows_per_user``/user."""
-    if rows_per_user is None:
-        return 1, {}
-    k = int(rows_per_user)
-    verb = "substitute" if neighbours is Neighbours.SUBSTITUTE else "add/remove"
-    return k, {
-        "privacy_unit": "user",
-        "rows_per_user": k,
-        "neighbouring_relation": f"{verb} one user (<= {k} rows)",
-    }
 
 
 def _no_options(mechanism: str, options: dict[str, Any]) -> None:
@@ -137,7 +125,7 @@ def plan_counts(
     n = int(stats.n)
     norm = "L2" if mechanism == "gaussian" else "L1"
     k, sens = count_sensitivity(m, neighbours, norm)
-    factor, user = _user_level(rows_per_user, neighbours)
+    factor, user = user_level(rows_per_user, neighbours)
     sens *= factor
     mech = _count_mechanism(mechanism, epsilon, delta, sens, neighbours)
     upper = float(n) if neighbours is Neighbours.SUBSTITUTE else math.inf
@@ -192,7 +180,7 @@ def plan_normal_mean(
             "reveals n, so n must be public"
         )
     n = int(stats.n)
-    factor, user = _user_level(rows_per_user, neighbours)
+    factor, user = user_level(rows_per_user, neighbours)
     sens = model.posterior_mean_sensitivity(n) * factor
     if mechanism == "laplace":
         if delta:
