@@ -58,8 +58,11 @@ def test_audit_local_sensitivity_expmech_json():
         assert key in d
     assert d["claimed_epsilon"] == 1.0 and d["samples"] == 600
     assert d["details"]["private"] is False
-    # exact eps of this mechanism at n=10 is 0.633 < 1: the audit cannot (and must not) fail it
-    assert d["details"]["exact_epsilon"] == pytest.approx(0.6328, abs=1e-3)
+    # exact eps of this mechanism at n=10 is 0.633 < 1 (over every pair k vs k + 1 too): the
+    # audit cannot (and must not) fail it; the violation is in test_exact.py (the die)
+    assert d["exact_epsilon"] == pytest.approx(0.6328, abs=1e-3)
+    assert d["details"]["exact_epsilon_all_pairs"] == pytest.approx(0.6328, abs=1e-3)
+    assert d["epsilon_lower_bound"] <= d["exact_epsilon"]
     assert d["passed"] is True and p.returncode == 0
 
 
@@ -82,6 +85,15 @@ def test_audit_of_a_paper_example_prints_a_verdict(capsys):
     args = parse("--example", "params-normal", "--n", "4", "--samples", "600")
     assert args.handler(args) == 0
     assert capsys.readouterr().out.startswith("PASS:")
+
+
+def test_audit_prior_option():
+    args = parse("--model", "beta-bernoulli", "--prior", "1", "--mechanism", "laplace")
+    with pytest.raises(ValueError, match="prior must be two numbers"):
+        args.handler(args)
+    args = parse("--example", "params-beta", "--prior", "1", "2")
+    with pytest.raises(ValueError, match="--prior is for --model"):
+        args.handler(args)
 
 
 def test_audit_needs_a_target():

@@ -13,6 +13,17 @@ is, with probability at least ``confidence``, below the mechanism's true eps: if
 mechanism were (eps, delta)-DP then P_x(E) <= e^eps P_x'(E) + delta for every E. The
 audit *fails* a mechanism when eps_lb exceeds the eps it claims. A pass is not a proof of
 privacy: it only says that these samples found no violation.
+
+When the mechanism has finitely many outputs and exposes their probabilities
+(``output_distribution(data) -> (outputs, probabilities)``, or ``distribution=``), the
+result also states the *exact* eps over the pairs searched (:mod:`dpbayes.audit.exact`),
+the pairs are ranked by the bound their distributions would give at this sample size
+instead of by a sampling pilot, and the events are the likelihood-ratio sets of the exact
+distributions, fixed before sampling so that all samples measure them (the bound stays
+valid even if the stated distribution were wrong: any fixed event gives one). The
+sampling bound is never above the exact eps (except with probability 1 - confidence), so
+it can fail a mechanism only where the exact loss exceeds the claim; ``exact_epsilon``
+says whether it does.
 """
 
 from __future__ import annotations
@@ -27,6 +38,12 @@ import numpy as np
 
 from dpbayes.audit.bounds import clopper_pearson_lower, clopper_pearson_upper, epsilon_lower_bound
 from dpbayes.audit.events import Event, best_events, features
+from dpbayes.audit.exact import (
+    Distribution,
+    best_output_sets,
+    expected_lower_bound,
+    pair_exact_epsilon,
+)
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_delta, check_epsilon, check_int, check_probability
 
@@ -75,10 +92,14 @@ class AuditResult:
     time_s: float
     measured: list[PairAudit] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    exact_epsilon: float | None = None
+    exact_worst_pair: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["measured"] = [asdict(p) for p in self.measured]
+        if d["exact_epsilon"] is not None and not math.isfinite(d["exact_epsilon"]):
+            d["exact_epsilon"] = "inf"  # JSON has no infinity
         return d
 
     def describe(self) -> str:
@@ -89,6 +110,12 @@ class AuditResult:
             f"empirical lower bound {self.epsilon_lower_bound:.4g} at {self.confidence:.0%} "
             f"confidence ({self.samples} samples per data set, worst pair {self.worst_pair}, "
             f"event {self.event})"
+            + (
+                ""
+                if self.exact_epsilon is None
+                else f"; exact eps over the pairs searched {self.exact_epsilon:.4g} "
+                f"(pair {self.exact_worst_pair})"
+            )
         )
 
 
@@ -164,10 +191,11 @@ def audit(
     confidence: float = 0.95,
     statistic: Callable[[Any], Any] | None = None,
     tests: int = 2,
-    keep_pairs: int = 2,
+    keep_pairs: int | None = None,
     batch: bool = False,
     rng: Any = None,
     name: str | None = None,
+    distribution: Callable[[Any], Distribution] | None = None,
 ) -> AuditResult:
     """Audit ``mechanism`` against its claimed (epsilon, delta) on neighbouring ``pairs``.
 
@@ -182,7 +210,8 @@ def audit(
     epsilon, delta:
         The claimed guarantee.
     samples:
-        Outputs drawn per data set and pair (half select the events, half measure them).
+        Outputs drawn per data set and pair (half select the events, half measure them;
+        with output distributions the events are fixed in advance and all measure).
     confidence:
         Probability that the reported lower bound is below the true eps.
     statistic:
@@ -191,88 +220,71 @@ def audit(
         How many of the best (pair, direction, event) candidates are measured; the
         confidence is split among them (Bonferroni).
     keep_pairs:
-        With more pairs than this, a pilot of ``max(500, samples // 5)`` outputs per data
-        set ranks the pairs by their empirical loss and only the best ``keep_pairs`` are
-        audited with ``samples`` fresh outputs (the pilot is independent of the bound).
+        With more pairs than this, the pairs are ranked and only the best ``keep_pairs``
+        are audited with ``samples`` fresh outputs: by a pilot of ``max(500, samples // 5)``
+        outputs per data set (default 2 pairs), or, with output distributions, by the
+        bound their distributions would give (:func:`~dpbayes.audit.exact.expected_lower_bound`,
+        default 1 pair). Either ranking is independent of the samples of the bound.
     rng:
         Seed or Generator for the simulation (the audit is an experiment).
+    distribution:
+        ``distribution(data) -> (outputs, probabilities)``, the exact output distribution
+        of a mechanism with finitely many outputs (default: the mechanism's
+        ``output_distribution`` attribute, if any). Adds ``exact_epsilon``.
     """
     eps = check_epsilon(epsilon)
     dlt = check_delta(delta)
     samples = check_int(samples, "samples", minimum=20)
     conf = check_probability(confidence, "confidence", open_interval=True)
     tests = check_int(tests, "tests", minimum=1)
-    keep_pairs = check_int(keep_pairs, "keep_pairs", minimum=1)
     if not callable(mechanism):
         raise TypeError(f"mechanism must be callable, got {type(mechanism).__name__}")
+    dist_fn = (
+        distribution
+        if distribution is not None
+        else getattr(mechanism, "output_distribution", None)
+    )
+    if dist_fn is not None and not callable(dist_fn):
+        raise TypeError(f"distribution must be callable, got {type(dist_fn).__name__}")
+    keep = check_int(
+        keep_pairs if keep_pairs is not None else (1 if dist_fn else 2), "keep_pairs", minimum=1
+    )
     stat = statistic or as_vector
     plist = _pairs(pairs)
     gen = noise_source(rng).generator()
-    half = samples // 2
     t0 = time.perf_counter()
 
-    if len(plist) > keep_pairs:
-        search = max(500, samples // 5)
-        ranked = []
-        for i, pair in enumerate(plist):
-            ox = _draw(mechanism, pair.x, search, gen, stat, batch)
-            oy = _draw(mechanism, pair.x_prime, search, gen, stat, batch)
-            best = max(
-                (
-                    sc
-                    for (_, u), (_, v) in zip(features(ox), features(oy), strict=True)
-                    for sc, _ in best_events(u, v, 0, "", dlt)
-                ),
-                default=-math.inf,
-            )
-            ranked.append((best, i))
-        ranked.sort(key=lambda t: -t[0] if math.isfinite(t[0]) else math.inf)
-        finalists = [plist[i] for _, i in ranked[:keep_pairs]]
+    exact, exact_pair, dists = None, None, None
+    if dist_fn is not None:
+        exact, exact_pair, dists = _exact(dist_fn, plist, dlt)
+        alpha_sel = (1.0 - conf) / (2.0 * tests)
+        power = [
+            expected_lower_bound(dx, dy, samples, alpha=alpha_sel, delta=dlt) for dx, dy in dists
+        ]
+        order = sorted(range(len(plist)), key=lambda i: -power[i])[:keep]
+        chosen = _exact_events(
+            mechanism, plist, order, dists, samples, gen, stat, batch, alpha_sel, dlt, tests
+        )
     else:
-        finalists = plist
-
-    candidates: list[tuple[float, str, str, Event, np.ndarray, np.ndarray]] = []
-    for pair in finalists:
-        ox = _draw(mechanism, pair.x, samples, gen, stat, batch)
-        oy = _draw(mechanism, pair.x_prime, samples, gen, stat, batch)
-        if ox.shape[1] != oy.shape[1]:
-            raise ValueError("outputs on x and x_prime must have the same length")
-        sel_x, sel_y = features(ox[:half]), features(oy[:half])
-        mea_x, mea_y = features(ox[half : 2 * half]), features(oy[half : 2 * half])
-        for j, (fname, u) in enumerate(sel_x):
-            for score, ev in best_events(u, sel_y[j][1], j, fname, dlt):
-                swap = ev.description.endswith("(x' over x)")
-                num, den = (mea_y[j][1], mea_x[j][1]) if swap else (mea_x[j][1], mea_y[j][1])
-                direction = "x' over x" if swap else "x over x'"
-                candidates.append((score, pair.label, direction, ev, num, den))
-
-    candidates.sort(key=lambda c: -c[0] if math.isfinite(c[0]) else math.inf)
-    # keep the best `tests` candidates that are different events (the coordinates of an
-    # output can define the same set twice, e.g. counts [j, n - j])
-    chosen: list[tuple[float, str, str, Event, int, int]] = []
-    seen: set[tuple[str, str, bytes, bytes]] = set()
-    for score, label, direction, ev, num, den in candidates:
-        in_num, in_den = ev.contains(num), ev.contains(den)
-        key = (label, direction, np.packbits(in_num).tobytes(), np.packbits(in_den).tobytes())
-        if key in seen:
-            continue
-        seen.add(key)
-        chosen.append((score, label, direction, ev, int(in_num.sum()), int(in_den.sum())))
-        if len(chosen) == tests:
-            break
+        if len(plist) > keep:
+            search = max(500, samples // 5)
+            finalists = _pilot(mechanism, plist, keep, search, gen, stat, batch, dlt)
+        else:
+            finalists = plist
+        chosen = _split_events(mechanism, finalists, samples, gen, stat, batch, dlt, tests)
     alpha = (1.0 - conf) / (2.0 * len(chosen))
     measured: list[PairAudit] = []
-    for score, label, direction, ev, k_num, k_den in chosen:
-        p_lo = clopper_pearson_lower(k_num, half, alpha)
-        p_hi = clopper_pearson_upper(k_den, half, alpha)
+    for score, label, direction, description, k_num, k_den, m in chosen:
+        p_lo = clopper_pearson_lower(k_num, m, alpha)
+        p_hi = clopper_pearson_upper(k_den, m, alpha)
         measured.append(
             PairAudit(
                 pair=label,
                 direction=direction,
-                event=ev.description,
+                event=description,
                 count_x=k_num if direction == "x over x'" else k_den,
                 count_x_prime=k_den if direction == "x over x'" else k_num,
-                samples=half,
+                samples=m,
                 p_lower=p_lo,
                 p_upper=p_hi,
                 epsilon_lower_bound=epsilon_lower_bound(p_lo, p_hi, dlt),
@@ -298,4 +310,127 @@ def audit(
         pairs_searched=len(plist),
         time_s=time.perf_counter() - t0,
         measured=measured,
+        exact_epsilon=exact,
+        exact_worst_pair=exact_pair,
     )
+
+
+# (selection score, pair, direction, event, count in numerator, in denominator, samples)
+Chosen = tuple[float, str, str, str, int, int, int]
+
+
+def _exact(
+    dist_fn: Callable[[Any], Distribution], plist: list[NeighbourPair], delta: float
+) -> tuple[float, str, list[tuple[Distribution, Distribution]]]:
+    """Exact eps over the pairs (max, and where) and each pair's two distributions."""
+    best, where, dists = -1.0, "", []
+    for pair in plist:
+        dx, dy = dist_fn(pair.x), dist_fn(pair.x_prime)
+        e = pair_exact_epsilon(dx, dy, delta)
+        if e > best:
+            best, where = e, pair.label
+        dists.append((dx, dy))
+    return best, where, dists
+
+
+def _exact_events(
+    mechanism: Callable[..., Any],
+    plist: list[NeighbourPair],
+    order: list[int],
+    dists: list[tuple[Distribution, Distribution]],
+    samples: int,
+    gen: np.random.Generator,
+    stat: Callable[[Any], Any],
+    batch: bool,
+    alpha: float,
+    dlt: float,
+    tests: int,
+) -> list[Chosen]:
+    """Events fixed from the exact distributions, counted on all ``samples`` outputs."""
+    out: list[Chosen] = []
+    for i in order:
+        pair = plist[i]
+        ox = _draw(mechanism, pair.x, samples, gen, stat, batch)
+        oy = _draw(mechanism, pair.x_prime, samples, gen, stat, batch)
+        for ev in best_output_sets(dists[i][0], dists[i][1], samples, alpha, dlt):
+            in_x, in_y = int(ev.contains(ox).sum()), int(ev.contains(oy).sum())
+            num, den = (in_x, in_y) if ev.direction == "x over x'" else (in_y, in_x)
+            out.append(
+                (ev.expected_bound, pair.label, ev.direction, ev.description, num, den, samples)
+            )
+    out.sort(key=lambda c: -c[0])
+    return out[:tests]
+
+
+def _split_events(
+    mechanism: Callable[..., Any],
+    finalists: list[NeighbourPair],
+    samples: int,
+    gen: np.random.Generator,
+    stat: Callable[[Any], Any],
+    batch: bool,
+    dlt: float,
+    tests: int,
+) -> list[Chosen]:
+    """Events chosen on the first half of the outputs, counted on the second half."""
+    half = samples // 2
+    candidates: list[tuple[float, str, str, Event, np.ndarray, np.ndarray]] = []
+    for pair in finalists:
+        ox = _draw(mechanism, pair.x, samples, gen, stat, batch)
+        oy = _draw(mechanism, pair.x_prime, samples, gen, stat, batch)
+        if ox.shape[1] != oy.shape[1]:
+            raise ValueError("outputs on x and x_prime must have the same length")
+        sel_x, sel_y = features(ox[:half]), features(oy[:half])
+        mea_x, mea_y = features(ox[half : 2 * half]), features(oy[half : 2 * half])
+        for j, (fname, u) in enumerate(sel_x):
+            for score, ev in best_events(u, sel_y[j][1], j, fname, dlt):
+                swap = ev.description.endswith("(x' over x)")
+                num, den = (mea_y[j][1], mea_x[j][1]) if swap else (mea_x[j][1], mea_y[j][1])
+                direction = "x' over x" if swap else "x over x'"
+                candidates.append((score, pair.label, direction, ev, num, den))
+
+    candidates.sort(key=lambda c: -c[0] if math.isfinite(c[0]) else math.inf)
+    # keep the best `tests` candidates that are different events (the coordinates of an
+    # output can define the same set twice, e.g. counts [j, n - j])
+    chosen: list[Chosen] = []
+    seen: set[tuple[str, str, bytes, bytes]] = set()
+    for score, label, direction, ev, num, den in candidates:
+        in_num, in_den = ev.contains(num), ev.contains(den)
+        key = (label, direction, np.packbits(in_num).tobytes(), np.packbits(in_den).tobytes())
+        if key in seen:
+            continue
+        seen.add(key)
+        chosen.append(
+            (score, label, direction, ev.description, int(in_num.sum()), int(in_den.sum()), half)
+        )
+        if len(chosen) == tests:
+            break
+    return chosen
+
+
+def _pilot(
+    mechanism: Callable[..., Any],
+    plist: list[NeighbourPair],
+    keep: int,
+    search: int,
+    gen: np.random.Generator,
+    stat: Callable[[Any], Any],
+    batch: bool,
+    dlt: float,
+) -> list[NeighbourPair]:
+    """The ``keep`` pairs with the largest empirical loss on ``search`` outputs each."""
+    ranked = []
+    for i, pair in enumerate(plist):
+        ox = _draw(mechanism, pair.x, search, gen, stat, batch)
+        oy = _draw(mechanism, pair.x_prime, search, gen, stat, batch)
+        best = max(
+            (
+                sc
+                for (_, u), (_, v) in zip(features(ox), features(oy), strict=True)
+                for sc, _ in best_events(u, v, 0, "", dlt)
+            ),
+            default=-math.inf,
+        )
+        ranked.append((best, i))
+    ranked.sort(key=lambda t: -t[0] if math.isfinite(t[0]) else math.inf)
+    return [plist[i] for _, i in ranked[:keep]]

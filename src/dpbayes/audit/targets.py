@@ -6,7 +6,9 @@ count k against k + 1 (the auditor then keeps the pair with the largest empirica
 for the die moves of one record between categories from corner, edge and balanced count
 vectors; for the Normal mean one record moved from ``lower`` to ``upper`` with the others
 at either end or in the middle. :func:`release_mechanism` wraps
-``dpbayes.release.release`` as the ``(data, rng) -> output`` callable the auditor runs.
+``dpbayes.release.base.plan`` as the ``(data, rng, size) -> outputs`` callable the auditor
+runs; for the exponential mechanism with global or local sensitivity it also exposes the
+exact output distribution (``output_distribution``), so that audits state the exact eps.
 """
 
 from __future__ import annotations
@@ -17,18 +19,18 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from dpbayes.audit.auditor import AuditResult, NeighbourPair, audit
-from dpbayes.audit.bounds import exact_epsilon
+from dpbayes.audit.exact import Distribution, pair_exact_epsilon
 from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
-from dpbayes.privacy.validation import check_int
+from dpbayes.privacy.validation import check_array, check_int
 
 __all__ = [
     "MODEL_NAMES",
     "audit_release",
     "builtin_model",
     "exact_expmech_coin_epsilon",
+    "expmech_distribution",
     "model_pairs",
     "registered_mechanisms",
     "release_configurations",
@@ -36,6 +38,7 @@ __all__ = [
 ]
 
 MODEL_NAMES = ("beta-bernoulli", "dirichlet-categorical", "normal-mean")
+EXHAUSTIVE_COIN_N = 200  # audit_release adds the exact eps over all n pairs of the coin up to here
 
 
 def _load_release_modules() -> None:
@@ -49,16 +52,33 @@ def _load_release_modules() -> None:
             continue
 
 
-def builtin_model(name: str, *, categories: int = 3) -> Any:
-    """The default model for ``name``: Beta(1, 1), Dirichlet(1, ..., 1), Normal on [0, 1]."""
+def builtin_model(name: str, *, categories: int = 3, prior: Any = None) -> Any:
+    """The model for ``name``: Beta(1, 1), Dirichlet(1, ..., 1), Normal on [0, 1].
+
+    ``prior`` replaces the default prior: (alpha, beta) for the coin; one concentration
+    (every category) or ``categories`` of them for the die. The Normal mean has none.
+    """
+    if name not in MODEL_NAMES:
+        raise ValueError(f"model must be one of {list(MODEL_NAMES)}, got {name!r}")
+    p = None if prior is None else check_array(np.atleast_1d(np.asarray(prior)), "prior")
+    if p is not None and np.any(p <= 0):
+        raise ValueError("prior must contain positive numbers")
     if name == "beta-bernoulli":
-        return BetaBernoulli(alpha=1.0, beta=1.0)
+        if p is None:
+            return BetaBernoulli(alpha=1.0, beta=1.0)
+        if p.size != 2:
+            raise ValueError(f"prior must be two numbers (alpha, beta), got {p.size}")
+        return BetaBernoulli(alpha=float(p[0]), beta=float(p[1]))
     if name == "dirichlet-categorical":
         m = check_int(categories, "categories", minimum=2)
-        return DirichletCategorical(alpha=[1.0] * m)
-    if name == "normal-mean":
-        return NormalMean(lower=0.0, upper=1.0, prior_mean=0.5, prior_sd=1.0, noise_sd=1.0)
-    raise ValueError(f"model must be one of {list(MODEL_NAMES)}, got {name!r}")
+        if p is None:
+            return DirichletCategorical(alpha=[1.0] * m)
+        if p.size not in (1, m):
+            raise ValueError(f"prior must be 1 or categories={m} numbers, got {p.size}")
+        return DirichletCategorical(alpha=[float(v) for v in np.resize(p, m)])
+    if p is not None:
+        raise ValueError("prior is for beta-bernoulli and dirichlet-categorical")
+    return NormalMean(lower=0.0, upper=1.0, prior_mean=0.5, prior_sd=1.0, noise_sd=1.0)
 
 
 def registered_mechanisms(model: Any) -> list[str]:
@@ -138,42 +158,77 @@ def release_mechanism(
 ) -> Callable[..., list[Any]]:
     """``(data, rng, size) -> [Release, ...]``: ``size`` runs of a registered release.
 
-    Does what ``dpbayes.release.release`` does (statistics, plan, run), but plans once per
-    data set and then only repeats the noise step ``plan.run`` with the seeded source, so
-    that an audit of 10^5 releases takes seconds. The plan's guarantee is the claim.
+    Plans once per data set with :func:`dpbayes.release.base.plan` (the steps of
+    ``release`` before the noise) and then only repeats the noise step ``plan.run`` with
+    the seeded source, so that an audit of 10^5 releases takes seconds; nothing is
+    charged. The plan's guarantee is the claim. For ``expmech`` with global or local
+    sensitivity, ``output_distribution(data)`` gives the exact selection probabilities.
     """
-    from dpbayes.privacy import Neighbours
     from dpbayes.privacy.noise import noise_source
-    from dpbayes.release.base import _planner
+    from dpbayes.release.base import plan
 
     _load_release_modules()
-    planner = _planner(model, mechanism)
 
     def plan_for(data: Any) -> Any:
-        plan = planner(
+        return plan(
             model,
-            model.statistics(data),
+            data,
+            mechanism=mechanism,
             epsilon=epsilon,
             delta=delta,
-            neighbours=Neighbours.SUBSTITUTE,
             allow_non_private=bool(allow_non_private),
             **options,
         )
-        if not plan.guarantee.private and not allow_non_private:
-            raise ValueError(
-                f"mechanism {mechanism!r} with these options is not differentially private; "
-                "pass allow_non_private=True to audit it"
-            )
-        return plan
 
     def run(data: Any, rng: Any, size: int) -> list[Any]:
-        plan = plan_for(data)
+        planned = plan_for(data)
         src = noise_source(rng)
-        return [plan.run(src) for _ in range(size)]
+        return [planned.run(src) for _ in range(size)]
 
     run.__name__ = f"{mechanism} ({type(model).__name__})"
     run.plan_for = plan_for  # type: ignore[attr-defined]
+    if mechanism == "expmech" and options.get("sensitivity", "global") in ("global", "local"):
+        run.output_distribution = lambda data: expmech_distribution(  # type: ignore[attr-defined]
+            model, plan_for(data), data, epsilon, options.get("divergence", "hellinger")
+        )
     return run
+
+
+def expmech_distribution(
+    model: Any, planned: Any, data: Any, epsilon: float, divergence: str = "hellinger"
+) -> Distribution:
+    """The exact output distribution of a planned expmech release (global or local).
+
+    Candidate r is chosen with probability exp(eps u(x, r) / (2 S)) / sum, u the scores of
+    :mod:`dpbayes.release.candidates` and S the sensitivity the plan states (its
+    guarantee); outputs are the released count vectors, as the auditor sees them.
+    """
+    from scipy.special import logsumexp
+
+    from dpbayes.release.candidates import coin_scores, compositions, dirichlet_scores
+
+    kind = planned.guarantee.details.get("sensitivity_kind")
+    if kind not in ("global", "local"):
+        raise ValueError("the exact distribution is known for sensitivity 'global' or 'local'")
+    if planned.guarantee.details.get("lattice") is not None:
+        raise ValueError("the exact distribution needs the full candidate set (no lattice)")
+    stats = model.statistics(data)
+    n = int(stats.n)
+    counts = np.asarray(stats.counts, dtype=np.int64)
+    if isinstance(model, BetaBernoulli) or counts.size == 2:
+        a, b = (
+            (float(model.alpha), float(model.beta))
+            if isinstance(model, BetaBernoulli)
+            else tuple(float(v) for v in model.alpha)
+        )
+        scores = coin_scores(a, b, n, int(counts[0]), divergence)
+        j = np.arange(n + 1, dtype=np.int64)
+        outputs = np.column_stack([j, n - j])
+    else:
+        outputs = compositions(n, counts.size)
+        scores = dirichlet_scores(np.asarray(model.alpha, dtype=float), counts, outputs)
+    logits = scores * (epsilon / (2.0 * float(planned.guarantee.sensitivity)))
+    return outputs, np.exp(logits - logsumexp(logits))
 
 
 def release_configurations(model: Any, n: int, epsilon: float = 1.0) -> list[dict[str, Any]]:
@@ -218,40 +273,24 @@ def release_configurations(model: Any, n: int, epsilon: float = 1.0) -> list[dic
 def exact_expmech_coin_epsilon(
     model: BetaBernoulli, n: int, *, epsilon: float, **options: Any
 ) -> tuple[float, str]:
-    """The true eps of the coin's expmech release, from its exact selection probabilities.
+    """The true eps of the coin's expmech release over *every* pair k vs k + 1.
 
-    Uses the candidate scores of :mod:`dpbayes.release.candidates` and the sensitivity the
-    planner states for each count k (global or local; not smooth, whose S_beta(x) is not
-    exposed). Returns (eps, worst pair).
+    From :func:`expmech_distribution` (the candidate scores and the sensitivity the plan
+    states for each count k; global or local, not smooth, whose S_beta(x) is not exposed).
+    Returns (eps, worst pair).
     """
-    from dpbayes.privacy import Neighbours
-    from dpbayes.release.base import _planner
-    from dpbayes.release.candidates import coin_scores
-
-    _load_release_modules()
+    n = check_int(n, "n", minimum=1)
     kind = options.get("sensitivity", "global")
     if kind not in ("global", "local"):
         raise ValueError("sensitivity must be 'global' or 'local' for the exact computation")
-    div = options.get("divergence", "hellinger")
-    planner = _planner(model, "expmech")
-    logp = []
-    for k in range(n + 1):
-        stats = model.statistics(np.array([1] * k + [0] * (n - k)))
-        plan = planner(
-            model,
-            stats,
-            epsilon=epsilon,
-            delta=0.0,
-            neighbours=Neighbours.SUBSTITUTE,
-            allow_non_private=True,
-            **options,
-        )
-        scale = 2.0 * plan.guarantee.sensitivity / epsilon
-        s = coin_scores(model.alpha, model.beta, n, k, div) / scale
-        logp.append(s - special.logsumexp(s))
+    mech = release_mechanism(model, "expmech", epsilon=epsilon, allow_non_private=True, **options)
+    dists = [
+        mech.output_distribution(np.array([1] * k + [0] * (n - k)))  # type: ignore[attr-defined]
+        for k in range(n + 1)
+    ]
     best, where = 0.0, ""
     for k in range(n):
-        e = exact_epsilon(np.exp(logp[k]), np.exp(logp[k + 1]))
+        e = pair_exact_epsilon(dists[k], dists[k + 1])
         if e > best:
             best, where = e, f"k={k} vs k={k + 1} (n={n})"
     return best, where
@@ -268,10 +307,16 @@ def audit_release(
     confidence: float = 0.95,
     allow_non_private: bool = False,
     max_pairs: int | None = 24,
+    keep_pairs: int | None = None,
     rng: Any = None,
     **options: Any,
 ) -> AuditResult:
-    """Audit a registered release mechanism of a built-in model on searched neighbours."""
+    """Audit a registered release mechanism of a built-in model on searched neighbours.
+
+    ``max_pairs`` neighbouring pairs from :func:`model_pairs`, of which ``keep_pairs`` are
+    audited (see :func:`dpbayes.audit.audit`). For the coin's expmech up to n = 200 the
+    details add the exact eps over every pair k vs k + 1 (``exact_epsilon_all_pairs``).
+    """
     from dataclasses import replace
 
     mech = release_mechanism(
@@ -292,6 +337,7 @@ def audit_release(
         samples=samples,
         batch=True,
         confidence=confidence,
+        keep_pairs=keep_pairs,
         rng=rng,
         name=f"{mechanism} {model.name}",
     )
@@ -306,8 +352,9 @@ def audit_release(
         isinstance(model, BetaBernoulli)
         and mechanism == "expmech"
         and options.get("sensitivity", "global") in ("global", "local")
+        and n <= EXHAUSTIVE_COIN_N
     ):
         exact, where = exact_expmech_coin_epsilon(model, n, epsilon=epsilon, **options)
-        details["exact_epsilon"] = exact if math.isfinite(exact) else None
-        details["exact_worst_pair"] = where
+        details["exact_epsilon_all_pairs"] = exact if math.isfinite(exact) else None
+        details["exact_worst_pair_all_pairs"] = where
     return replace(result, details=details)

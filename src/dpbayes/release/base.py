@@ -26,7 +26,7 @@ from dpbayes.privacy import Accountant, Guarantee, Neighbours
 from dpbayes.privacy.noise import NoiseSource, noise_source
 from dpbayes.privacy.validation import check_delta, check_epsilon
 
-__all__ = ["Plan", "Release", "mechanisms_for", "register", "release"]
+__all__ = ["Plan", "Release", "mechanisms_for", "plan", "register", "release"]
 
 
 @dataclass(frozen=True)
@@ -81,14 +81,15 @@ class Release:
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
 
-    def noise_aware_posterior(self) -> Any:
+    def noise_aware_posterior(self, **options: Any) -> Any:
         """The posterior given the released values and the known noise, not the data.
 
-        See :mod:`dpbayes.release.noise_aware` (uses released, public, guarantee, model).
+        See :mod:`dpbayes.release.noise_aware` (uses released, public, guarantee, model);
+        ``options`` (e.g. ``iterations``, ``chains``, ``rng``) go to the MCMC paths.
         """
         from dpbayes.release.noise_aware import noise_aware_posterior
 
-        return noise_aware_posterior(self)
+        return noise_aware_posterior(self, **options)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Release:
@@ -142,6 +143,60 @@ def _planner(model: Any, mechanism: Any) -> Planner:
     )
 
 
+def plan(
+    model: Any,
+    data: Any,
+    *,
+    mechanism: str,
+    epsilon: float,
+    delta: float = 0.0,
+    neighbours: Neighbours | str = Neighbours.SUBSTITUTE,
+    column: str | None = None,
+    allow_non_private: bool = False,
+    **options: Any,
+) -> Plan:
+    """Steps 1 and 2 of :func:`release`: the :class:`Plan` of a release, no noise drawn.
+
+    Checks the arguments, computes the sufficient statistics of ``data`` and asks the
+    registered mechanism for its guarantee. ``plan(...).run(noise_source(rng))`` draws one
+    release without charging any budget (for audits and simulations; publish through
+    :func:`release`, which charges the accountant). Arguments as in :func:`release`.
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    rel = Neighbours.parse(neighbours)
+    planner = _planner(model, mechanism)
+    bound = getattr(data, "rows_per_user_bound", None)
+    if "rows_per_user" in options:
+        raise ValueError(
+            "rows_per_user comes from the data: bound contributions with "
+            "dpbayes.data.as_source(..., user_column=..., max_rows_per_user=k)"
+        )
+    if bound is not None:
+        if not getattr(planner, "user_level", False):
+            raise ValueError(
+                f"mechanism {mechanism!r} for {type(model).__name__} does not support "
+                "contribution-bounded (user-level) data"
+            )
+        options["rows_per_user"] = int(bound)
+    stats = model.statistics(data, column=column)
+    out = planner(
+        model,
+        stats,
+        epsilon=eps,
+        delta=dlt,
+        neighbours=rel,
+        allow_non_private=bool(allow_non_private),
+        **options,
+    )
+    if not out.guarantee.private and not allow_non_private:
+        raise ValueError(
+            f"mechanism {mechanism!r} with these options is not differentially private; "
+            "pass allow_non_private=True to run it as an experiment"
+        )
+    return out
+
+
 def release(
     model: Any,
     data: Any,
@@ -185,50 +240,33 @@ def release(
         Required for mechanisms that are not differentially private (experiments only);
         their results say ``private=False`` and cannot be charged to an accountant.
     """
-    eps = check_epsilon(epsilon)
-    dlt = check_delta(delta)
-    rel = Neighbours.parse(neighbours)
-    planner = _planner(model, mechanism)
+    check_epsilon(epsilon)
+    check_delta(delta)
+    Neighbours.parse(neighbours)
+    _planner(model, mechanism)
     if accountant is not None and not isinstance(accountant, Accountant):
         raise TypeError(f"accountant must be a dpbayes Accountant, got {type(accountant).__name__}")
     if allow_non_private and accountant is not None:
         raise ValueError(
             "allow_non_private releases are experiments and cannot be charged to an accountant"
         )
-    bound = getattr(data, "rows_per_user_bound", None)
-    if "rows_per_user" in options:
-        raise ValueError(
-            "rows_per_user comes from the data: bound contributions with "
-            "dpbayes.data.as_source(..., user_column=..., max_rows_per_user=k)"
-        )
-    if bound is not None:
-        if not getattr(planner, "user_level", False):
-            raise ValueError(
-                f"mechanism {mechanism!r} for {type(model).__name__} does not support "
-                "contribution-bounded (user-level) data"
-            )
-        options["rows_per_user"] = int(bound)
     src = noise_source(rng)
-    stats = model.statistics(data, column=column)
-    plan = planner(
+    planned = plan(
         model,
-        stats,
-        epsilon=eps,
-        delta=dlt,
-        neighbours=rel,
-        allow_non_private=bool(allow_non_private),
+        data,
+        mechanism=mechanism,
+        epsilon=epsilon,
+        delta=delta,
+        neighbours=neighbours,
+        column=column,
+        allow_non_private=allow_non_private,
         **options,
     )
-    if not plan.guarantee.private and not allow_non_private:
-        raise ValueError(
-            f"mechanism {mechanism!r} with these options is not differentially private; "
-            "pass allow_non_private=True to run it as an experiment"
-        )
     if accountant is None:
-        out = plan.run(src)
+        out = planned.run(src)
     else:
-        with accountant.charge(plan.guarantee, label=f"{mechanism} {type(model).__name__}"):
-            out = plan.run(src)
+        with accountant.charge(planned.guarantee, label=f"{mechanism} {type(model).__name__}"):
+            out = planned.run(src)
     if src.simulation and not out.guarantee.simulation:
         raise AssertionError("a simulated release must say simulation=True")
     return out

@@ -1,0 +1,162 @@
+"""Exact privacy loss of mechanisms with finitely many outputs, and audit power.
+
+A mechanism whose outputs are finite (the exponential mechanism over candidate
+posteriors, randomized response, ...) may expose ``output_distribution(data) ->
+(outputs, probabilities)``: ``outputs`` an (k, d) array of the output vectors the auditor
+sees (:func:`dpbayes.audit.as_vector`), ``probabilities`` their probabilities. Then the
+true eps of a pair of neighbours is the largest |ln P_x(o) / P_x'(o)| (for delta > 0 the
+privacy profile of :func:`dpbayes.audit.bounds.exact_epsilon`), and the auditor states it
+next to its sampling lower bound. No sampling bound can exceed it except with probability
+1 - confidence: a sampling audit fails a mechanism only where this loss exceeds the claim.
+
+:func:`expected_lower_bound` is the Clopper-Pearson bound the auditor's best event would
+give if the counts took their expected values; it ranks neighbouring pairs by how
+detectable their loss is with a given number of samples (data-independent, so ranking
+with it does not touch the samples the bound is computed from).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from dpbayes.audit.bounds import exact_epsilon
+from dpbayes.privacy.validation import check_delta, check_int, check_probability
+
+__all__ = [
+    "Distribution",
+    "OutputSet",
+    "align",
+    "best_output_sets",
+    "expected_lower_bound",
+    "pair_exact_epsilon",
+]
+
+Distribution = tuple[np.ndarray, np.ndarray]
+
+
+def _check(dist: Distribution, name: str) -> tuple[np.ndarray, np.ndarray]:
+    outputs, probs = dist
+    out = np.asarray(outputs, dtype=float)
+    p = np.asarray(probs, dtype=float)
+    if out.ndim == 1:
+        out = out[:, None]
+    if out.ndim != 2 or p.ndim != 1 or out.shape[0] != p.size or p.size == 0:
+        raise ValueError(f"{name} must be (outputs of shape (k, d), probabilities of length k)")
+    if np.any(p < 0) or not math.isclose(float(p.sum()), 1.0, abs_tol=1e-6):
+        raise ValueError(f"{name} probabilities must be >= 0 and sum to 1")
+    return out, p
+
+
+def _union(dist_x: Distribution, dist_y: Distribution) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ox, px = _check(dist_x, "dist_x")
+    oy, py = _check(dist_y, "dist_y")
+    if ox.shape[1] != oy.shape[1]:
+        raise ValueError("outputs on x and x_prime must have the same length")
+    if ox.shape == oy.shape and np.array_equal(ox, oy):
+        return ox, px, py
+    allrows, inverse = np.unique(np.concatenate([ox, oy]), axis=0, return_inverse=True)
+    inverse = np.ravel(inverse)
+    p = np.bincount(inverse[: px.size], weights=px, minlength=allrows.shape[0])
+    q = np.bincount(inverse[px.size :], weights=py, minlength=allrows.shape[0])
+    return allrows, p, q
+
+
+def align(dist_x: Distribution, dist_y: Distribution) -> tuple[np.ndarray, np.ndarray]:
+    """The two probability vectors over the union of both output sets (same order)."""
+    _, p, q = _union(dist_x, dist_y)
+    return p, q
+
+
+def pair_exact_epsilon(dist_x: Distribution, dist_y: Distribution, delta: float = 0.0) -> float:
+    """The true eps of one pair of neighbours from the two output distributions."""
+    p, q = align(dist_x, dist_y)
+    return exact_epsilon(p, q, delta)
+
+
+@dataclass(frozen=True)
+class OutputSet:
+    """An event fixed in advance: a set of whole outputs (rows of output vectors)."""
+
+    rows: np.ndarray
+    direction: str
+    expected_bound: float
+    description: str
+
+    def contains(self, outputs: np.ndarray) -> np.ndarray:
+        """Which rows of ``outputs`` (n, d) lie in the set."""
+        members = {tuple(r) for r in np.asarray(self.rows, dtype=float).tolist()}
+        out = np.asarray(outputs, dtype=float)
+        return np.array([tuple(r) in members for r in out.tolist()], dtype=bool)
+
+
+def _prefix_bounds(
+    u: np.ndarray, v: np.ndarray, m: int, alpha: float, delta: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Outputs by decreasing ratio u/v, candidate prefix lengths, their expected bounds."""
+    with np.errstate(divide="ignore"):
+        order = np.argsort(np.log(v) - np.log(u), kind="stable")
+    # prefixes at geometrically spaced lengths: the short ones (the most extreme outputs)
+    # all, the long ones sparsely (a choice of event, not a bound)
+    cut = np.unique(np.geomspace(1, order.size, min(order.size, 512)).astype(int)) - 1
+    ku = np.minimum(np.round(np.cumsum(u[order])[cut] * m), m)
+    kv = np.minimum(np.round(np.cumsum(v[order])[cut] * m), m)
+    lo = np.zeros(ku.shape)
+    pos = ku > 0
+    lo[pos] = stats.beta.ppf(alpha, ku[pos], m - ku[pos] + 1)
+    hi = np.ones(kv.shape)
+    low = kv < m
+    hi[low] = stats.beta.ppf(1.0 - alpha, kv[low] + 1, m - kv[low])
+    bound = np.zeros(cut.shape)
+    ok = lo - delta > 0
+    bound[ok] = np.maximum(0.0, np.log((lo[ok] - delta) / hi[ok]))
+    return order, cut + 1, bound
+
+
+def expected_lower_bound(
+    dist_x: Distribution,
+    dist_y: Distribution,
+    samples: int,
+    *,
+    alpha: float = 0.0125,
+    delta: float = 0.0,
+) -> float:
+    """The eps lower bound of the best likelihood-ratio event at the expected counts.
+
+    For each direction the outputs are sorted by their likelihood ratio and the prefixes
+    (the Neyman-Pearson sets) are scored as the auditor scores an event measured on
+    ``samples`` outputs per data set: ln((CP_lower(P(E)) - delta) / CP_upper(P'(E))) at
+    one-sided level ``alpha``, with the counts replaced by samples * probability.
+    """
+    return max(
+        (e.expected_bound for e in best_output_sets(dist_x, dist_y, samples, alpha, delta)),
+        default=0.0,
+    )
+
+
+def best_output_sets(
+    dist_x: Distribution, dist_y: Distribution, samples: int, alpha: float, delta: float = 0.0
+) -> list[OutputSet]:
+    """For each direction, the output set with the largest :func:`expected_lower_bound`.
+
+    Chosen from the distributions alone, so the samples it is then measured on can all be
+    used (no selection half): the Clopper-Pearson bound of a fixed event is valid.
+    """
+    m = check_int(samples, "samples", minimum=1)
+    a = check_probability(alpha, "alpha", open_interval=True)
+    dlt = check_delta(delta)
+    rows, p, q = _union(dist_x, dist_y)
+    out = []
+    for u, v, label in ((p, q, "x over x'"), (q, p, "x' over x")):
+        order, lengths, bound = _prefix_bounds(u, v, m, a, dlt)
+        i = int(np.argmax(bound))
+        chosen = rows[order[: lengths[i]]]
+        shown = ", ".join(
+            "[" + ", ".join(f"{c:.6g}" for c in r) + "]" for r in chosen[:4].tolist()
+        ) + (" ..." if chosen.shape[0] > 4 else "")
+        desc = f"output in {{{shown}}} ({chosen.shape[0]} outputs, by exact likelihood ratio)"
+        out.append(OutputSet(chosen, label, float(bound[i]), f"{desc} ({label})"))
+    return out
