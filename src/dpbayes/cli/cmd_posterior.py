@@ -39,14 +39,90 @@ def _fmt(v: Any) -> str:
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
+def _read(path: str) -> Any:
+    """read_release, plus the Bayesian-network and regression records it cannot rebuild.
+
+    Those models write ``{"family": ...}`` records; the recipient needs only the model,
+    mechanism, released values, public facts and guarantee (the naive posterior is left
+    out for them).
+    """
+    from pathlib import Path
+
+    from dpbayes.models.bayes_net import BayesNet, NaiveBayes
+    from dpbayes.models.linear_regression import BayesianLinearRegression
+    from dpbayes.privacy import Guarantee
+    from dpbayes.release.base import Release
+    from dpbayes.release.reader import read_release
+
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a JSON release record ({exc})") from None
+    fam = record.get("model", {}).get("family") if isinstance(record, dict) else None
+    if fam not in ("bayes-net", "naive-bayes", "bayesian-linear-regression"):
+        return read_release(path)
+    params = {k: v for k, v in record["model"].items() if k != "family"}
+    model: Any
+    if fam == "bayes-net":
+        model = BayesNet(
+            params["variables"], [tuple(e) for e in params["edges"]], alpha=params["alpha"]
+        )
+    elif fam == "naive-bayes":
+        tgt = params["target"]
+        feats = {k: v for k, v in params["variables"].items() if k != tgt}
+        model = NaiveBayes(tgt, params["variables"][tgt], feats, alpha=params["alpha"])
+    else:
+        model = BayesianLinearRegression(**params)
+    return Release(
+        model=model,
+        mechanism=str(record["mechanism"]),
+        posterior=None,
+        guarantee=Guarantee.from_dict(record["guarantee"]),
+        released=dict(record["released"]),
+        public=dict(record.get("public") or {}),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from dpbayes.privacy.validation import check_probability
     from dpbayes.release.noise_aware import noise_aware_posterior
-    from dpbayes.release.reader import read_release
+    from dpbayes.release.noise_aware_bayes_net import BayesNetNoiseAwarePosterior
 
     level = check_probability(args.level, "--level", open_interval=True)
-    rel = read_release(args.release)
+    rel = _read(args.release)
     aware = noise_aware_posterior(rel)
+    if isinstance(aware, BayesNetNoiseAwarePosterior):
+        out = {
+            "mechanism": rel.mechanism,
+            "guarantee": rel.guarantee.to_dict(),
+            "method": aware.method,
+            "mean": {k: v.tolist() for k, v in aware.mean().cpts.items()},
+            "credible_interval": {
+                "level": level,
+                "kind": "central, per CPT entry",
+                "bounds": {k: v.tolist() for k, v in aware.intervals(level).items()},
+            },
+            "diagnostics": None
+            if aware.diagnostics is None
+            else {
+                "max_rhat": aware.diagnostics.max_rhat,
+                "min_ess": aware.diagnostics.min_ess,
+                "chains": aware.diagnostics.chains,
+            },
+        }
+        if args.json:
+            json.dump({"noise_aware_posterior": out}, sys.stdout)
+            sys.stdout.write("\n")
+            return 0
+        print(f"model:       Bayesian network {list(rel.model.nodes)} (n = {rel.public.get('n')})")
+        print(f"mechanism:   {rel.mechanism}; {rel.guarantee.describe()}")
+        print(f"noise-aware posterior ({aware.method}):")
+        for v in rel.model.nodes:
+            print(f"  {v}: mean {_fmt(out['mean'][v])}")
+            print(f"  {v}: {level:.0%} intervals {_fmt(out['credible_interval']['bounds'][v])}")
+        if out["diagnostics"] is not None:
+            print(f"  diagnostics: {out['diagnostics']}")
+        return 0
     summary = {
         "mean": _plain(aware.mean()),
         "sd": _plain(aware.std()),
@@ -57,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         },
     }
     naive = None
-    if rel.posterior is not None:
+    if rel.posterior is not None and hasattr(rel.posterior, "interval"):
         naive = {
             "mean": _plain(rel.posterior.mean()),
             "sd": _plain(rel.posterior.std()),
@@ -73,17 +149,18 @@ def run(args: argparse.Namespace) -> int:
             "mechanism": rel.mechanism,
             "released": rel.released,
             "guarantee": rel.guarantee.to_dict(),
-            "noise_aware_posterior": {"family": aware.family, **summary},
+            "noise_aware_posterior": {"family": getattr(aware, "family", None), **summary},
             "naive_posterior": naive,
         }
         json.dump(out, sys.stdout)
         sys.stdout.write("\n")
         return 0
     n = rel.public.get("n")
-    print(f"model:       {rel.model.name}" + (f" (n = {n})" if n is not None else ""))
+    name = getattr(rel.model, "name", type(rel.model).__name__)
+    print(f"model:       {name}" + (f" (n = {n})" if n is not None else ""))
     print(f"mechanism:   {rel.mechanism}; {rel.guarantee.describe()}")
     print(f"released:    {json.dumps(rel.released)}")
-    print(f"noise-aware posterior ({aware.family}):")
+    print(f"noise-aware posterior ({getattr(aware, 'family', type(aware).__name__)}):")
     print(f"  mean:      {_fmt(summary['mean'])}")
     print(f"  sd:        {_fmt(summary['sd'])}")
     print(

@@ -179,7 +179,13 @@ def plan_regression_sampling(
             posterior=RegressionWeights(np.mean(ws, axis=0)),
             guarantee=guarantee(src.simulation),
             released={"draws": [w.tolist() for w in ws]},
-            public={"noise_variance": s2, "neighbours": neighbours.value, "draws": d},
+            public={
+                "noise_variance": s2,
+                "neighbours": neighbours.value,
+                "draws": d,
+                # substitute neighbours treat n as public; the noise-aware posterior needs it
+                "n": int(stats_.n) if neighbours is Neighbours.SUBSTITUTE else None,
+            },
         )
 
     return Plan(guarantee=guarantee(False), run=run)

@@ -24,12 +24,18 @@ who sample it by Gibbs; here the sum is done exactly). It uses only ``rel.releas
 * ``laplace`` / ``gaussian`` on the Normal posterior mean: :mod:`.noise_aware_normal`.
 * ``expmech``: :mod:`.noise_aware_expmech` (the exact selection probabilities).
 * ``input``: delegated to :func:`dpbayes.release.input.noise_aware_posterior`.
+* ``laplace`` / ``fourier`` on Bayesian networks: :mod:`.noise_aware_bayes_net` (exact
+  without edges, Gibbs on the true joint table with R-hat/ESS otherwise; ``sampling``
+  and ``map`` refused with the reason).
+* ``sampling`` on linear regression: :mod:`.noise_aware_regression` (MCMC).
+* The coin's count releases use the fast ladder mixture of :mod:`.noise_aware_coin`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -38,6 +44,7 @@ from scipy import special
 from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
 from dpbayes.models.mixtures import BetaMixture, SeparableDirichletMixture
 from dpbayes.release.base import Release
+from dpbayes.release.noise_aware_coin import coin_count_posterior
 
 __all__ = [
     "count_log_likelihood",
@@ -69,13 +76,28 @@ def noise_aware_mechanisms(model: Any) -> list[str]:
     return sorted({m for (m, t) in _REGISTRY if isinstance(model, t)})
 
 
-def noise_aware_posterior(rel: Release) -> Any:
-    """The posterior of the model's parameter given the release (not the data)."""
+def noise_aware_posterior(rel: Release, **options: Any) -> Any:
+    """The posterior of the model's parameter given the release (not the data).
+
+    ``options`` go to the samplers that take them (``iterations``, ``chains``, ``rng`` of
+    the MCMC paths: Bayesian networks with edges, linear regression); the exact paths
+    take none.
+    """
     if not isinstance(rel, Release):
         raise TypeError(f"rel must be a dpbayes Release, got {type(rel).__name__}")
     for (name, model_type), fn in _REGISTRY.items():
         if name == rel.mechanism and isinstance(rel.model, model_type):
-            return fn(rel)
+            if not options:
+                return fn(rel)
+            try:
+                return fn(rel, **options)
+            except TypeError as exc:
+                if "unexpected keyword" not in str(exc):
+                    raise
+                raise ValueError(
+                    f"options {sorted(options)} are not accepted by the noise-aware "
+                    f"posterior of {rel.mechanism!r} on {type(rel.model).__name__}"
+                ) from None
     raise ValueError(
         f"no noise-aware posterior for mechanism {rel.mechanism!r} on "
         f"{type(rel.model).__name__}; available: {noise_aware_mechanisms(rel.model)}"
@@ -165,7 +187,8 @@ def _counts_from_release(rel: Release, alpha: np.ndarray) -> SeparableDirichletM
     if pub.get("n") is None or pub.get("neighbours", "substitute") != "substitute":
         raise ValueError(
             "the noise-aware posterior of noisy counts needs a public n (neighbours="
-            "'substitute'); under add/remove n is private and would need its own prior"
+            "'substitute'); under add/remove n is private and would need its own prior, "
+            "which the release does not carry"
         )
     upper = pub.get("truncation", [0.0, None])[1]
     return count_posterior(
@@ -180,12 +203,45 @@ def _counts_from_release(rel: Release, alpha: np.ndarray) -> SeparableDirichletM
 
 
 def _coin(rel: Release) -> BetaMixture:
-    """The coin: weights h_0(k) h_1(n - k) over k = 0..n directly (no convolution)."""
+    """The coin: weights h_0(k) h_1(n - k) over k = 0..n, the fast ladder mixture."""
+    model = rel.model
+    pub = rel.public
+    if pub.get("n") is None or pub.get("neighbours", "substitute") != "substitute":
+        return _counts_coin_generic(rel)
+    n = int(pub["n"])
+    upper = pub.get("truncation", [0.0, None])[1]
+    x = _arange(n)
+    log_lik = count_log_likelihood(
+        float(rel.released["counts"][0]),
+        x,
+        rel.mechanism,
+        _noise_scale(rel),
+        None if upper is None else float(upper),
+    )
+    if int(pub["noised_coordinates"]) > 1:
+        log_lik = log_lik + count_log_likelihood(
+            float(rel.released["counts"][1]),
+            x[::-1],
+            rel.mechanism,
+            _noise_scale(rel),
+            None if upper is None else float(upper),
+        )
+    return coin_count_posterior(float(model.alpha), float(model.beta), n, log_lik)
+
+
+def _counts_coin_generic(rel: Release) -> BetaMixture:
     model = rel.model
     mix = _counts_from_release(rel, np.array([model.alpha, model.beta]))
     k = np.arange(mix.n + 1, dtype=float)
     log_w = mix.log_factors[0] + mix.log_factors[1][::-1]
     return BetaMixture.from_log_weights(log_w, model.alpha + k, model.beta + mix.n - k)
+
+
+@lru_cache(maxsize=16)
+def _arange(n: int) -> np.ndarray:
+    x = np.arange(n + 1, dtype=float)
+    x.setflags(write=False)
+    return x
 
 
 def _die(rel: Release) -> SeparableDirichletMixture:
@@ -205,4 +261,9 @@ register_noise_aware("input", BetaBernoulli)(_input)
 register_noise_aware("input", NormalMean)(_input)
 
 # the other registrations live beside their derivations
-from dpbayes.release import noise_aware_expmech, noise_aware_normal  # noqa: E402, F401
+from dpbayes.release import (  # noqa: E402, F401
+    noise_aware_bayes_net,
+    noise_aware_expmech,
+    noise_aware_normal,
+    noise_aware_regression,
+)

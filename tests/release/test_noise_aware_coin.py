@@ -1,0 +1,127 @@
+"""The fast coin path (CountBetaMixture): brute-force integration, agreement, coverage."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, special
+
+from dpbayes.models import BetaBernoulli, CountStatistics
+from dpbayes.models.mixtures import BetaMixture
+from dpbayes.privacy import Neighbours
+from dpbayes.privacy.noise import noise_source
+from dpbayes.release.noise_aware import count_log_likelihood, noise_aware_posterior
+from dpbayes.release.noise_aware_coin import CountBetaMixture, coin_count_posterior
+from dpbayes.release.parameters import plan_counts
+
+Z = 3.891  # two-sided 1e-4 normal quantile
+
+
+def _brute_cdf(t: float, y: float, n: int, a: float, b: float, kind: str, scale: float) -> float:
+    """P(theta <= t | y) by quadrature of prior(theta) * sum_x Bin(x; n, theta) P(y | x)."""
+    x = np.arange(n + 1, dtype=float)
+    lik = np.exp(count_log_likelihood(y, x, kind, scale, float(n)))
+
+    def dens(th: float) -> float:
+        binom = np.exp(
+            special.gammaln(n + 1.0)
+            - special.gammaln(x + 1.0)
+            - special.gammaln(n - x + 1.0)
+            + special.xlogy(x, th)
+            + special.xlog1py(n - x, -th)
+        )
+        return float(th ** (a - 1) * (1 - th) ** (b - 1) * (binom @ lik))
+
+    num = integrate.quad(dens, 0.0, t, epsabs=0, epsrel=1e-11, limit=200)[0]
+    den = num + integrate.quad(dens, t, 1.0, epsabs=0, epsrel=1e-11, limit=200)[0]
+    return num / den
+
+
+@pytest.mark.parametrize(
+    ("y", "kind", "scale"),
+    [
+        (7.3, "laplace", 2.0),
+        (0.0, "laplace", 5.0),
+        (30.0, "laplace", 1.0),
+        (12.0, "geometric", 3.0),
+    ],
+)
+def test_interval_matches_brute_force_integration(y, kind, scale):
+    n, a, b = 30, 2.0, 1.5
+    post = coin_count_posterior(
+        a, b, n, count_log_likelihood(y, np.arange(n + 1.0), kind, scale, n)
+    )
+    assert isinstance(post, CountBetaMixture)
+    lo, hi = post.interval(0.9)
+    assert _brute_cdf(lo, y, n, a, b, kind, scale) == pytest.approx(0.05, abs=1e-7)
+    assert _brute_cdf(hi, y, n, a, b, kind, scale) == pytest.approx(0.95, abs=1e-7)
+    assert post.ppf(0.5) == pytest.approx(
+        BetaMixture(post.weights, post.a, post.b).ppf(0.5), abs=1e-9
+    )
+
+
+@pytest.mark.parametrize("eps", [0.01, 0.1, 1.0])
+def test_fast_path_agrees_with_generic_mixture_at_n_1000(eps):
+    model = BetaBernoulli(alpha=1.0, beta=1.0)
+    for s in (0, 4, 350, 996, 1000):
+        plan = plan_counts(
+            model,
+            CountStatistics(counts=np.array([s, 1000 - s]), n=1000),
+            epsilon=eps,
+            delta=0.0,
+            neighbours=Neighbours.SUBSTITUTE,
+            mechanism="laplace",
+        )
+        rel = plan.run(noise_source(s))
+        fast = noise_aware_posterior(rel)
+        slow = BetaMixture(fast.weights, fast.a, fast.b)
+        assert np.allclose(fast.interval(0.9), [slow.ppf(0.05), slow.ppf(0.95)], atol=1e-9)
+        assert fast.mean() == pytest.approx(slow.mean(), abs=1e-12)
+        # pruning drops only rungs below 1e-12 of the largest, from the ends
+        assert fast.weights[0] <= 1e-11 * fast.weights.max() or fast.a[0] == 1.0
+        assert fast.weights[-1] <= 1e-11 * fast.weights.max() or fast.b[-1] == 1.0
+
+
+def test_coverage_of_fast_path_is_nominal_at_small_eps():
+    """Draw theta from the prior, a count, a Laplace release; the 90% interval covers."""
+    model = BetaBernoulli(alpha=1.0, beta=1.0)
+    src = noise_source(11)
+    gen = src.generator()
+    reps, n, hits = 600, 200, 0
+    for _ in range(reps):
+        theta = float(gen.beta(1.0, 1.0))
+        s = int(gen.binomial(n, theta))
+        plan = plan_counts(
+            model,
+            CountStatistics(counts=np.array([s, n - s]), n=n),
+            epsilon=0.05,
+            delta=0.0,
+            neighbours=Neighbours.SUBSTITUTE,
+            mechanism="laplace",
+        )
+        lo, hi = noise_aware_posterior(plan.run(src)).interval(0.9)
+        hits += lo <= theta <= hi
+    assert abs(hits / reps - 0.9) <= Z * math.sqrt(0.09 / reps)
+
+
+def test_numpy_path_equals_compiled_path(monkeypatch):
+    """Without numba the same algorithm runs in numpy: same posterior, same interval."""
+    import importlib
+
+    coin = importlib.import_module("dpbayes.release.noise_aware_coin")
+
+    x = np.arange(1001.0)
+    for y, scale in ((0.0, 100.0), (431.5, 10.0), (1000.0, 1.0), (17.0, 1.0)):
+        ll = count_log_likelihood(y, x, "laplace", scale, 1000.0)
+        fast = coin.coin_count_posterior(1.0, 2.0, 1000, ll)
+        with monkeypatch.context() as m:
+            m.setattr(coin, "kernels", lambda: None)
+            slow = coin.coin_count_posterior(1.0, 2.0, 1000, ll)
+            slow_iv = slow.interval(0.9)
+        assert np.array_equal(fast.a, slow.a) and np.allclose(
+            fast.weights, slow.weights, atol=1e-15
+        )
+        assert np.allclose(fast.interval(0.9), slow_iv, atol=1e-10)
+        assert fast.mean() == pytest.approx(slow.mean(), abs=1e-13)
