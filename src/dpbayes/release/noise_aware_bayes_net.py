@@ -16,12 +16,14 @@ masses of the truncation at 0 and n.
   independent priors, so each table is an independent Dirichlet-categorical release
   with public n: an exact :class:`~dpbayes.models.mixtures.SeparableDirichletMixture` per
   node (the counts' convolution structure, no sampling).
-* **Edges: MCMC.** The tables share the records, so they do not factorise. A Gibbs
-  sampler on N moves t records between two joint cells i, j at a time, drawing t exactly
-  from its full conditional over every feasible value (the multinomial coefficient,
-  the Dirichlet-multinomial terms and the Laplace factors are all evaluated on the grid
-  of t), several chains from over-dispersed starts, with R-hat/ESS on every family count
-  and a RuntimeWarning when mixing is poor. Each kept N gives Dir(alpha + c(N)) per CPT
+* **Edges: MCMC.** The tables share the records, so they do not factorise. A compiled
+  sampler on N (:mod:`.noise_aware_bayes_net_jit`) moves t records between two joint
+  cells i, j at a time, t from its exact full conditional over every feasible value
+  (the multinomial coefficient, the Dirichlet-multinomial terms and the Laplace factors
+  on the grid of t; three moves in four overrelaxed by reflecting the cdf), plus
+  Metropolis-Hastings moves relabelling one variable in T random records (a whole CPT
+  row at once); several chains from over-dispersed starts, with R-hat/ESS on every
+  family count and a RuntimeWarning when mixing is poor. Each kept N gives Dir(alpha + c(N)) per CPT
   row exactly, so the row posteriors are Rao-Blackwellised Dirichlet mixtures.
 
 * **Fourier (Algorithm 2): MCMC.** The released coefficients c_a(N) + Lap(b), a != {},
@@ -34,6 +36,7 @@ masses of the truncation at 0 and n.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -45,12 +48,20 @@ from dpbayes.models.mixtures import DirichletMixture, SeparableDirichletMixture
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int
 from dpbayes.release.base import Release
-from dpbayes.release.noise_aware import count_log_likelihood, count_posterior, register_noise_aware
+from dpbayes.release.noise_aware import count_posterior, register_noise_aware
+from dpbayes.release.noise_aware_bayes_net_jit import run_sweeps
 from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose
 
-__all__ = ["MAX_JOINT_CELLS", "BayesNetNoiseAwarePosterior", "bayes_net_noise_aware"]
+__all__ = [
+    "DEFAULT_SWEEPS",
+    "MAX_JOINT_CELLS",
+    "BayesNetNoiseAwarePosterior",
+    "bayes_net_noise_aware",
+]
 
 MAX_JOINT_CELLS = 4096
+DEFAULT_SWEEPS = 4000
+ADAPT = 50  # sweeps between adaptations of the relabelling widths (burn-in only)
 
 
 class BayesNetNoiseAwarePosterior:
@@ -159,12 +170,13 @@ def _joint_maps(model: BayesNet) -> tuple[int, list[np.ndarray], list[np.ndarray
 
 
 def bayes_net_noise_aware(
-    rel: Release, *, iterations: int = 4000, chains: int = 4, rng: Any = None
+    rel: Release, *, iterations: int = DEFAULT_SWEEPS, chains: int = 4, rng: Any = None
 ) -> BayesNetNoiseAwarePosterior:
     """The noise-aware posterior of a ``laplace`` Bayesian-network release (module docstring).
 
-    ``iterations`` pair moves per chain (half burn-in), ``chains`` chains; ``rng`` seeds
-    the MCMC (inference draws, not privacy noise). Unused when the network has no edges.
+    ``iterations`` sweeps per chain (half burn-in), each sweep max(cells, 8) pair moves
+    over the joint cells; ``chains`` chains; ``rng`` seeds the MCMC (inference draws, not
+    privacy noise). Unused when the network has no edges.
     """
     model: BayesNet = rel.model
     pub = rel.public
@@ -203,14 +215,14 @@ def bayes_net_noise_aware(
         obs = _fourier_observations(model, rel, scale)
     else:
         obs = _count_observations(model, rel, fam, n, scale)
-    draws = _gibbs(model, n, obs, cells, fam, row, its, m, rng)
-    keep = draws[:, its // 2 :]  # (chains, kept, cells)
+    fam_tables = _gibbs(model, n, obs, cells, fam, row, its, m, rng)
+    keep = fam_tables[:, its // 2 :]  # (chains, kept, sum of the family-table sizes)
     count_draws, names, series = {}, [], []
-    for vi, v in enumerate(model.nodes):
+    offset = 0
+    for v in model.nodes:
         size = int(np.prod(model.table_shape(v)))
-        tab = np.zeros((*keep.shape[:2], size))
-        for f in range(size):
-            tab[:, :, f] = keep[:, :, fam[vi] == f].sum(axis=2)
+        tab = keep[:, :, offset : offset + size].astype(float)
+        offset += size
         for f in range(size):
             names.append(f"{v}[{f}]")
             series.append(tab[:, :, f])
@@ -226,78 +238,117 @@ def _gibbs(
     cells: int,
     fam: list[np.ndarray],
     row: list[np.ndarray],
-    iterations: int,
+    sweeps: int,
     m: int,
     rng: Any,
 ) -> np.ndarray:
-    """Pairwise exact-conditional Gibbs on the joint table N; returns (m, iterations, cells).
+    """MCMC on the joint table N (compiled; see :mod:`.noise_aware_bayes_net_jit`);
+    returns the family counts after every sweep, shape (m, sweeps, sum of the
+    family-table sizes), flat in ``model.nodes`` order.
 
-    Each step picks two cells i != j and draws the number t of records moved from i to j
-    from its full conditional over every feasible t (all chains at once, t on one grid).
+    A sweep: max(cells, 8) pair moves (exact conditional of the records moved between two
+    random cells; three in four overrelaxed), then max(F / 2, nodes) relabelling moves
+    (F family cells in all). The relabelling widths adapt during the burn-in half only.
     """
     gen = noise_source(rng).generator()
     alpha = model.alpha
-    big_a = [alpha * model.cardinality(v) for v in model.nodes]
     # over-dispersed starts: N ~ Multinomial(n, Dirichlet(1))
     state = np.stack([gen.multinomial(n, gen.dirichlet(np.ones(cells))) for _ in range(m)])
-    state = state.astype(float)
-    t = np.arange(-n, n + 1, dtype=float)[None, :]
-    out = np.empty((m, iterations, cells))
-    rows_m = np.arange(m)
-    # indicator matrices: joint cell -> family cell, joint cell -> parent configuration
-    fam_ind = [(f[:, None] == np.arange(int(f.max()) + 1)[None, :]).astype(float) for f in fam]
-    row_ind = [(r[:, None] == np.arange(int(r.max()) + 1)[None, :]).astype(float) for r in row]
-    for it in range(iterations):
-        i, j = (int(v) for v in gen.choice(cells, size=2, replace=False))
-        ni, nj = state[:, i : i + 1], state[:, j : j + 1]
-        ok = (t <= ni) & (-t <= nj)
-        lp = -special.gammaln(np.maximum(ni - t, 0.0) + 1.0) - special.gammaln(
-            np.maximum(nj + t, 0.0) + 1.0
+    state = state.astype(np.int64)
+    nodes = len(model.nodes)
+    cards = np.array([model.cardinality(v) for v in model.nodes], dtype=np.int64)
+    sizes = [int(np.prod(model.table_shape(v))) for v in model.nodes]
+    rsizes = [s // int(k) for s, k in zip(sizes, cards, strict=True)]
+    fam_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    roff = np.concatenate([[0], np.cumsum(rsizes)[:-1]]).astype(np.int64)
+    fam_idx = np.stack([f + o for f, o in zip(fam, fam_off[:-1], strict=True)]).astype(np.int64)
+    row_idx = np.stack([r + o for r, o in zip(row, roff, strict=True)]).astype(np.int64)
+    # joint cells of every family cell (CSR), and the joint-index stride of every node
+    flat = fam_idx.ravel()
+    order = np.argsort(flat, kind="stable")
+    fam_cells = np.ascontiguousarray(order % cells, dtype=np.int64)
+    fam_ptr = np.searchsorted(flat[order], np.arange(int(fam_off[-1]) + 1)).astype(np.int64)
+    slices = int(np.max(np.diff(fam_ptr)))
+    strides = np.array(
+        [int(np.prod(cards[i + 1 :])) for i in range(nodes)], dtype=np.int64
+    )  # row-major over model.nodes
+    famc = np.zeros((m, int(fam_off[-1])), dtype=np.int64)
+    rowc = np.zeros((m, int(sum(rsizes))), dtype=np.int64)
+    for c in range(m):
+        for v in range(nodes):
+            np.add.at(famc[c], fam_idx[v], state[c])
+            np.add.at(rowc[c], row_idx[v], state[c])
+    obsv = state.astype(float) @ obs.matrix.T
+    grid = np.arange(n + 1, dtype=float)
+    with np.errstate(divide="ignore"):
+        log_k = np.log(grid)
+    log_alpha = np.log(alpha + grid)
+    big_a = alpha * cards.astype(float)
+    log_big_a = np.log(big_a[:, None] + grid[None, :])
+    pair_moves = max(cells, 8)
+    relabel = max(int(fam_off[-1]) // 2, nodes)
+    widths = np.full(nodes, max(1, round(math.sqrt(n))), dtype=np.int64)
+    tried = np.zeros((m, nodes), dtype=np.int64)
+    accepted = np.zeros((m, nodes), dtype=np.int64)
+    out = np.empty((m, sweeps, famc.shape[1]), dtype=np.int64)
+    burn = sweeps // 2
+    chunk = max(1, 2_000_000 // (m * (3 * pair_moves + (5 + slices) * relabel)))
+    s0 = 0
+    while s0 < sweeps:
+        # burn-in: chunks of ADAPT sweeps, then the relabelling widths are tuned; the kept
+        # half runs with fixed widths (a fixed, valid MH kernel)
+        s1 = min(s0 + min(chunk, ADAPT), burn) if s0 < burn else min(s0 + chunk, sweeps)
+        run_sweeps(
+            state,
+            famc,
+            rowc,
+            obsv,
+            fam_idx,
+            row_idx,
+            log_k,
+            log_alpha,
+            log_big_a,
+            special.gammaln(alpha + grid),
+            special.gammaln(big_a[:, None] + grid[None, :]),
+            special.gammaln(grid + 1.0),
+            fam_off,
+            cards,
+            strides,
+            fam_ptr,
+            fam_cells,
+            obs.matrix,
+            obs.released,
+            1.0 / obs.scale,
+            widths,
+            gen.random((m, s1 - s0, pair_moves, 3)),
+            gen.random((m, s1 - s0, relabel, 5 + slices)),
+            tried,
+            accepted,
+            out[:, s0:s1],
         )
-        for vi in range(len(model.nodes)):  # the Dirichlet-multinomial prior terms
-            fi, fj = int(fam[vi][i]), int(fam[vi][j])
-            if fi == fj:
-                continue
-            fc = state @ fam_ind[vi][:, [fi, fj]]  # (m, 2): the two family counts
-            ci = np.maximum(fc[:, :1] - t, 0.0)
-            cj = np.maximum(fc[:, 1:] + t, 0.0)
-            lp += special.gammaln(alpha + ci) + special.gammaln(alpha + cj)
-            ri, rj = int(row[vi][i]), int(row[vi][j])
-            if ri != rj:
-                rc = state @ row_ind[vi][:, [ri, rj]]
-                ti = np.maximum(rc[:, :1] - t, 0.0)
-                tj = np.maximum(rc[:, 1:] + t, 0.0)
-                lp -= special.gammaln(big_a[vi] + ti) + special.gammaln(big_a[vi] + tj)
-        diff = obs.matrix[:, j] - obs.matrix[:, i]
-        for o in np.flatnonzero(diff):  # the released values that move with t
-            value = (state @ obs.matrix[o])[:, None] + diff[o] * t
-            lp += obs.log_likelihood(int(o), value)
-        lp = np.where(ok, lp, -np.inf)
-        p = np.exp(lp - lp.max(axis=1, keepdims=True))
-        cum = np.cumsum(p, axis=1)
-        u = gen.random(m)[:, None] * cum[:, -1:]
-        k = np.minimum((cum < u).sum(axis=1), cum.shape[1] - 1)
-        move = t[0, k]
-        state[rows_m, i] -= move
-        state[rows_m, j] += move
-        out[:, it] = state
+        if s1 <= burn:
+            rate = accepted.sum(axis=0) / np.maximum(tried.sum(axis=0), 1)
+            grow = np.where(rate > 0.45, 1.5, np.where(rate < 0.15, 1 / 1.5, 1.0))
+            widths = np.clip(np.round(widths * grow), 1, n).astype(np.int64)
+            tried[:] = 0
+            accepted[:] = 0
+        s0 = s1
+
     return out
 
 
 class _Observations:
-    """Released values r_o = matrix[o] . N + Lap(scale), truncated to [0, upper] or not."""
+    """Released values r_o = matrix[o] . N + Lap(scale), as -|r_o - matrix[o] . N| / scale.
 
-    def __init__(
-        self, matrix: np.ndarray, released: np.ndarray, scale: float, upper: float | None
-    ) -> None:
-        self.matrix, self.released, self.scale, self.upper = matrix, released, scale, upper
+    For counts truncated to [0, n] the released value is clipped to [0, n] first: a value
+    at a bound has the Laplace tail's probability, log 1/2 - |bound - x| / scale for
+    every feasible true count x, the interior density up to a constant.
+    """
 
-    def log_likelihood(self, o: int, value: np.ndarray) -> np.ndarray:
-        r = float(self.released[o])
-        if self.upper is None:  # plain Laplace (Fourier coefficients)
-            return np.asarray(-np.abs(r - value) / self.scale)
-        v = np.maximum(value, 0.0)
-        return count_log_likelihood(r, v, "laplace", self.scale, self.upper)
+    def __init__(self, matrix: np.ndarray, released: np.ndarray, scale: float) -> None:
+        self.matrix = np.ascontiguousarray(matrix, dtype=float)
+        self.released = np.ascontiguousarray(released, dtype=float)
+        self.scale = scale
 
 
 def _count_observations(
@@ -309,7 +360,8 @@ def _count_observations(
         size = int(np.prod(model.table_shape(v)))
         blocks.append((fam[vi][None, :] == np.arange(size)[:, None]).astype(float))
         released.append(np.asarray(rel.released["counts"][v], dtype=float).ravel())
-    return _Observations(np.concatenate(blocks), np.concatenate(released), scale, float(n))
+    r = np.clip(np.concatenate(released), 0.0, float(n))
+    return _Observations(np.concatenate(blocks), r, scale)
 
 
 def _fourier_observations(model: BayesNet, rel: Release, scale: float) -> _Observations:
@@ -325,7 +377,7 @@ def _fourier_observations(model: BayesNet, rel: Release, scale: float) -> _Obser
         parity = codes[mask].sum(axis=0) % 2
         rows.append(np.where(parity == 0, 1.0, -1.0))
         released.append(float(value))
-    return _Observations(np.array(rows), np.array(released), scale, None)
+    return _Observations(np.array(rows), np.array(released), scale)
 
 
 register_noise_aware("laplace", BayesNet)(bayes_net_noise_aware)

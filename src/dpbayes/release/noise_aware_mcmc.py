@@ -20,7 +20,7 @@ from scipy import special, stats
 __all__ = ["ESS_MIN", "RHAT_MAX", "Diagnostics", "diagnose", "ess", "split_rhat"]
 
 RHAT_MAX = 1.01
-ESS_MIN = 100.0
+ESS_MIN = 400.0  # Vehtari et al. 2021: R-hat <= 1.01 and ESS >= 400 (100 per chain)
 
 
 def _split(x: np.ndarray) -> np.ndarray:

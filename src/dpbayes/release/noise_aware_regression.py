@@ -44,8 +44,11 @@ from dpbayes.privacy.validation import check_array, check_int, check_probability
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware import register_noise_aware
 from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose
+from dpbayes.release.noise_aware_regression_jit import mh_steps, target_parts
 
 __all__ = ["RegressionNoiseAwarePosterior", "regression_noise_aware"]
+
+ADAPT = 50  # burn-in steps between adaptations of the random walk
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,7 +129,8 @@ def _wishart_draw(df: float, scale: np.ndarray, gen: np.random.Generator) -> np.
 
 
 class _Target:
-    """log p(w~ | T) and the Gaussian p(w | T, w~) for fixed release and model."""
+    """The release's draws and the model constants of log p(w~ | T) and p(w | T, w~)
+    (evaluated by :func:`~.noise_aware_regression_jit.target_parts`)."""
 
     def __init__(self, draws: np.ndarray, lam: float, sigma2: float, s2: float) -> None:
         self.wbar = draws.mean(axis=0)
@@ -135,33 +139,13 @@ class _Target:
         self.lam, self.sigma2, self.s2 = lam, sigma2, s2
         self.d = draws.shape[1]
 
-    def parts(self, t: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        eye = np.eye(self.d)
-        prec_t = self.lam * eye + t / self.s2
-        sig_t = np.linalg.inv(prec_t)
-        a = sig_t @ t / self.s2  # w-bar = a w + noise
-        r = self.sigma2 * a @ sig_t / self.s2 + sig_t / self.dn  # M sigma^2 T M' + Sigma_T/D
-        r = (r + r.T) / 2
-        v = a @ a.T / self.lam + r
-        _, ld_v = np.linalg.slogdet(v)
-        quad = float(self.wbar @ np.linalg.solve(v, self.wbar))
-        _, ld_p = np.linalg.slogdet(prec_t)
-        spread = float(np.einsum("ij,jk,ik->", self.dev, prec_t, self.dev))
-        loglik = -0.5 * (ld_v + quad) + 0.5 * (self.dn - 1) * ld_p - 0.5 * spread
-        rinv_a = np.linalg.solve(r, a)
-        post_prec = self.lam * eye + a.T @ rinv_a
-        post_cov = np.linalg.inv(post_prec)
-        post_cov = (post_cov + post_cov.T) / 2
-        post_mean = post_cov @ (rinv_a.T @ self.wbar)
-        return loglik, post_mean, post_cov
-
 
 def regression_noise_aware(
     rel: Release,
     *,
     n: int | None = None,
     feature_cov: Any = None,
-    iterations: int = 1000,
+    iterations: int = 2000,
     chains: int = 4,
     rng: Any = None,
 ) -> RegressionNoiseAwarePosterior:
@@ -198,41 +182,61 @@ def regression_noise_aware(
     )
     gen = noise_source(rng).generator()
     burn = its // 2
-    keep_means = np.empty((m, its - burn, d))
-    keep_covs = np.empty((m, its - burn, d, d))
-    keep_w = np.empty((m, its - burn, d))
-    keep_ld = np.empty((m, its - burn))
+    kept = its - burn
+    keep_means = np.empty((m, kept, d))
+    keep_covs = np.empty((m, kept, d, d))
+    keep_w = np.empty((m, kept, d))
+    keep_ld = np.empty((m, kept))
+    sx_chol = np.linalg.cholesky(sx)
+    sx_inv = np.linalg.inv(sx)
+    logdet_sx = float(np.linalg.slogdet(sx)[1])
+    lam, sig2, s2 = target.lam, target.sigma2, target.s2
+    # over-dispersed starts: prior draws
+    t = np.stack([_wishart_draw(float(n_rec), sx, gen) for _ in range(m)])
+    lp_prior = np.array([_wishart_logpdf(x, n_rec, sx) for x in t])
+    ll, mu, cov = np.empty(m), np.empty((m, d)), np.empty((m, d, d))
     for c in range(m):
-        t = _wishart_draw(float(n_rec), sx, gen)  # over-dispersed: a prior draw
-        lp_prior = _wishart_logpdf(t, n_rec, sx)
-        ll, mu, cov = target.parts(t)
-        nu = float(max(n_rec, d + 2))
-        acc = 0
-        for it in range(its):
-            if it % 2:  # independence step from the prior: accept by the likelihood ratio
-                prop = _wishart_draw(float(n_rec), sx, gen)
-                lp_prop_prior = _wishart_logpdf(prop, n_rec, sx)
-                ll_p, mu_p, cov_p = target.parts(prop)
-                log_a = ll_p - ll
-            else:  # random-walk step T' ~ Wishart(nu, T / nu)
-                prop = _wishart_draw(nu, t / nu, gen)
-                lp_prop_prior = _wishart_logpdf(prop, n_rec, sx)
-                ll_p, mu_p, cov_p = target.parts(prop)
-                log_q = _wishart_logpdf(t, nu, prop / nu) - _wishart_logpdf(prop, nu, t / nu)
-                log_a = lp_prop_prior + ll_p - lp_prior - ll + log_q
-            if math.log(gen.random() + 1e-300) < log_a:
-                t, lp_prior, ll, mu, cov = prop, lp_prop_prior, ll_p, mu_p, cov_p
-                acc += 1
-            if it < burn and (it + 1) % 50 == 0:  # adapt the step during burn-in only
-                rate = acc / 50  # over both kinds of step
-                nu = nu / 1.5 if rate > 0.4 else (nu * 1.5 if rate < 0.15 else nu)
-                nu = max(nu, d + 2.0)
-                acc = 0
-            if it >= burn:
-                k = it - burn
-                keep_means[c, k], keep_covs[c, k] = mu, cov
-                keep_w[c, k] = mu + np.linalg.cholesky(cov) @ gen.standard_normal(d)
-                keep_ld[c, k] = np.linalg.slogdet(t)[1]
+        ll[c], mu[c], cov[c] = target_parts(t[c], target.wbar, target.dev, lam, sig2, s2)
+    nu = float(max(n_rec, d + 2))
+    accepted = np.zeros(m, dtype=np.int64)
+    empty = (np.empty((m, 0, d)), np.empty((m, 0, d, d)), np.empty((m, 0, d)), np.empty((m, 0)))
+    step = 0
+    while step < its:
+        # burn-in in blocks of ADAPT steps, the random walk's nu tuned after each; the
+        # kept half runs with nu fixed (a fixed, valid MH kernel)
+        size = min(ADAPT, burn - step) if step < burn else its - step
+        outs = empty if step < burn else (keep_means, keep_covs, keep_w, keep_ld)
+        mh_steps(
+            t,
+            lp_prior,
+            ll,
+            mu,
+            cov,
+            float(n_rec),
+            sx_chol,
+            sx_inv,
+            logdet_sx,
+            nu,
+            target.wbar,
+            target.dev,
+            lam,
+            sig2,
+            s2,
+            gen.standard_normal((m, size, d, d)),
+            gen.chisquare(float(n_rec) - np.arange(d), size=(m, size, d)),
+            gen.chisquare(nu - np.arange(d), size=(m, size, d)),
+            gen.random((m, size)),
+            gen.standard_normal((m, size, d)),
+            step,
+            accepted,
+            *outs,
+        )
+        if step < burn:
+            rate = float(accepted.sum()) / (m * size)  # over both kinds of step
+            nu = nu / 1.5 if rate > 0.4 else (nu * 1.5 if rate < 0.15 else nu)
+            nu = max(nu, d + 2.0)
+        accepted[:] = 0
+        step += size
     series = np.concatenate([keep_w, keep_ld[:, :, None]], axis=2)
     names = [f"w[{i}]" for i in range(d)] + ["log det X'X"]
     diag = diagnose(series, names, what="noise-aware linear-regression posterior")
