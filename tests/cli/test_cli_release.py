@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from dpbayes.cli import main
 
 
 def dpbayes(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -36,8 +39,10 @@ def test_release_on_bundled_data_prints_posterior_interval_and_guarantee() -> No
         "laplace",
     )
     assert r.returncode == 0, r.stderr
-    assert "Beta(" in r.stdout and "credible interval" in r.stdout
-    assert "1-DP, substitute one record" in r.stdout and "hlthp" in r.stdout
+    assert "Beta(" in r.stdout and "credible interval" in r.stdout and "hlthp" in r.stdout
+    # the bundled data's default unit: one person, <= 5 rows, which keeps every row
+    assert "(n = 20190)" in r.stdout
+    assert "1-DP, substitute one user (<= 5 rows)" in r.stdout and "sensitivity 5" in r.stdout
 
 
 def test_release_json_and_plot(tmp_path: Path) -> None:
@@ -81,7 +86,9 @@ def test_dirichlet_and_normal_mean_on_bundled_data() -> None:
         "--json",
     )
     assert r.returncode == 0, r.stderr
-    assert len(json.loads(r.stdout)["released"]["counts"]) == 4
+    doc = json.loads(r.stdout)
+    assert len(doc["released"]["counts"]) == 4
+    assert doc["guarantee"]["sensitivity"] == 10.0  # L1 2 per row x 5 rows per person
     r = dpbayes(
         "release",
         "--model",
@@ -96,6 +103,50 @@ def test_dirichlet_and_normal_mean_on_bundled_data() -> None:
     )
     assert r.returncode == 0, r.stderr
     assert "Normal(" in r.stdout
+
+
+def release_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    """``dpbayes release ... --json`` in process (the subprocess path is tested above)."""
+    assert main(["release", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_privacy_unit_flags_on_bundled_and_own_data(tmp_path: Path, capsys) -> None:
+    g = release_json(capsys, "--epsilon", "1", "--record-level", "--seed", "1")["guarantee"]
+    assert g["sensitivity"] == 1.0 and "privacy_unit" not in g["details"]
+    doc = release_json(capsys, "--epsilon", "1", "--max-rows-per-user", "3", "--seed", "1")
+    assert doc["public"]["n"] == 16_952 and doc["guarantee"]["sensitivity"] == 3.0
+    assert doc["guarantee"]["details"]["neighbouring_relation"] == "substitute one user (<= 3 rows)"
+    csv = tmp_path / "visits.csv"
+    pd.DataFrame({"pid": [i // 4 for i in range(200)], "smoker": [1, 0] * 100}).to_csv(csv)
+    own = ["--data", str(csv), "--column", "smoker", "--epsilon", "1", "--seed", "2"]
+    doc = release_json(capsys, *own)  # your data: record level by default
+    assert doc["public"]["n"] == 200 and doc["guarantee"]["sensitivity"] == 1.0
+    doc = release_json(capsys, *own, "--user-column", "pid", "--max-rows-per-user", "2")
+    assert doc["public"]["n"] == 100 and doc["guarantee"]["sensitivity"] == 2.0
+    # a mechanism without native user-level support: group privacy, eps/k per record
+    g = release_json(
+        capsys, *own, "--user-column", "pid", "--max-rows-per-user", "2", "--mechanism", "input"
+    )["guarantee"]
+    assert g["epsilon"] == 1.0 and g["details"]["per_record_epsilon"] == 0.5
+    assert g["details"]["group_privacy"] == "group privacy, k = 2, per-record eps = 0.5"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--record-level", "--user-column", "person"], "--record-level excludes --user-column"),
+        (["--record-level", "--max-rows-per-user", "2"], "--record-level excludes"),
+        (["--max-rows-per-user", "0"], "--max-rows-per-user must be >= 1"),
+        (["--max-rows-per-user", "-3"], "--max-rows-per-user must be >= 1"),
+        (["--user-column", "nosuch", "--max-rows-per-user", "2"], "'nosuch' not found"),
+        (["--user-column", "year"], "--user-column needs --max-rows-per-user"),
+    ],
+)
+def test_privacy_unit_errors_are_one_line(args: list[str], needle: str, capsys) -> None:
+    assert main(["release", "--epsilon", "1", *args]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and needle in out.err, out.err
 
 
 def test_budget_file_is_spent_and_exhaustion_is_a_clean_error(tmp_path: Path) -> None:
@@ -148,4 +199,21 @@ def test_demo_runs_quickly_and_shows_real_releases(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert elapsed < 60
     assert r.stdout.count("private posterior") == 3 and "refused" in r.stdout
+    assert "Guarantees below protect one person: all of their rows, at most 5" in r.stdout
+    assert "20190 of 20190 person-years kept" in r.stdout
+    assert r.stdout.count("substitute one user (<= 5 rows)") == 3
+    assert "one record" not in r.stdout
     assert len(list((tmp_path / "demo").glob("*.png"))) == 3
+    # sensible: the private share of poor health is the exact 303 / 20,192 up to Laplace(5)
+    # noise on the counts (off by > 100 counts with probability e^-20)
+    a, b = map(
+        float, re.search(r"publishable\): Beta\(a=([\d.]+), b=([\d.]+)\)", r.stdout).groups()
+    )
+    assert abs(a / (a + b) - 303 / 20_192) < 100 / 20_192
+
+
+def test_demo_record_level_opt_out(tmp_path: Path) -> None:
+    r = dpbayes("demo", "--out", str(tmp_path / "d"), "--record-level", "--seed", "1")
+    assert r.returncode == 0, r.stderr
+    assert "protect one person-year (one row), not one person" in r.stdout
+    assert r.stdout.count("substitute one record") == 3

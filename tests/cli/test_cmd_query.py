@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,10 @@ def test_query_creates_continues_and_refuses(tmp_path: Path, capsys) -> None:
         "--confidence", "0.95", "--seed", "3",
     )  # fmt: skip
     assert code == 0 and a["status"] == "fresh" and a["epsilon"] > 0
-    assert "add/remove one record" in a["guarantee"]
+    # the bundled data: one person (<= 5 rows) by default, S = 5: eps = 5 ln(1/(1-p)) / d
+    assert "add/remove one user (<= 5 rows)" in a["guarantee"]
+    assert a["privacy_unit"] == "one user ('person', <= 5 rows)"
+    assert a["epsilon"] == pytest.approx(5 * math.log(20) / 20, rel=2e-3)
     code, b = run_json(
         capsys, "--state", state, "--where", "health = poor", "--half-width", "30",
         "--confidence", "0.9",
@@ -51,6 +55,50 @@ def test_query_creates_continues_and_refuses(tmp_path: Path, capsys) -> None:
     assert bad.returncode == 2 and "not in the domain" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
     assert len(json.loads((tmp_path / "st" / "ledger.json").read_text())["spends"]) == 1
+    # the unit is fixed at the first call: asking for another one later is refused
+    code = main(
+        ["query", "--state", state, "--where", "health = poor", "--half-width", "30",
+         "--confidence", "0.9", "--record-level"]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "holds a cube protecting one user ('person', <= 5 rows)" in err
+
+
+def test_query_units_default_bundled_record_level_and_own_data(tmp_path: Path, capsys) -> None:
+    common = [
+        "--attribute", "health=excellent,good,fair,poor", "--epsilon", "1", "--seed", "1",
+        "--where", "health = poor", "--half-width", "100", "--confidence", "0.95",
+    ]  # fmt: skip
+    code, a = run_json(capsys, "--state", str(tmp_path / "b"), *common)  # no --data: bundled
+    assert code == 0 and "add/remove one user (<= 5 rows)" in a["guarantee"]
+    code, a = run_json(capsys, "--state", str(tmp_path / "r"), "--record-level", *common)
+    assert code == 0 and "add/remove one record" in a["guarantee"]
+    assert a["epsilon"] == pytest.approx(math.log(20) / 100, rel=2e-3)
+    spec = json.loads((tmp_path / "r" / "cube.json").read_text())
+    assert "privacy_unit" not in spec
+    csv = tmp_path / "own.csv"
+    csv.write_text("pid,health\n" + "".join(f"{i // 5},poor\n" for i in range(50)))
+    own = ["--data", str(csv), *common]
+    code, a = run_json(capsys, "--state", str(tmp_path / "o"), *own)
+    assert code == 0 and "add/remove one record" in a["guarantee"]
+    code, a = run_json(
+        capsys, "--state", str(tmp_path / "u"), *own, "--user-column", "pid",
+        "--max-rows-per-user", "2",
+    )  # fmt: skip
+    assert code == 0 and "add/remove one user (<= 2 rows)" in a["guarantee"]
+    assert json.loads((tmp_path / "u" / "cube.json").read_text())["privacy_unit"] == {
+        "user_column": "pid",
+        "max_rows_per_user": 2,
+    }
+    for extra, words in [
+        (["--user-column", "pid"], "--user-column needs --max-rows-per-user"),
+        (["--max-rows-per-user", "0"], "--max-rows-per-user must be >= 1"),
+        (["--record-level", "--user-column", "pid"], "--record-level excludes"),
+    ]:
+        code = main(["query", "--state", str(tmp_path / "x"), *own, *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and words in err, err
+    assert not (tmp_path / "x" / "ledger.json").exists()
 
 
 def test_query_needs_a_cube_first(tmp_path: Path, capsys) -> None:

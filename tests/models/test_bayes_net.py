@@ -274,5 +274,8 @@ def test_user_level_counts_and_release_from_a_parquet_path(tmp_path: object) -> 
     nb = NaiveBayes("a", [0, 1], {"b": ["lo", "mid", "hi"], "c": [0, 1]})
     rel3 = dpb.release(nb, table, mechanism="laplace", epsilon=1.0, rng=0)
     assert rel3.guarantee.sensitivity == k * laplace_sensitivity(nb, "substitute")
-    with pytest.raises(ValueError, match="does not support contribution-bounded"):
-        dpb.release(bn, table, mechanism="sampling", epsilon=1.0, rng=0)
+    # no native user-level support: group privacy, the mechanism at eps/k (release/base.py)
+    rel4 = dpb.release(bn, table, mechanism="sampling", epsilon=1.0, rng=0)
+    assert rel4.guarantee.epsilon == 1.0
+    assert rel4.guarantee.details["per_record_epsilon"] == pytest.approx(0.5)
+    assert "substitute one user (<= 2 rows)" in rel4.guarantee.describe()

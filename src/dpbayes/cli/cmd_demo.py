@@ -12,24 +12,46 @@ def register(sub: Any) -> None:
     p.add_argument("--epsilon", type=float, default=1.0, help="eps per release (default 1)")
     p.add_argument("--out", default="dpbayes-demo", help="folder for the figure")
     p.add_argument("--seed", type=int, help="seeded SIMULATION noise instead of secure noise")
-    p.set_defaults(handler=run)
+    p.add_argument(
+        "--max-rows-per-user",
+        type=int,
+        metavar="K",
+        help="keep at most K person-years per person (default 5: every row is kept)",
+    )
+    p.add_argument(
+        "--record-level",
+        action="store_true",
+        help="protect one person-year instead of one person",
+    )
+    p.set_defaults(handler=run, user_column=None)
 
 
 def run(args: argparse.Namespace) -> int:
     import dpbayes as dpb
-    from dpbayes.cli.cmd_release import describe_distribution
-    from dpbayes.data import BUNDLED_DESCRIPTION, load_bundled
+    from dpbayes.cli.cmd_release import describe_distribution, privacy_unit
+    from dpbayes.data import BUNDLED_DESCRIPTION, Table, load_bundled
     from dpbayes.plots import plot_posteriors
     from dpbayes.privacy import Accountant, BudgetExceeded
 
+    user, k = privacy_unit(args, bundled=True)
     df = load_bundled("randhie")
+    data: Any = df if user is None else Table(df, user_column=user, max_rows_per_user=k)
     eps = args.epsilon
     budget = Accountant(3 * eps)
     people = df["person"].nunique()
     print(
         f"Bundled data: RAND Health Insurance Experiment, {len(df)} person-years, {people} people."
     )
-    print("Guarantees below protect one person-year (one row).")
+    if user is None:
+        print(
+            "Guarantees below protect one person-year (one row), not one person (--record-level)."
+        )
+    else:
+        kept = int(df.groupby(user).size().clip(upper=k).sum())
+        print(
+            f"Guarantees below protect one person: all of their rows, at most {k} per person "
+            f"('{user}' column; {kept} of {len(df)} person-years kept), so noise scales by {k}."
+        )
     print(f"Privacy budget for this session: eps = {3 * eps:g} (three releases of eps = {eps:g}).")
     noise = "secure (OpenDP)" if args.seed is None else f"SIMULATION, seed {args.seed}"
     print(f"Noise: {noise}\n")
@@ -62,10 +84,10 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     seed = args.seed
     for i, (title, model, column, mechanism) in enumerate(jobs):
-        exact = model.posterior(df, column=column)
+        exact = model.posterior(data, column=column)
         rel = dpb.release(
             model,
-            df,
+            data,
             column=column,
             mechanism=mechanism,
             epsilon=eps,
@@ -94,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         dpb.release(
             jobs[0][1],
-            df,
+            data,
             column="hlthf",
             mechanism="laplace",
             epsilon=eps,

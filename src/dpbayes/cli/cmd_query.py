@@ -1,13 +1,18 @@
 """``dpbayes query``: ask the utility-driven query engine (paper 000 §5) one question.
 
 The engine's state (the cube definition, the budget ledger and the history of noisy
-answers) lives in ``--state DIR``. The first call creates it and needs ``--data``,
-``--attribute`` (one per attribute: ``name=a,b,c`` for categories, ``name=bins:0,1,5,inf``
-for numeric bins) and ``--epsilon`` (the total budget); later calls reuse it::
+answers) lives in ``--state DIR``. The first call creates it and needs ``--attribute`` (one
+per attribute: ``name=a,b,c`` for categories, ``name=bins:0,1,5,inf`` for numeric bins),
+``--epsilon`` (the total budget) and ``--data`` (default: the bundled RAND HIE data); later
+calls reuse it::
 
-    dpbayes query --state st --data randhie.csv.gz --attribute health=excellent,good,fair,poor \\
-        --epsilon 1 --where "health = poor" --half-width 20 --confidence 0.95
-    dpbayes query --state st --where "health = poor" --half-width 40 --confidence 0.9
+    dpbayes query --state st --attribute health=excellent,good,fair,poor \\
+        --epsilon 1 --where "health = poor" --half-width 100 --confidence 0.95
+    dpbayes query --state st --where "health = poor" --half-width 200 --confidence 0.9
+
+Privacy unit (stored in the cube definition, fixed at the first call): on the bundled data
+one person (``person`` column, <= 5 rows: every row kept; ``--record-level`` for one
+person-year); on other data one record unless ``--user-column COL --max-rows-per-user K``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from dpbayes.cli.cmd_release import add_privacy_unit_arguments, privacy_unit
+
 _SPEC = "cube.json"
 
 
@@ -26,7 +33,9 @@ def register(sub: Any) -> None:
         "query", help="answer a counting query within +-d with probability p (paper 000)"
     )
     p.add_argument("--state", required=True, help="folder holding the cube, ledger and history")
-    p.add_argument("--data", help="CSV/Parquet file (first call only)")
+    p.add_argument(
+        "--data", help="CSV/Parquet file (first call only; default: the bundled RAND HIE data)"
+    )
     p.add_argument(
         "--attribute",
         action="append",
@@ -39,6 +48,7 @@ def register(sub: Any) -> None:
     p.add_argument("--confidence", type=float, required=True, help="required probability p")
     p.add_argument("--seed", type=int, help="seeded simulation noise (default: secure noise)")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    add_privacy_unit_arguments(p)
     p.set_defaults(handler=run)
 
 
@@ -77,7 +87,37 @@ def _cube(spec: dict[str, Any]) -> Any:
     attrs: dict[str, Any] = {}
     for name, dom in spec["attributes"].items():
         attrs[name] = Bins(dom["bins"]) if "bins" in dom else dom["categories"]
-    return Cube.from_table(spec["data"], attrs)
+    unit = spec.get("privacy_unit")  # absent: record level (and cubes made before units)
+    if unit is None:
+        return Cube.from_table(spec["data"], attrs)
+    return Cube.from_table(
+        spec["data"],
+        attrs,
+        user_column=unit["user_column"],
+        max_rows_per_user=unit["max_rows_per_user"],
+    )
+
+
+def _is_bundled(path: str) -> bool:
+    from dpbayes.data import bundled_path
+
+    return Path(path).resolve() == bundled_path("randhie").resolve()
+
+
+def _unit_spec(user: str | None, k: int | None) -> dict[str, Any] | None:
+    return None if user is None else {"user_column": user, "max_rows_per_user": k}
+
+
+def _unit_text(unit: dict[str, Any] | None) -> str:
+    if unit is None:
+        return "one record (record level)"
+    return f"one user ({unit['user_column']!r}, <= {unit['max_rows_per_user']} rows)"
+
+
+def _unit_given(args: argparse.Namespace) -> bool:
+    return bool(
+        args.record_level or args.user_column is not None or args.max_rows_per_user is not None
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,16 +129,27 @@ def run(args: argparse.Namespace) -> int:
         if args.data or args.attribute:
             raise ValueError(f"{state} already holds a cube; omit --data and --attribute")
         spec = json.loads(spec_path.read_text())
+        if _unit_given(args):
+            asked = _unit_spec(*privacy_unit(args, bundled=_is_bundled(spec["data"])))
+            if asked != spec.get("privacy_unit"):
+                raise ValueError(
+                    f"{state} holds a cube protecting {_unit_text(spec.get('privacy_unit'))}, "
+                    f"not {_unit_text(asked)}: the privacy unit is fixed at the first call "
+                    "(use a new --state)"
+                )
     else:
-        if not args.data or not args.attribute or args.epsilon is None:
+        if not args.attribute or args.epsilon is None:
             raise ValueError(
-                f"{state} holds no engine yet: the first call needs --data, --attribute "
-                "and --epsilon"
+                f"{state} holds no engine yet: the first call needs --attribute and --epsilon "
+                "(and --data, default the bundled RAND HIE data)"
             )
-        spec = {
-            "data": str(Path(args.data).resolve()),
-            "attributes": dict(parse_attribute(a) for a in args.attribute),
-        }
+        from dpbayes.data import bundled_path
+
+        data = str(Path(args.data or bundled_path("randhie")).resolve())
+        unit = _unit_spec(*privacy_unit(args, bundled=_is_bundled(data)))
+        spec = {"data": data, "attributes": dict(parse_attribute(a) for a in args.attribute)}
+        if unit is not None:
+            spec["privacy_unit"] = unit
     cube = _cube(spec)
     engine = QueryEngine.at(state, cube, epsilon=args.epsilon, rng=args.seed)
     if not spec_path.exists():
@@ -117,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
                     "epsilon": a.epsilon,
                     "remaining_epsilon": remaining,
                     "reason": a.reason,
+                    "privacy_unit": _unit_text(spec.get("privacy_unit")),
                     "guarantee": a.guarantee.describe() if a.guarantee else None,
                 }
             )

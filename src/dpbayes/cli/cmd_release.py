@@ -1,4 +1,9 @@
-"""``dpbayes release``: release a private posterior of a column and print it."""
+"""``dpbayes release``: release a private posterior of a column and print it.
+
+Privacy unit: on the bundled RAND HIE data one person (``person`` column, <= 5 rows, which
+keeps every row; ``--record-level`` protects one person-year instead); on ``--data`` one
+record unless ``--user-column COL --max-rows-per-user K`` bound each user to K rows.
+"""
 
 from __future__ import annotations
 
@@ -50,6 +55,68 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_privacy_unit_arguments(p: argparse.ArgumentParser) -> None:
+    """``--user-column``, ``--max-rows-per-user``, ``--record-level``; see :func:`privacy_unit`."""
+    g = p.add_argument_group(
+        "privacy unit",
+        "bundled data: one person (person column, <= 5 rows, every row kept) unless "
+        "--record-level; your data: one record unless --user-column and --max-rows-per-user",
+    )
+    g.add_argument(
+        "--user-column",
+        metavar="COL",
+        help="the column naming the person; guarantees protect one user (<= K rows)",
+    )
+    g.add_argument(
+        "--max-rows-per-user",
+        type=int,
+        metavar="K",
+        help="keep at most K rows per user, chosen in the engine (a public bound >= 1)",
+    )
+    g.add_argument(
+        "--record-level",
+        action="store_true",
+        help="protect one row, not one person (opt-out of the bundled data's person level)",
+    )
+
+
+def privacy_unit(args: argparse.Namespace, *, bundled: bool) -> tuple[str | None, int | None]:
+    """(user column, rows per user) from the arguments; (None, None) is record level.
+
+    On the bundled data the default is person level (``BUNDLED_PRIVACY_UNIT``: the
+    ``person`` column, k = 5, which keeps every row); on other data, record level unless
+    both ``--user-column`` and ``--max-rows-per-user`` are given.
+    """
+    from dpbayes.data.datasets import BUNDLED_PRIVACY_UNIT
+    from dpbayes.privacy.validation import check_int
+
+    user, k = args.user_column, args.max_rows_per_user
+    if args.record_level:
+        if user is not None or k is not None:
+            raise ValueError(
+                "--record-level excludes --user-column and --max-rows-per-user: "
+                "choose one privacy unit"
+            )
+        return None, None
+    if k is not None:
+        k = check_int(k, "--max-rows-per-user", minimum=1)
+    if user is not None and (not isinstance(user, str) or not user.strip()):
+        raise ValueError("--user-column must name a column")
+    if bundled:
+        default_user, default_k = BUNDLED_PRIVACY_UNIT["randhie"]
+        if user is None or user == default_user:
+            return default_user, default_k if k is None else k
+    if user is None and k is None:
+        return None, None
+    if user is None:
+        raise ValueError("--max-rows-per-user needs --user-column (the column naming the person)")
+    if k is None:
+        raise ValueError(
+            "--user-column needs --max-rows-per-user K (a public bound, never read from the data)"
+        )
+    return user, k
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "release",
@@ -57,6 +124,7 @@ def register(sub: Any) -> None:
         description="Release a differentially private posterior of one column.",
     )
     add_model_arguments(p)
+    add_privacy_unit_arguments(p)
     p.add_argument("--epsilon", type=float, required=True, help="privacy parameter eps > 0")
     p.add_argument("--delta", type=float, default=0.0, help="privacy parameter delta in [0, 1)")
     p.add_argument("--mechanism", default="laplace", help="release mechanism (default laplace)")
@@ -155,11 +223,15 @@ def interval_of(d: Any, level: float) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     import dpbayes as dpb
+    from dpbayes.data import Table
     from dpbayes.privacy import Accountant
     from dpbayes.privacy.validation import check_probability
 
     level = check_probability(args.level, "--level", open_interval=True)
+    user, k = privacy_unit(args, bundled=args.data is None)
     model, data, column = build_model(args)
+    if user is not None:
+        data = Table(data, user_column=user, max_rows_per_user=k)
     accountant = Accountant.open(args.budget_file) if args.budget_file else None
     options = {
         k: v

@@ -1,11 +1,17 @@
 """``dpbayes serve``: the online query-answering service (paper 000 §5) over HTTP.
 
 Default: the bundled RAND HIE data over health, idp, year and binned mdvis, budget eps=1,
-state in ``sqlite:///dpbayes-service.db``::
+state in ``sqlite:///dpbayes-service.db``, privacy unit one person (``person`` column,
+<= 5 rows: every row kept; ``--record-level`` for one person-year)::
 
     dpbayes serve --admin-key-file admin.key
     dpbayes serve --data people.csv --attributes sex=f,m age=bins:0,30,50,inf \\
-        --epsilon 2 --db postgresql://user:pw@127.0.0.1/dp --port 8000
+        --epsilon 2 --db postgresql://user:pw@127.0.0.1/dp --port 8000 \\
+        --user-column person_id --max-rows-per-user 3
+
+On other data the unit is one record unless ``--user-column`` and ``--max-rows-per-user``
+are given. The unit is stored with the cube: a restart with another unit on the same
+database is refused.
 
 The admin key is read from ``--admin-key-file`` (created with a new random key, mode 600,
 if missing); without the option a random key is printed once on stderr.
@@ -19,6 +25,8 @@ import secrets
 import sys
 from pathlib import Path
 from typing import Any
+
+from dpbayes.cli.cmd_release import add_privacy_unit_arguments, privacy_unit
 
 
 def register(sub: Any) -> None:
@@ -39,6 +47,7 @@ def register(sub: Any) -> None:
     p.add_argument("--admin-key-file", help="file holding the admin key (created if missing)")
     p.add_argument("--max-epsilon", type=float, help="cap on the eps of one fresh answer")
     p.add_argument("--seed", type=int, help="seeded SIMULATION noise (tests only)")
+    add_privacy_unit_arguments(p)
     p.set_defaults(handler=run)
 
 
@@ -74,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be in 1..65535, got {args.port}")
+    user, k = privacy_unit(args, bundled=not args.data)
     kw: dict[str, Any] = {"epsilon": args.epsilon, "delta": args.delta, "seed": args.seed}
+    kw.update(user_column=user, max_rows_per_user=k, record_level=user is None)
     if args.max_epsilon is not None:
         kw["max_epsilon"] = args.max_epsilon
     if args.data:

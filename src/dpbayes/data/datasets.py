@@ -4,7 +4,8 @@
 statsmodels (``statsmodels.datasets.randhie``; public domain): 20,190 rows, one per
 person and study year (5,912 people), with derived columns ``health``, ``person`` and
 ``year``. A person contributes up to 5 rows, so a record-level guarantee on this data is
-not a person-level one (bound contributions per ``person`` for that). See
+not a person-level one (bound contributions per ``person`` for that:
+:data:`BUNDLED_PRIVACY_UNIT`, the default of ``dpbayes demo/release/query/serve``). See
 ``bundled/README.md`` for source and licence.
 """
 
@@ -13,12 +14,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BUNDLED", "BUNDLED_DESCRIPTION", "bundled_path", "load_bundled"]
+__all__ = [
+    "BUNDLED",
+    "BUNDLED_DESCRIPTION",
+    "BUNDLED_PRIVACY_UNIT",
+    "bundled_path",
+    "load_bundled",
+]
 
 _DIR = Path(__file__).resolve().parent / "bundled"
 
 #: Bundled data sets: name -> file name inside ``dpbayes/data/bundled/``.
 BUNDLED = {"randhie": "randhie.csv.gz"}
+
+#: Person-level privacy unit of each bundled data set: (user column, rows per user). For
+#: ``randhie`` a person has at most 5 rows, so k = 5 keeps every row and a guarantee
+#: protects one person (all of their person-years) instead of one person-year.
+BUNDLED_PRIVACY_UNIT: dict[str, tuple[str, int]] = {"randhie": ("person", 5)}
 
 #: Meaning of each column of the bundled ``randhie`` data (from statsmodels' NOTE and
 #: the RAND codebook ``randdesc.txt``; ``health`` is derived by dpbayes).

@@ -18,15 +18,25 @@ A release mechanism registers a planner with :func:`register`::
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dpbayes.privacy import Accountant, Guarantee, Neighbours
+from dpbayes.privacy.guarantee import user_level
 from dpbayes.privacy.noise import NoiseSource, noise_source
 from dpbayes.privacy.validation import check_delta, check_epsilon
 
-__all__ = ["Plan", "Release", "mechanisms_for", "plan", "register", "release"]
+__all__ = [
+    "Plan",
+    "Release",
+    "group_privacy_budget",
+    "mechanisms_for",
+    "plan",
+    "register",
+    "release",
+]
 
 
 @dataclass(frozen=True)
@@ -161,6 +171,17 @@ def plan(
     registered mechanism for its guarantee. ``plan(...).run(noise_source(rng))`` draws one
     release without charging any budget (for audits and simulations; publish through
     :func:`release`, which charges the accountant). Arguments as in :func:`release`.
+
+    On data bounded to k rows per user (``data.rows_per_user_bound``) a planner with native
+    user-level support (``planner.user_level``) scales its sensitivity by k. Any other
+    planner falls back to group privacy: it is planned at the per-record budget
+    (eps/k, delta/(k e^{(k-1) eps/k})) of :func:`group_privacy_budget` on the bounded data,
+    and the release states the user-level (eps, delta).
+    Privacy (group privacy, Dwork & Roth 2014, Thm 2.2 and its (eps, delta) form): one user
+    changes at most k rows, i.e. a chain of k record-level neighbours; an (e, d)-DP mechanism
+    is (k e, k e^{(k-1) e} d)-DP across such a chain, which is (eps, delta) at the budget above.
+    A mechanism whose model needs the rows themselves (not the engine's statistics) cannot
+    read bounded data and is refused with a one-line ValueError before anything is drawn.
     """
     eps = check_epsilon(epsilon)
     dlt = check_delta(delta)
@@ -172,29 +193,96 @@ def plan(
             "rows_per_user comes from the data: bound contributions with "
             "dpbayes.data.as_source(..., user_column=..., max_rows_per_user=k)"
         )
-    if bound is not None:
-        if not getattr(planner, "user_level", False):
-            raise ValueError(
-                f"mechanism {mechanism!r} for {type(model).__name__} does not support "
-                "contribution-bounded (user-level) data"
-            )
-        options["rows_per_user"] = int(bound)
-    stats = model.statistics(data, column=column)
+    k = None if bound is None else int(bound)
+    native = bool(getattr(planner, "user_level", False))
+    if k is not None and native:
+        options["rows_per_user"] = k
+    group_k = None if k is None or native else k  # the group-privacy fallback's k
+    try:
+        stats = model.statistics(data, column=column)
+    except TypeError as exc:
+        if k is None:
+            raise
+        raise ValueError(
+            f"mechanism {mechanism!r} for {type(model).__name__} cannot read "
+            f"contribution-bounded (user-level) data: {exc}"
+        ) from None
+    per_eps, per_delta = (eps, dlt) if group_k is None else group_privacy_budget(eps, dlt, group_k)
     out = planner(
         model,
         stats,
-        epsilon=eps,
-        delta=dlt,
+        epsilon=per_eps,
+        delta=per_delta,
         neighbours=rel,
         allow_non_private=bool(allow_non_private),
         **options,
     )
+    if group_k is not None:
+        out = _group_privacy_plan(out, group_k, eps, dlt, per_eps, per_delta, rel)
     if not out.guarantee.private and not allow_non_private:
         raise ValueError(
             f"mechanism {mechanism!r} with these options is not differentially private; "
             "pass allow_non_private=True to run it as an experiment"
         )
     return out
+
+
+def group_privacy_budget(epsilon: float, delta: float, k: int) -> tuple[float, float]:
+    """The per-record (eps/k, delta / (k e^{(k-1) eps/k})) that gives (eps, delta) for k rows.
+
+    Group privacy (Dwork & Roth 2014, Thm 2.2; the (eps, delta) form by induction over a
+    chain of k neighbours): an (e, d)-DP mechanism is (k e, k e^{(k-1) e} d)-DP for groups
+    of k records, so e = eps/k and d = delta / (k e^{(k-1) eps/k}) give (eps, delta).
+    """
+    eps = check_epsilon(epsilon)
+    dlt = check_delta(delta)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    return eps / k, dlt / (k * math.exp((k - 1) * eps / k))
+
+
+def _group_privacy_plan(
+    out: Plan,
+    k: int,
+    eps: float,
+    dlt: float,
+    per_eps: float,
+    per_delta: float,
+    neighbours: Neighbours,
+) -> Plan:
+    """``out`` planned at the per-record budget, restated as a user-level (eps, delta)."""
+    _, user = user_level(k, neighbours)
+
+    def lift(g: Guarantee) -> Guarantee:
+        if g.epsilon <= per_eps and g.delta <= per_delta:
+            ueps, udelta = eps, (dlt if g.delta > 0 else 0.0)
+        else:  # the planner states more than it was given: compose from what it states
+            ueps = k * g.epsilon
+            udelta = min(k * math.exp((k - 1) * g.epsilon) * g.delta, 1.0 - 1e-15)
+        facts = f"group privacy, k = {k}, per-record eps = {g.epsilon:.6g}"
+        if g.delta > 0:
+            facts += f", per-record delta = {g.delta:.6g}"
+        details = {
+            **g.details,
+            **user,
+            "group_privacy": facts,
+            "per_record_epsilon": g.epsilon,
+            "per_record_delta": g.delta,
+        }
+        return replace(
+            g,
+            epsilon=ueps,
+            delta=udelta,
+            mechanism=f"{g.mechanism} at per-record eps {g.epsilon:.6g} (group privacy, k = {k})",
+            details=details,
+        )
+
+    def run(src: NoiseSource) -> Release:
+        rel = out.run(src)
+        public = {**rel.public, **user, "per_record_epsilon": rel.guarantee.epsilon}
+        return replace(rel, guarantee=lift(rel.guarantee), public=public)
+
+    return Plan(guarantee=lift(out.guarantee), run=run)
 
 
 def release(
@@ -235,7 +323,8 @@ def release(
         On data bounded to k rows per user (``rows_per_user_bound``, see
         ``dpbayes.data.as_source(..., user_column=, max_rows_per_user=)``) the unit is
         one user: substitute (or add/remove) one user's <= k rows; the mechanisms that
-        support it scale the sensitivity by k.
+        support it scale the sensitivity by k, the others run at the group-privacy
+        per-record budget (see :func:`plan`).
     allow_non_private:
         Required for mechanisms that are not differentially private (experiments only);
         their results say ``private=False`` and cannot be charged to an accountant.

@@ -52,8 +52,13 @@ def _smooth(local: np.ndarray, beta: float) -> np.ndarray:
     return np.maximum(fwd, bwd)
 
 
+def _noise_epsilon(rel: Release) -> float:
+    """The eps the selection ran at (per record under the group-privacy fallback)."""
+    return float(rel.guarantee.details.get("per_record_epsilon", rel.guarantee.epsilon))
+
+
 def _temperature(rel: Release, sens: float) -> float:
-    return 2.0 * sens / float(rel.guarantee.epsilon)
+    return 2.0 * sens / _noise_epsilon(rel)
 
 
 def _log_select(scores: np.ndarray, chosen: int, temp: float) -> float:
@@ -77,7 +82,7 @@ def expmech_coin_posterior(rel: Release, a: float, b: float) -> BetaMixture:
         sens = _smooth(local, float(pub["smooth_beta"]))
     if np.any(sens <= 0):
         raise ValueError(f"the {kind} sensitivity is 0 somewhere: the release is degenerate")
-    temp = 2.0 * sens / float(rel.guarantee.epsilon)
+    temp = 2.0 * sens / _noise_epsilon(rel)
     if div == "hellinger":
         # log BC(k, j) = lnB(a + (k+j)/2, b + n - (k+j)/2) - [lnB_k + lnB_j] / 2: O(n)
         # special functions, then O(n^2) arithmetic

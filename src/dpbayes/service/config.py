@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from dpbayes.answers import Bins, Cube
-from dpbayes.privacy.validation import check_delta, check_epsilon
+from dpbayes.data.datasets import BUNDLED_PRIVACY_UNIT
+from dpbayes.privacy.validation import check_delta, check_epsilon, check_int
 
 __all__ = ["DEFAULT_ATTRIBUTES", "EngineConfig"]
 
@@ -34,6 +35,12 @@ class EngineConfig:
     ``{"categories": [...]}`` or ``{"bins": [e0, e1, ...]}``. ``epsilon``/``delta`` is the
     total budget used when the database is created (afterwards the stored budget rules).
     ``seed`` selects seeded simulation noise (tests only); ``None`` is secure noise.
+
+    Privacy unit: ``user_column`` + ``max_rows_per_user=k`` keep at most k rows per user
+    (in the engine) and every answer protects one user (sensitivity x k). On the bundled
+    data the default is one person (``person``, k = 5: every row kept) unless
+    ``record_level=True``; on other data, record level unless both are given. The unit is
+    part of :meth:`spec`, so a restart with another unit on the same database is refused.
     """
 
     data: str = BUNDLED
@@ -43,10 +50,14 @@ class EngineConfig:
     seed: int | None = None
     max_epsilon: float | None = None
     method: str = "auto"
+    user_column: str | None = None
+    max_rows_per_user: int | None = None
+    record_level: bool = False
 
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon, "epsilon")
         check_delta(self.delta, "delta")
+        self._resolve_unit()
         if not isinstance(self.attributes, dict) or not self.attributes:
             raise ValueError("attributes must map at least one column to its domain")
         for name, dom in self.attributes.items():
@@ -57,25 +68,74 @@ class EngineConfig:
         if self.data != BUNDLED and not Path(self.data).is_file():
             raise ValueError(f"data: no such file {self.data!r}")
 
+    def _resolve_unit(self) -> None:
+        user, k = self.user_column, self.max_rows_per_user
+        if self.record_level:
+            if user is not None or k is not None:
+                raise ValueError(
+                    "record_level excludes user_column and max_rows_per_user: choose one "
+                    "privacy unit"
+                )
+            return
+        if k is not None:
+            k = check_int(k, "max_rows_per_user", minimum=1)
+        if user is not None and (not isinstance(user, str) or not user.strip()):
+            raise ValueError(f"user_column must name a column, got {user!r}")
+        if self.data == BUNDLED:
+            default_user, default_k = BUNDLED_PRIVACY_UNIT["randhie"]
+            if user is None or user == default_user:
+                user, k = default_user, default_k if k is None else k
+        if (user is None) != (k is None):
+            raise ValueError(
+                "user_column and max_rows_per_user must be given together (k is a public "
+                "bound, never read from the data)"
+            )
+        object.__setattr__(self, "user_column", user)
+        object.__setattr__(self, "max_rows_per_user", k)
+
+    @property
+    def privacy_unit(self) -> dict[str, Any] | None:
+        """``{"user_column": ..., "max_rows_per_user": k}``, or ``None`` for record level."""
+        if self.user_column is None:
+            return None
+        return {"user_column": self.user_column, "max_rows_per_user": self.max_rows_per_user}
+
     def spec(self) -> dict[str, Any]:
-        """The cube definition stored in the database (JSON-friendly)."""
+        """The cube definition stored in the database (JSON-friendly).
+
+        A user-level cube adds ``privacy_unit``; a record-level spec has no such key, as
+        the specs written before privacy units existed (which were all record level).
+        """
         data = self.data if self.data == BUNDLED else str(Path(self.data).resolve())
         attrs = {
             k: {kk: [_json_num(v) for v in vv] for kk, vv in d.items()}
             for k, d in self.attributes.items()
         }
-        return {"data": data, "attributes": attrs}
+        out: dict[str, Any] = {"data": data, "attributes": attrs}
+        if self.privacy_unit is not None:
+            out["privacy_unit"] = self.privacy_unit
+        return out
 
     def build_cube(self) -> Cube:
         """Count the data over the attributes' cells (non-private; stays in the server)."""
         attrs: dict[str, Any] = {}
         for name, dom in self.attributes.items():
             attrs[name] = Bins(dom["bins"]) if "bins" in dom else list(dom["categories"])
+        data: Any = self.data
         if self.data == BUNDLED:
             from dpbayes.data import load_bundled
 
-            return Cube.from_table(load_bundled("randhie"), attrs)
-        return Cube.from_table(self.data, attrs)
+            data = load_bundled("randhie")
+        return Cube.from_table(
+            data, attrs, user_column=self.user_column, max_rows_per_user=self.max_rows_per_user
+        )
+
+
+def describe_unit(unit: dict[str, Any] | None) -> str:
+    """``"one record"`` or ``"one user ('person', <= 5 rows)"`` for a stored ``privacy_unit``."""
+    if unit is None:
+        return "one record"
+    return f"one user ({unit['user_column']!r}, <= {unit['max_rows_per_user']} rows)"
 
 
 def _json_num(v: Any) -> Any:

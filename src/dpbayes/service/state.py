@@ -27,9 +27,10 @@ import sqlalchemy as sa
 from dpbayes.answers import Answer, AnswerRecord, Query, QueryEngine
 from dpbayes.answers.blue import check_coefficients
 from dpbayes.privacy.accountant import Accountant
+from dpbayes.privacy.guarantee import Neighbours, user_level
 from dpbayes.privacy.validation import check_delta, check_epsilon
 from dpbayes.service import db
-from dpbayes.service.config import EngineConfig, counts_digest
+from dpbayes.service.config import EngineConfig, counts_digest, describe_unit
 
 __all__ = ["Conflict", "QueryService", "Reply", "check_admin"]
 
@@ -76,6 +77,12 @@ class _TxStore:
         self.appended += 1
 
 
+def _unit_flags(unit: dict[str, Any] | None) -> str:
+    if unit is None:
+        return "--record-level"
+    return f"--user-column {unit['user_column']} --max-rows-per-user {unit['max_rows_per_user']}"
+
+
 def _digest(salt: str, secret: str) -> str:
     return hashlib.sha256(f"{salt}:{secret}".encode()).hexdigest()
 
@@ -109,6 +116,12 @@ class QueryService:
                 db.cube.insert().values(
                     id=1, spec=spec, counts_sha256=digest, n_cells=self.cube.n_cells
                 )
+            )
+        elif (old := json.loads(row.spec).get("privacy_unit")) != self.config.privacy_unit:
+            raise ValueError(
+                f"the database's cube protects {describe_unit(old)}, this start asks for "
+                f"{describe_unit(self.config.privacy_unit)}: its history was released for the "
+                f"other unit; restart with {_unit_flags(old)} or use a new --db"
             )
         elif row.spec != spec or row.counts_sha256 != digest:
             raise ValueError(
@@ -239,7 +252,17 @@ class QueryService:
             if ax.bins is not None:
                 item["edges"] = [e if np.isfinite(e) else str(e) for e in ax.bins.edges]
             attrs.append(item)
-        return {"attributes": attrs, "n_cells": self.cube.n_cells}
+        unit = self.config.privacy_unit
+        k = None if unit is None else unit["max_rows_per_user"]
+        relation = user_level(k, Neighbours.ADD_REMOVE)[1].get(
+            "neighbouring_relation", "add/remove one record"
+        )
+        privacy: dict[str, Any] = {
+            "unit": "record" if unit is None else "user",
+            "neighbouring_relation": relation,
+            **(unit or {}),
+        }
+        return {"attributes": attrs, "n_cells": self.cube.n_cells, "privacy_unit": privacy}
 
     # ------------------------------------------------------------------ admin
     def set_budget(self, epsilon: float, delta: float) -> dict[str, Any]:
