@@ -13,6 +13,7 @@ from scipy import special
 from dpbayes.models.bayes_net import BayesNet
 from dpbayes.release import release
 from dpbayes.release.noise_aware import count_log_likelihood
+from dpbayes.release.noise_aware_bayes_net_jit import log_trim_mass
 
 DATA = pd.DataFrame({"A": [0, 1, 1, 0, 1, 1], "B": [0, 1, 1, 1, 0, 1]})
 
@@ -162,10 +163,15 @@ def test_refusals_name_why():
     rel = release(model, DATA, mechanism="laplace", epsilon=1.0, rng=5, neighbours="add-remove")
     with pytest.raises(ValueError, match="public n"):
         rel.noise_aware_posterior()
-    for mech in ("sampling", "map"):
-        r = release(model, DATA, mechanism=mech, epsilon=1.0, rng=5)
-        with pytest.raises(ValueError, match="normaliser"):
-            r.noise_aware_posterior()
+    r = release(model, DATA, mechanism="map", epsilon=1.0, rng=5)
+    with pytest.raises(ValueError, match="normaliser"):
+        r.noise_aware_posterior()
+    r = release(model, DATA, mechanism="sampling", epsilon=1.0, rng=5)
+    assert r.public["n"] == len(DATA)  # public under substitute neighbours
+    r = release(model, DATA, mechanism="sampling", epsilon=1.0, rng=5, neighbours="add-remove")
+    assert r.public["n"] is None  # private under add/remove: the recipient must state it
+    with pytest.raises(ValueError, match="n must be given"):
+        r.noise_aware_posterior()
 
 
 def test_small_calibration_run_covers_nominally():
@@ -213,3 +219,172 @@ def test_cli_posterior_reads_a_bayes_net_release(tmp_path, capsys):
     assert np.allclose(bounds[2], want, atol=1e-9)
     assert main(["posterior", "--release", str(path)]) == 0
     assert "noise-aware posterior (exact)" in capsys.readouterr().out
+
+
+# ---- posterior sampling (paper 004 §4): the released draw's trimmed-Dirichlet likelihood
+
+
+def _brute_sampling(rel, model, n):
+    """Exact P(N | released draws) over every joint table N: BD marginal times, per draw
+    and CPT row, Dir(theta~; alpha + c) / Z(alpha + c) (Z by scipy's betainc)."""
+    cards = [model.cardinality(v) for v in model.nodes]
+    cells = int(np.prod(cards))
+    codes = np.indices(cards).reshape(len(cards), -1)
+    pos = {v: i for i, v in enumerate(model.nodes)}
+    trims, draws, a = rel.public["trims"], rel.released["draws"], model.alpha
+    tables, logw = [], []
+    for cut in itertools.combinations(range(n + cells - 1), cells - 1):
+        joint = np.diff((-1, *cut, n + cells - 1)) - 1
+        lw = special.gammaln(n + 1.0) - float(np.sum(special.gammaln(joint + 1.0)))
+        fams = {}
+        for v in model.nodes:
+            shape = model.table_shape(v)
+            f = np.ravel_multi_index(tuple(codes[pos[u]] for u in model.family(v)), shape)
+            c = np.bincount(f, weights=joint, minlength=int(np.prod(shape))).reshape(shape)
+            fams[v] = c
+            rows = c.reshape(-1, shape[-1])
+            k = shape[-1]
+            lw += float(
+                np.sum(special.gammaln(a * k) - special.gammaln(a * k + rows.sum(1)))
+                + np.sum(special.gammaln(a + rows) - special.gammaln(a))
+            )
+            p = trims[v]
+            for dr in draws:
+                for r, t in zip(rows, np.asarray(dr[v]).reshape(-1, k), strict=True):
+                    al = a + r
+                    lw += float(special.gammaln(al.sum()) - np.sum(special.gammaln(al)))
+                    lw += float(np.sum((al - 1) * np.log(t)))
+                    z = special.betainc(al[0], al[1], 1 - p) - special.betainc(al[0], al[1], p)
+                    lw -= math.log(z)
+        tables.append(fams)
+        logw.append(lw)
+    return tables, np.exp(np.array(logw) - special.logsumexp(logw))
+
+
+@pytest.mark.parametrize(("epsilon", "draws"), [(1.0, 1), (20.0, 1), (20.0, 3)])
+def test_sampling_release_matches_enumeration(epsilon, draws):
+    """A -> B binary, n = 6: the Gibbs posterior means of the CPT entries against the exact
+    sum over every joint table (eps = 1: trim 0.44, Z far from 1; D = 3 draws)."""
+    model = BayesNet({"A": [0, 1], "B": [0, 1]}, [("A", "B")])
+    rel = release(model, DATA, mechanism="sampling", epsilon=epsilon, rng=5, draws=draws)
+    post = rel.noise_aware_posterior(rng=7, n=6, iterations=3000)
+    diag = post.diagnostics
+    assert diag.max_rhat <= 1.01 and diag.min_ess >= 400
+    assert post.normaliser["exact_nodes"] == ["A", "B"] and post.normaliser["log_z_sd"] == 0.0
+    tables, w = _brute_sampling(rel, model, 6)
+    for node, row, parents in (("A", 0, ()), ("B", 0, (0,)), ("B", 1, (1,))):
+        m1, sd = _exact_moments(tables, w, node, row, 1, model.alpha)
+        est = post.node(node, parents).mean()[1]
+        assert abs(est - m1) <= 4.5 * sd / math.sqrt(diag.min_ess)
+
+
+def test_sampling_chain_of_three_matches_enumeration():
+    """A -> B -> C, n = 5, D = 2 draws: relabelling B moves records between C's rows, whose
+    normalisers then change too."""
+    model = BayesNet({"A": [0, 1], "B": [0, 1], "C": [0, 1]}, [("A", "B"), ("B", "C")])
+    data = pd.DataFrame({"A": [0, 1, 1, 0, 1], "B": [0, 1, 1, 1, 0], "C": [1, 1, 0, 1, 0]})
+    rel = release(model, data, mechanism="sampling", epsilon=6.0, rng=11, draws=2)
+    post = rel.noise_aware_posterior(rng=3, n=5)
+    diag = post.diagnostics
+    assert diag.max_rhat <= 1.01 and diag.min_ess >= 400
+    tables, w = _brute_sampling(rel, model, 5)
+    for node, row, parents in (("A", 0, ()), ("B", 1, (1,)), ("C", 0, (0,)), ("C", 1, (1,))):
+        m1, sd = _exact_moments(tables, w, node, row, 1, model.alpha)
+        est = post.node(node, parents).mean()[1]
+        assert abs(est - m1) <= 4.5 * sd / math.sqrt(diag.min_ess)
+
+
+def test_trim_mass_is_exact_where_it_underflows():
+    """log Z = log(I_{1-p}(a, b) - I_p(a, b)): scipy where it is representable; Beta(1, b)
+    in closed form, log((1-p)^b - p^b), down to Z ~ e^-577 (n = 1000 at trim 0.438)."""
+    for a, b, p in [(1.0, 1.0, 0.4), (3.0, 5.0, 0.1), (500.0, 501.0, 0.45), (2.0, 9.0, 0.3)]:
+        want = math.log(special.betainc(a, b, 1 - p) - special.betainc(a, b, p))
+        assert log_trim_mass(a, b, p) == pytest.approx(want, rel=1e-12, abs=1e-13)
+    for b, p in [(1001.0, 0.438), (300.0, 0.2), (50.0, 0.45)]:
+        want = b * math.log1p(-p) + math.log1p(-((p / (1 - p)) ** b))
+        assert log_trim_mass(1.0, b, p) == pytest.approx(want, rel=1e-12)
+        assert log_trim_mass(b, 1.0, p) == pytest.approx(want, rel=1e-12)
+
+
+def test_sampling_default_call_mixes_without_warning_at_n_1000():
+    """A -> B, n = 1000, eps = 1 and 10: the default sweeps reach R-hat <= 1.01 and
+    ESS >= 400 with no RuntimeWarning."""
+    import warnings
+
+    model = BayesNet({"A": [0, 1], "B": [0, 1]}, [("A", "B")])
+    gen = np.random.default_rng(1)
+    n = 1000
+    a = (gen.random(n) < 0.3).astype(int)
+    b = (gen.random(n) < np.where(a == 1, 0.8, 0.4)).astype(int)
+    for eps in (1.0, 10.0):
+        rel = release(
+            model, pd.DataFrame({"A": a, "B": b}), mechanism="sampling", epsilon=eps, rng=3
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            post = rel.noise_aware_posterior(rng=1, n=n)
+        assert post.diagnostics.max_rhat <= 1.01 and post.diagnostics.min_ess >= 400
+
+
+def test_sampling_small_calibration_run_covers_nominally():
+    """theta from the prior, n = 30 records, one trimmed posterior draw (eps = 2), the
+    noise-aware posterior: 90% coverage of theta_A, theta_{B | A} (pooled, binomial
+    tolerance on the releases)."""
+    import warnings
+
+    model = BayesNet({"A": [0, 1], "B": [0, 1]}, [("A", "B")])
+    gen = np.random.default_rng(77)
+    reps, n, hits, trials = 40, 30, 0, 0
+    for rep in range(reps):
+        ta, tb = gen.beta(1, 1), gen.beta(1, 1, size=2)
+        a = (gen.random(n) < ta).astype(int)
+        b = (gen.random(n) < tb[a]).astype(int)
+        rel = release(
+            model, pd.DataFrame({"A": a, "B": b}), mechanism="sampling", epsilon=2.0, rng=rep
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # short chains on purpose
+            post = rel.noise_aware_posterior(rng=rep, n=n, iterations=400, chains=2)
+        for node, parents, truth in (("A", (), ta), ("B", (0,), tb[0]), ("B", (1,), tb[1])):
+            lo, hi = post.node(node, parents).marginal(1).interval(0.9)
+            hits += lo <= truth <= hi
+            trials += 1
+    assert abs(hits / trials - 0.9) <= 3.891 * math.sqrt(0.09 / reps)
+
+
+def test_sampling_with_three_categories_reports_the_normaliser_check():
+    """k = 3: Z_row is taken as 1; a loose trim (eps = 50) keeps log Z constant (no
+    warning), a tight one (eps = 1) makes it vary and warns."""
+    import warnings
+
+    model = BayesNet({"A": [0, 1], "B": [0, 1, 2]}, [("A", "B")])
+    data = pd.DataFrame({"A": [0, 1, 1, 0, 1, 1] * 5, "B": [0, 1, 2, 1, 0, 2] * 5})
+    rel = release(model, data, mechanism="sampling", epsilon=50.0, rng=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        post = rel.noise_aware_posterior(rng=1, n=30, iterations=1000)
+    assert post.normaliser["unit_nodes"] == ["B"] and post.normaliser["log_z_sd"] <= 0.1
+    rel = release(model, data, mechanism="sampling", epsilon=1.0, rng=2)
+    with pytest.warns(RuntimeWarning, match="normaliser"):
+        rel.noise_aware_posterior(rng=1, n=30, iterations=1000)
+
+
+def test_cli_posterior_reads_a_sampling_release(tmp_path, capsys):
+    import json
+
+    from dpbayes.cli import main
+
+    model = BayesNet({"A": [0, 1], "B": [0, 1]}, [("A", "B")])
+    rel = release(model, DATA, mechanism="sampling", epsilon=1.0, rng=3)
+    path = tmp_path / "bn.json"
+    path.write_text(rel.to_json())
+    assert main(["posterior", "--release", str(path), "--json"]) == 0  # n is public
+    got = json.loads(capsys.readouterr().out)["noise_aware_posterior"]
+    assert got["method"] == "mcmc" and got["normaliser"]["exact_nodes"] == ["A", "B"]
+    assert np.asarray(got["credible_interval"]["bounds"]["B"]).shape == (2, 2, 2)
+    # under add/remove n is private: the recipient must state it
+    rel = release(model, DATA, mechanism="sampling", epsilon=1.0, rng=3, neighbours="add-remove")
+    path.write_text(rel.to_json())
+    assert main(["posterior", "--release", str(path)]) == 2
+    assert "n must be given" in capsys.readouterr().err
+    assert main(["posterior", "--release", str(path), "--n", str(len(DATA)), "--json"]) == 0

@@ -21,6 +21,13 @@ def register(sub: Any) -> None:
     p.add_argument("--release", required=True, metavar="RELEASE.json", help="the release file")
     p.add_argument("--level", type=float, default=0.95, help="credible level (default 0.95)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--n",
+        type=int,
+        default=None,
+        help="number of records, for releases that do not write it (Bayesian-network "
+        "`sampling`; public under substitute neighbours)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -90,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
     level = check_probability(args.level, "--level", open_interval=True)
     rel = _read(args.release)
-    aware = noise_aware_posterior(rel)
+    aware = noise_aware_posterior(rel, **({} if args.n is None else {"n": args.n}))
     if isinstance(aware, BayesNetNoiseAwarePosterior):
         out = {
             "mechanism": rel.mechanism,
@@ -109,12 +116,14 @@ def run(args: argparse.Namespace) -> int:
                 "min_ess": aware.diagnostics.min_ess,
                 "chains": aware.diagnostics.chains,
             },
+            "normaliser": aware.normaliser,
         }
         if args.json:
             json.dump({"noise_aware_posterior": out}, sys.stdout)
             sys.stdout.write("\n")
             return 0
-        print(f"model:       Bayesian network {list(rel.model.nodes)} (n = {rel.public.get('n')})")
+        n_rec = rel.public.get("n", args.n)
+        print(f"model:       Bayesian network {list(rel.model.nodes)} (n = {n_rec})")
         print(f"mechanism:   {rel.mechanism}; {rel.guarantee.describe()}")
         print(f"noise-aware posterior ({aware.method}):")
         for v in rel.model.nodes:
@@ -122,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {v}: {level:.0%} intervals {_fmt(out['credible_interval']['bounds'][v])}")
         if out["diagnostics"] is not None:
             print(f"  diagnostics: {out['diagnostics']}")
+        if aware.normaliser is not None:
+            print(f"  trimmed-region normaliser: {aware.normaliser}")
         return 0
     summary = {
         "mean": _plain(aware.mean()),

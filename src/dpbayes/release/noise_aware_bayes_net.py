@@ -31,12 +31,39 @@ masses of the truncation at 0 and n.
   with plain Laplace factors; the empty-set coefficient is n plus the public raise and
   carries no information; the rebuilt (clipped) tables are post-processing and unused.
 
-``sampling`` and ``map`` raise one-line errors naming why (see :func:`_refuse`).
+* **Posterior sampling (paper 004 §4, Lemma 2): MCMC.** The release is D draws
+  theta~_d of every CPT row from Dir(alpha + c_row(N)) truncated to the trimmed region
+  {theta_k >= p_v for every k}, independent given N, so
+
+      P(theta~ | N) = prod_d prod_rows Dir(theta~_{d,row}; alpha + c_row) / Z_row(c_row),
+
+  Z_row = the mass of Dir(alpha + c_row) in the trimmed region. Its lgamma terms are D
+  copies of the inverse of the Bayesian-Dirichlet marginal's, so the target on N is the
+  multinomial coefficient, (1 - D) times the Bayesian-Dirichlet terms, sum_f c_f
+  sum_d log theta~_{d,f} and -D sum_rows log Z_row (for D = 1: the multinomial with
+  the released CPTs' joint, reweighted by 1 / Z). The same sampler runs on it. The
+  recipient's prior is the model's Dirichlet (the trimming is the mechanism's, not
+  the recipient's); n is public under substitute neighbours but not written in the
+  release, so it is the argument ``n``.
+
+  *Z_row exact for binary nodes*: Z = I_{1-p}(a, b) - I_p(a, b), a = alpha + c_0,
+  b = alpha + c_1, each regularised incomplete beta in log space by its continued
+  fraction (relative error ~1e-14 even where Z underflows a double, which happens:
+  a draw at the trimming bound is consistent with every N whose posterior lies beyond
+  it), tabulated over the counts (n <= 2047) or computed per use.
+  *Z_row taken as 1 for nodes with k >= 3* (the mass of a box in a Dirichlet has no
+  practical exact form): the sampler ignores it and reports the check
+  ``normaliser["log_z_sd"]``, the sd over the kept draws of N of D sum_rows log Z_row
+  (Monte Carlo, 2000 Dirichlet draws a row); a RuntimeWarning when it exceeds 0.1,
+  i.e. when the ignored factor is not constant over the posterior.
+
+``map`` raises a one-line error naming why (see :func:`_refuse`).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -49,7 +76,7 @@ from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware import count_posterior, register_noise_aware
-from dpbayes.release.noise_aware_bayes_net_jit import run_sweeps
+from dpbayes.release.noise_aware_bayes_net_jit import run_sweeps, trim_mass_table
 from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose
 
 __all__ = [
@@ -80,12 +107,14 @@ class BayesNetNoiseAwarePosterior:
         exact: dict[str, SeparableDirichletMixture] | None = None,
         count_draws: dict[str, np.ndarray] | None = None,
         diagnostics: Diagnostics | None = None,
+        normaliser: dict[str, Any] | None = None,
     ) -> None:
         self.model = model
         self.method = method
         self._exact = exact or {}
         self._draws = count_draws or {}
         self.diagnostics = diagnostics
+        self.normaliser = normaliser
 
     def _row_index(self, name: str, parent_values: Any) -> tuple[int, ...]:
         if name not in self.model.variables:
@@ -140,13 +169,12 @@ class BayesNetNoiseAwarePosterior:
             "mean": {k: v.tolist() for k, v in self.mean().cpts.items()},
             "interval90": {k: v.tolist() for k, v in self.intervals(0.9).items()},
             "diagnostics": None if self.diagnostics is None else self.diagnostics.to_dict(),
+            "normaliser": self.normaliser,
         }
 
 
 def _refuse(rel: Release) -> Any:
     why = {
-        "sampling": "the release is a posterior draw whose likelihood needs the trimmed "
-        "posterior's normaliser for every possible data set",
         "map": "the exponential mechanism's likelihood needs its normaliser over every "
         "candidate for every possible data set",
     }[rel.mechanism]
@@ -170,21 +198,32 @@ def _joint_maps(model: BayesNet) -> tuple[int, list[np.ndarray], list[np.ndarray
 
 
 def bayes_net_noise_aware(
-    rel: Release, *, iterations: int = DEFAULT_SWEEPS, chains: int = 4, rng: Any = None
+    rel: Release,
+    *,
+    iterations: int = DEFAULT_SWEEPS,
+    chains: int = 4,
+    rng: Any = None,
+    n: int | None = None,
 ) -> BayesNetNoiseAwarePosterior:
-    """The noise-aware posterior of a ``laplace`` Bayesian-network release (module docstring).
+    """The noise-aware posterior of a ``laplace``, ``fourier`` or ``sampling``
+    Bayesian-network release (module docstring).
 
     ``iterations`` sweeps per chain (half burn-in), each sweep max(cells, 8) pair moves
     over the joint cells; ``chains`` chains; ``rng`` seeds the MCMC (inference draws, not
-    privacy noise). Unused when the network has no edges.
+    privacy noise). Unused when the network has no edges. ``n``: the number of records
+    (``sampling`` only, which does not write it; default the release's public n).
     """
     model: BayesNet = rel.model
     pub = rel.public
+    if rel.mechanism == "sampling":
+        return _sampling_posterior(rel, iterations=iterations, chains=chains, rng=rng, n=n)
     if pub.get("n") is None or pub.get("neighbours") != "substitute":
         raise ValueError(
             "the noise-aware posterior of noisy Bayesian-network counts needs a public n "
             "(neighbours='substitute'); under add/remove n is private"
         )
+    if n is not None and check_int(n, "n", minimum=1) != int(pub["n"]):
+        raise ValueError(f"n must be the release's public n = {pub['n']}, got {n}")
     n = int(pub["n"])
     scale = float(pub["scale"])
     upper = float(n)
@@ -215,7 +254,15 @@ def bayes_net_noise_aware(
         obs = _fourier_observations(model, rel, scale)
     else:
         obs = _count_observations(model, rel, fam, n, scale)
-    fam_tables = _gibbs(model, n, obs, cells, fam, row, its, m, rng)
+    fam_tables = _gibbs(model, n, obs, cells, fam, row, its, m, rng, _Extra.none(model))
+    count_draws, diag = _summarise(model, fam_tables, its)
+    return BayesNetNoiseAwarePosterior(model, "mcmc", count_draws=count_draws, diagnostics=diag)
+
+
+def _summarise(
+    model: BayesNet, fam_tables: np.ndarray, its: int
+) -> tuple[dict[str, np.ndarray], Diagnostics]:
+    """The kept half's family tables per node, and R-hat/ESS of every family count."""
     keep = fam_tables[:, its // 2 :]  # (chains, kept, sum of the family-table sizes)
     count_draws, names, series = {}, [], []
     offset = 0
@@ -228,7 +275,147 @@ def bayes_net_noise_aware(
             series.append(tab[:, :, f])
         count_draws[v] = tab.reshape(-1, *model.table_shape(v))
     diag = diagnose(np.stack(series, axis=2), names, what="noise-aware Bayesian-network posterior")
-    return BayesNetNoiseAwarePosterior(model, "mcmc", count_draws=count_draws, diagnostics=diag)
+    return count_draws, diag
+
+
+class _Extra:
+    """The target's terms beyond noisy counts (see ``run_sweeps``): BD weight, linear
+    coefficients per family cell, and the binary rows' log-normaliser tables."""
+
+    def __init__(
+        self,
+        bd_w: float,
+        lin: np.ndarray,
+        sib: np.ndarray,
+        ztab: np.ndarray,
+        ztix: np.ndarray,
+        zp: np.ndarray,
+        zw: float,
+    ) -> None:
+        self.bd_w, self.lin, self.sib, self.zw = bd_w, lin, sib, zw
+        self.ztab, self.ztix, self.zp = ztab, ztix, zp
+
+    @staticmethod
+    def none(model: BayesNet) -> _Extra:
+        f = sum(int(np.prod(model.table_shape(v))) for v in model.nodes)
+        return _Extra(
+            1.0,
+            np.zeros(f),
+            np.zeros(f, dtype=np.int64),
+            np.zeros((1, 1, 1)),
+            np.full(len(model.nodes), -1, dtype=np.int64),
+            np.ones(1),
+            0.0,
+        )
+
+
+MAX_TABLE = 1 << 22  # entries of the tabulated binary log-normalisers (n <= 2047)
+
+
+def _sampling_posterior(
+    rel: Release, *, iterations: int, chains: int, rng: Any, n: int | None
+) -> BayesNetNoiseAwarePosterior:
+    """p(theta | released draws) for a ``sampling`` release (module docstring)."""
+    model: BayesNet = rel.model
+    pub = rel.public
+    n_rec = pub.get("n") if n is None else n
+    if n_rec is None:
+        raise ValueError(
+            "n must be given: a sampling release does not write the number of records "
+            "(public under substitute neighbours, private under add/remove)"
+        )
+    n_rec = check_int(n_rec, "n", minimum=1)
+    its = check_int(iterations, "iterations", minimum=20)
+    m = check_int(chains, "chains", minimum=2)
+    draws = rel.released["draws"]
+    d = len(draws)
+    trims = {v: float(t) for v, t in pub["trims"].items()}
+    cells, fam, row = _joint_maps(model)
+    if cells > MAX_JOINT_CELLS:
+        raise ValueError(
+            f"the joint table has {cells} cells (> {MAX_JOINT_CELLS}): too large for the "
+            "noise-aware MCMC over the true counts"
+        )
+    lin_parts, sib_parts = [], []
+    offset = 0
+    ztix = np.full(len(model.nodes), -1, dtype=np.int64)
+    zps: list[float] = []
+    for vi, v in enumerate(model.nodes):
+        shape = model.table_shape(v)
+        size = int(np.prod(shape))
+        theta = np.stack([np.asarray(dr[v], dtype=float).reshape(shape) for dr in draws])
+        if np.any(theta < trims[v] * (1 - 1e-9)):
+            raise ValueError(f"released draws of {v!r} lie outside the trimmed region")
+        lin_parts.append(np.log(theta).sum(axis=0).ravel())
+        local = np.arange(size)
+        if shape[-1] == 2:
+            sib_parts.append(offset + (local ^ 1))
+            if trims[v] not in zps:
+                zps.append(trims[v])
+            ztix[vi] = zps.index(trims[v])
+        else:
+            sib_parts.append(offset + local)
+        offset += size
+    size_t = n_rec + 1 if (n_rec + 1) ** 2 * max(len(zps), 1) <= MAX_TABLE else 1
+    ztab = np.stack(
+        [trim_mass_table(float(model.alpha), p, size_t - 1) for p in zps] or [np.zeros((1, 1))]
+    )
+    extra = _Extra(
+        1.0 - d,
+        np.concatenate(lin_parts),
+        np.concatenate(sib_parts).astype(np.int64),
+        ztab,
+        ztix,
+        np.array(zps or [0.5]),
+        float(d),
+    )
+    empty = _Observations(np.zeros((0, cells)), np.zeros(0), 1.0)
+    fam_tables = _gibbs(model, n_rec, empty, cells, fam, row, its, m, rng, extra)
+    count_draws, diag = _summarise(model, fam_tables, its)
+    unit = [v for v in model.nodes if model.cardinality(v) > 2]
+    check = _normaliser_check(model, count_draws, trims, unit, d, rng)
+    normaliser = {
+        "exact_nodes": [v for v in model.nodes if model.cardinality(v) == 2],
+        "unit_nodes": unit,
+        "log_z_sd": check,
+    }
+    return BayesNetNoiseAwarePosterior(
+        model, "mcmc", count_draws=count_draws, diagnostics=diag, normaliser=normaliser
+    )
+
+
+def _normaliser_check(
+    model: BayesNet,
+    count_draws: dict[str, np.ndarray],
+    trims: dict[str, float],
+    unit: list[str],
+    d: int,
+    rng: Any,
+) -> float:
+    """sd over (up to 40) kept draws of N of D sum_rows log Z_row for the nodes whose
+    Z_row the sampler took as 1 (Monte Carlo Z, 2000 Dirichlet draws a row); warns > 0.1."""
+    if not unit:
+        return 0.0
+    gen = noise_source(rng).generator()
+    total = next(iter(count_draws.values())).shape[0]
+    picks = np.unique(np.linspace(0, total - 1, min(40, total)).astype(int))
+    sums = np.zeros(picks.size)
+    for v in unit:
+        rows = count_draws[v][picks].reshape(picks.size, -1, model.cardinality(v))
+        for i in range(picks.size):
+            for r in rows[i]:
+                inside = np.mean(np.all(gen.dirichlet(model.alpha + r, 2000) >= trims[v], 1))
+                sums[i] += d * (math.log(inside) if inside > 0 else -math.inf)
+    sd = float(np.std(sums)) if np.all(np.isfinite(sums)) else math.inf
+    if sd > 0.1:
+        warnings.warn(
+            f"the trimmed-region normaliser of node(s) {unit} (k >= 3, taken as 1) varies "
+            f"over the posterior (sd of log Z = {sd:.3g} > 0.1): the noise-aware posterior "
+            "ignores it and may be biased",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return sd
 
 
 def _gibbs(
@@ -241,6 +428,7 @@ def _gibbs(
     sweeps: int,
     m: int,
     rng: Any,
+    extra: _Extra,
 ) -> np.ndarray:
     """MCMC on the joint table N (compiled; see :mod:`.noise_aware_bayes_net_jit`);
     returns the family counts after every sweep, shape (m, sweeps, sum of the
@@ -324,6 +512,14 @@ def _gibbs(
             gen.random((m, s1 - s0, relabel, 5 + slices)),
             tried,
             accepted,
+            extra.bd_w,
+            extra.lin,
+            extra.sib,
+            extra.ztab,
+            extra.ztix,
+            extra.zp,
+            extra.zw,
+            float(alpha),
             out[:, s0:s1],
         )
         if s1 <= burn:
@@ -382,5 +578,5 @@ def _fourier_observations(model: BayesNet, rel: Release, scale: float) -> _Obser
 
 register_noise_aware("laplace", BayesNet)(bayes_net_noise_aware)
 register_noise_aware("fourier", BayesNet)(bayes_net_noise_aware)
-for _mech in ("sampling", "map"):
-    register_noise_aware(_mech, BayesNet)(_refuse)
+register_noise_aware("sampling", BayesNet)(bayes_net_noise_aware)
+register_noise_aware("map", BayesNet)(_refuse)

@@ -29,11 +29,112 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["CUTOFF", "run_sweeps"]
+__all__ = ["CUTOFF", "log_beta_cdf", "log_trim_mass", "run_sweeps", "trim_mass_table"]
 
 # relative log-probability below which a value of t is given probability 0: e^-40 is
 # 4e-18, below the rounding of the cumulative sum (>= 1) it would be added to
 CUTOFF = -40.0
+
+
+@njit(cache=True)
+def _betacf(a, b, x):  # type: ignore[no-untyped-def]
+    """Continued fraction of the incomplete beta function (modified Lentz; Numerical
+    Recipes 6.4), converging for x < (a + 1) / (a + b + 2)."""
+    tiny = 1e-300
+    qab = a + b
+    qap = a + 1.0
+    qam = a - 1.0
+    c = 1.0
+    d = 1.0 - qab * x / qap
+    if abs(d) < tiny:
+        d = tiny
+    d = 1.0 / d
+    h = d
+    for m in range(1, 100000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        if abs(d) < tiny:
+            d = tiny
+        c = 1.0 + aa / c
+        if abs(c) < tiny:
+            c = tiny
+        d = 1.0 / d
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        if abs(d) < tiny:
+            d = tiny
+        c = 1.0 + aa / c
+        if abs(c) < tiny:
+            c = tiny
+        d = 1.0 / d
+        dl = d * c
+        h *= dl
+        if abs(dl - 1.0) < 1e-15:
+            break
+    return h
+
+
+@njit(cache=True)
+def log_beta_cdf(a, b, x):  # type: ignore[no-untyped-def]
+    """log I_x(a, b), accurate in relative terms however small (no underflow): the
+    continued fraction below the mean, log1p(-I_{1-x}(b, a)) above it."""
+    if x <= 0.0:
+        return -math.inf
+    if x >= 1.0:
+        return 0.0
+    if x < (a + 1.0) / (a + b + 2.0):
+        front = (
+            a * math.log(x)
+            + b * math.log1p(-x)
+            - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
+            - math.log(a)
+        )
+        return front + math.log(_betacf(a, b, x))
+    other = (
+        b * math.log1p(-x)
+        + a * math.log(x)
+        - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
+        - math.log(b)
+    ) + math.log(_betacf(b, a, 1.0 - x))
+    return math.log1p(-math.exp(other))
+
+
+@njit(cache=True)
+def log_trim_mass(a, b, p):  # type: ignore[no-untyped-def]
+    """log P(p <= X <= 1 - p) for X ~ Beta(a, b): the difference of the two cdfs, or of
+    the two survival functions when the mass lies above p, each exact in log space."""
+    lo = log_beta_cdf(a, b, p)
+    if lo < -0.6931471805599453:
+        hi = log_beta_cdf(a, b, 1.0 - p)
+    else:  # survival functions S(x) = I_{1-x}(b, a)
+        hi = log_beta_cdf(b, a, 1.0 - p)
+        lo = log_beta_cdf(b, a, p)
+    if lo == -math.inf:
+        return hi
+    return hi + math.log1p(-math.exp(min(lo - hi, 0.0)))
+
+
+@njit(cache=True)
+def trim_mass_table(alpha, p, n):  # type: ignore[no-untyped-def]
+    """log_trim_mass(alpha + x, alpha + y, p) for 0 <= x, y <= n (symmetric; x + y <= n
+    filled)."""
+    out = np.zeros((n + 1, n + 1))
+    for x in range(n + 1):
+        for y in range(x, n + 1 - x):
+            val = log_trim_mass(alpha + x, alpha + y, p)
+            out[x, y] = val
+            out[y, x] = val
+    return out
+
+
+@njit(cache=True)
+def _zval(ztab, tix, x, y, alpha, p):  # type: ignore[no-untyped-def]
+    """log Z of a binary row with counts (x, y): from the table when it holds them."""
+    if x < ztab.shape[1] and y < ztab.shape[1]:
+        return ztab[tix, x, y]
+    return log_trim_mass(alpha + x, alpha + y, p)
 
 
 @njit(cache=True)
@@ -51,6 +152,14 @@ def _pair_moves(  # type: ignore[no-untyped-def]
     obs_matrix,
     released,
     inv_scale,
+    bd_w,
+    lin,
+    sib,
+    ztab,
+    ztix,
+    zp,
+    zw,
+    alpha,
     uniforms,
     lp,
     ibuf,
@@ -63,13 +172,17 @@ def _pair_moves(  # type: ignore[no-untyped-def]
     the true values obs_matrix @ state of the released statistics; log_k[x] = log x,
     log_alpha[x] = log(alpha + x), log_big_a[v, x] = log(A_v + x) (A_v = alpha * k_v);
     released (O,) the released values (clipped to the truncation range for counts);
-    uniforms (moves, 3); lp, ibuf (6, max(nodes, O)), fbuf (2, O) work space.
+    bd_w weighs the Bayesian-Dirichlet terms, lin (F,) adds sum_f lin_f c_f, and every
+    binary node v with ztix[v] >= 0 adds -zw log Z(c_row) per row (:func:`log_trim_mass`,
+    trim zp[ztix[v]], sib the other cell of each family cell's row); see :func:`run_sweeps`.
+    uniforms (moves, 3); lp, ibuf (9, max(nodes, O)), fbuf (2, O) work space.
     """
     cells = state.shape[1]
     nodes = fam_idx.shape[0]
     n_obs = obs_matrix.shape[0]
     cf_i, cf_j, act_r, cr_i, cr_j, act_o = ibuf[0], ibuf[1], ibuf[2], ibuf[3], ibuf[4], ibuf[5]
     act_d, act_x = fbuf[0], fbuf[1]
+    zf_i, zf_j, zv = ibuf[6], ibuf[7], ibuf[8]
     moves = uniforms.shape[0]
     for mv in range(moves):
         i = min(int(uniforms[mv, 0] * cells), cells - 1)
@@ -82,10 +195,15 @@ def _pair_moves(  # type: ignore[no-untyped-def]
             continue
         nf = 0
         nr = 0
+        dlin = 0.0
         for v in range(nodes):
             if fam_idx[v, i] != fam_idx[v, j]:
                 cf_i[nf] = famc[c, fam_idx[v, i]] - 1
                 cf_j[nf] = famc[c, fam_idx[v, j]]
+                zf_i[nf] = fam_idx[v, i]
+                zf_j[nf] = fam_idx[v, j]
+                zv[nf] = v
+                dlin += lin[fam_idx[v, j]] - lin[fam_idx[v, i]]
                 nf += 1
                 if row_idx[v, i] != row_idx[v, j]:
                     act_r[nr] = v
@@ -105,30 +223,53 @@ def _pair_moves(  # type: ignore[no-untyped-def]
         # first differences lp[k + 1] - lp[k] (t = lo + k -> t + 1), one term at a time
         lp[0] = 0.0
         for k in range(size - 1):
-            lp[k + 1] = log_k[ni - lo - k] - log_k[nj + lo + k + 1]
-        for a in range(nf):
-            bj = cf_j[a] + lo
-            bi = cf_i[a] - lo
-            for k in range(size - 1):
-                lp[k + 1] += log_alpha[bj + k] - log_alpha[bi - k]
-        for a in range(nr):
-            row = log_big_a[act_r[a]]
-            bi = cr_i[a] - lo
-            bj = cr_j[a] + lo
-            for k in range(size - 1):
-                lp[k + 1] += row[bi - k] - row[bj + k]
+            lp[k + 1] = log_k[ni - lo - k] - log_k[nj + lo + k + 1] + dlin
+        if bd_w != 0.0:
+            for a in range(nf):
+                bj = cf_j[a] + lo
+                bi = cf_i[a] - lo
+                for k in range(size - 1):
+                    lp[k + 1] += bd_w * (log_alpha[bj + k] - log_alpha[bi - k])
+            for a in range(nr):
+                row = log_big_a[act_r[a]]
+                bi = cr_i[a] - lo
+                bj = cr_j[a] + lo
+                for k in range(size - 1):
+                    lp[k + 1] += bd_w * (row[bi - k] - row[bj + k])
         for a in range(no):
             dd = act_d[a]
             x0 = act_x[a] - dd * lo
             for k in range(size - 1):
                 x = x0 - dd * k
                 lp[k + 1] -= (abs(x - dd) - abs(x)) * inv_scale
-        top = 0.0
         for k in range(1, size):
-            val = lp[k - 1] + lp[k]
-            lp[k] = val
-            if val > top:
-                top = val
+            lp[k] = lp[k - 1] + lp[k]
+        if zw != 0.0:
+            for a in range(nf):
+                tix = ztix[zv[a]]
+                if tix < 0:
+                    continue
+                fi = zf_i[a]
+                fj = zf_j[a]
+                ci = famc[c, fi]
+                cj = famc[c, fj]
+                if sib[fi] == fj:  # same row: (c_i - t, c_j + t)
+                    for k in range(size):
+                        t = lo + k
+                        lp[k] -= zw * _zval(ztab, tix, ci - t, cj + t, alpha, zp[tix])
+                else:
+                    si = famc[c, sib[fi]]
+                    sj = famc[c, sib[fj]]
+                    for k in range(size):
+                        t = lo + k
+                        lp[k] -= zw * (
+                            _zval(ztab, tix, ci - t, si, alpha, zp[tix])
+                            + _zval(ztab, tix, cj + t, sj, alpha, zp[tix])
+                        )
+        top = lp[0]
+        for k in range(1, size):
+            if lp[k] > top:
+                top = lp[k]
         total = 0.0
         for k in range(size):
             d = lp[k] - top
@@ -161,19 +302,28 @@ def _pair_moves(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, t):  # type: ignore[no-untyped-def]
+def _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, t, wz):  # type: ignore[no-untyped-def]
     """Add t records to joint ``cell`` in the family/row counts of chain c; returns the
-    change of sum_f lgamma(alpha + c_f) - sum_r lgamma(A_v + c_r) (the record-level
-    Bayesian-Dirichlet log prior)."""
+    change of bd_w [sum_f lgamma(alpha + c_f) - sum_r lgamma(A_v + c_r)] (the record-level
+    Bayesian-Dirichlet log prior, weighted) + sum_f lin_f c_f - zw sum_r log Z(c_r).
+    ``wz`` = (bd_w, lin, sib, ztab, ztix, zp, zw, alpha), as in :func:`_pair_moves`."""
+    bd_w, lin, sib, ztab, ztix, zp, zw, alpha = wz
     delta = 0.0
     for v in range(fam_idx.shape[0]):
         f = fam_idx[v, cell]
         old = famc[c, f]
-        delta += lg_alpha[old + t] - lg_alpha[old]
+        delta += bd_w * (lg_alpha[old + t] - lg_alpha[old]) + lin[f] * t
+        tix = ztix[v]
+        if zw != 0.0 and tix >= 0:
+            other = famc[c, sib[f]]
+            delta -= zw * (
+                _zval(ztab, tix, old + t, other, alpha, zp[tix])
+                - _zval(ztab, tix, old, other, alpha, zp[tix])
+            )
         famc[c, f] = old + t
         r = row_idx[v, cell]
         old = rowc[c, r]
-        delta -= lg_big_a[v, old + t] - lg_big_a[v, old]
+        delta -= bd_w * (lg_big_a[v, old + t] - lg_big_a[v, old])
         rowc[c, r] = old + t
     return delta
 
@@ -205,6 +355,7 @@ def _relabel_moves(  # type: ignore[no-untyped-def]
     src,
     cnt,
     dob,
+    wz,
 ):
     """Metropolis-Hastings moves that change one variable's value in T random records.
 
@@ -220,7 +371,8 @@ def _relabel_moves(  # type: ignore[no-untyped-def]
     of a CPT at once, the direction along which the pairwise Gibbs moves are slow.
 
     uniforms (moves, 5 + max slices); tried/accepted (m, nodes) counters (added to);
-    src, cnt (max slices,), dob (O,) work space.
+    src, cnt (max slices,), dob (O,) work space; ``wz`` the extra terms of the target
+    (:func:`_add_family`).
     """
     nodes = fam_idx.shape[0]
     n_obs = obs_matrix.shape[0]
@@ -300,9 +452,9 @@ def _relabel_moves(  # type: ignore[no-untyped-def]
             if x == 0:
                 continue
             cell = src[a]
-            log_a += _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, -x)
+            log_a += _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, -x, wz)
             log_a += _add_family(
-                famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell + shift, x
+                famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell + shift, x, wz
             )
             for o in range(n_obs):
                 dob[o] += x * (obs_matrix[o, cell + shift] - obs_matrix[o, cell])
@@ -324,8 +476,10 @@ def _relabel_moves(  # type: ignore[no-untyped-def]
                 if x == 0:
                     continue
                 cell = src[a]
-                _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell + shift, -x)
-                _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, x)
+                _add_family(
+                    famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell + shift, -x, wz
+                )
+                _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, x, wz)
 
 
 @njit(cache=True)
@@ -355,6 +509,14 @@ def run_sweeps(  # type: ignore[no-untyped-def]
     relabel_uniforms,
     tried,
     accepted,
+    bd_w,
+    lin,
+    sib,
+    ztab,
+    ztix,
+    zp,
+    zw,
+    alpha,
     out,
 ):
     """Sweeps on every chain: ``pair_uniforms.shape[2]`` pair moves then
@@ -362,18 +524,23 @@ def run_sweeps(  # type: ignore[no-untyped-def]
 
     pair_uniforms (m, sweeps, moves, 3), relabel_uniforms (m, sweeps, moves, 5 + slices);
     out (m, sweeps, F). See :func:`_pair_moves` and :func:`_relabel_moves`.
+
+    The target on N is the multinomial coefficient, bd_w times the Bayesian-Dirichlet
+    terms, the Laplace factors, sum_f lin_f c_f and -zw sum_rows log Z(c_row) over the
+    rows of the binary nodes with ztix[v] >= 0 (noisy counts: bd_w = 1, lin = 0, zw = 0).
     """
     m = state.shape[0]
     sweeps = pair_uniforms.shape[1]
     nodes = fam_idx.shape[0]
     n_obs = obs_matrix.shape[0]
     lp = np.empty(log_k.shape[0] + 1)
-    ibuf = np.empty((6, max(nodes, n_obs)), dtype=np.int64)
+    ibuf = np.empty((9, max(nodes, n_obs)), dtype=np.int64)
     fbuf = np.empty((2, max(n_obs, 1)))
     max_sl = max(relabel_uniforms.shape[3] - 5, 1)
     src = np.empty(max_sl, dtype=np.int64)
     cnt = np.empty(max_sl, dtype=np.int64)
     dob = np.empty(max(n_obs, 1))
+    wz = (bd_w, lin, sib, ztab, ztix, zp, zw, alpha)
     for c in range(m):
         for s in range(sweeps):
             _pair_moves(
@@ -390,6 +557,14 @@ def run_sweeps(  # type: ignore[no-untyped-def]
                 obs_matrix,
                 released,
                 inv_scale,
+                bd_w,
+                lin,
+                sib,
+                ztab,
+                ztix,
+                zp,
+                zw,
+                alpha,
                 pair_uniforms[c, s],
                 lp,
                 ibuf,
@@ -421,6 +596,7 @@ def run_sweeps(  # type: ignore[no-untyped-def]
                 src,
                 cnt,
                 dob,
+                wz,
             )
             for f in range(famc.shape[1]):
                 out[c, s, f] = famc[c, f]

@@ -220,7 +220,13 @@ def plan_sampling(
             posterior=BayesNetParameters(model, mean),
             guarantee=guarantee(src.simulation),
             released={"draws": [{v: t.tolist() for v, t in s.items()} for s in samples]},
-            public={"trims": trims, "neighbours": neighbours.value, "draws": d},
+            public={
+                "trims": trims,
+                "neighbours": neighbours.value,
+                "draws": d,
+                # n is public under substitute neighbours (the noise-aware posterior uses it)
+                "n": int(stats_.n) if neighbours is Neighbours.SUBSTITUTE else None,
+            },
         )
 
     return Plan(guarantee=guarantee(False), run=run)
