@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
         type=int,
         default=None,
         help="number of records, for releases that do not write it (Bayesian-network "
-        "`sampling`; public under substitute neighbours)",
+        "`sampling`, or `map` under add/remove; public under substitute neighbours)",
     )
     p.set_defaults(handler=run)
 
@@ -132,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
         if out["diagnostics"] is not None:
             print(f"  diagnostics: {out['diagnostics']}")
         if aware.normaliser is not None:
-            print(f"  trimmed-region normaliser: {aware.normaliser}")
+            what = "grid normaliser" if rel.mechanism == "map" else "trimmed-region normaliser"
+            print(f"  {what}: {aware.normaliser}")
         return 0
     summary = {
         "mean": _plain(aware.mean()),

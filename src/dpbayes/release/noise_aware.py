@@ -24,9 +24,9 @@ who sample it by Gibbs; here the sum is done exactly). It uses only ``rel.releas
 * ``laplace`` / ``gaussian`` on the Normal posterior mean: :mod:`.noise_aware_normal`.
 * ``expmech``: :mod:`.noise_aware_expmech` (the exact selection probabilities).
 * ``input``: delegated to :func:`dpbayes.release.input.noise_aware_posterior`.
-* ``laplace`` / ``fourier`` on Bayesian networks: :mod:`.noise_aware_bayes_net` (exact
-  without edges, Gibbs on the true joint table with R-hat/ESS otherwise; ``sampling``
-  and ``map`` refused with the reason).
+* ``laplace`` / ``fourier`` / ``sampling`` / ``map`` on Bayesian networks:
+  :mod:`.noise_aware_bayes_net` (``laplace`` without edges exact; otherwise Gibbs on the
+  true joint table with the release's exact likelihood and R-hat/ESS diagnostics).
 * ``sampling`` on linear regression: :mod:`.noise_aware_regression` (MCMC).
 * The coin's count releases use the fast ladder mixture of :mod:`.noise_aware_coin`.
 """

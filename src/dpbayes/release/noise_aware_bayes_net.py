@@ -57,7 +57,22 @@ masses of the truncation at 0 and n.
   (Monte Carlo, 2000 Dirichlet draws a row); a RuntimeWarning when it exceeds 0.1,
   i.e. when the ignored factor is not constant over the posterior.
 
-``map`` raises a one-line error naming why (see :func:`_refuse`).
+* **MAP (paper 004 Algorithm 3): MCMC, exact target.** The release picks, independently
+  per CPT row, a point g~ of a data-independent grid on the trimmed simplex (rebuilt
+  from the public ``trim`` and ``grid`` by :func:`dpbayes.release.sampling._grid`) by the
+  exponential mechanism with utility sum_k (alpha + c_k - 1) log g_k at the public
+  temperature ``scale`` (2L/eps, L/eps monotonic under add/remove), so with w = 1/scale
+
+      P(g~ | N) = prod_rows exp(w sum_k (alpha + c_k - 1) log g~_k) / Z_row(c_row),
+      Z_row(c) = sum_{g in grid} exp(w sum_k (alpha + c_k - 1) log g_k).
+
+  The target on N is the multinomial coefficient, the Bayesian-Dirichlet terms,
+  sum_f c_f w log g~_f and -sum_rows log Z_row(c_row); Z_row is the finite sum over the
+  grid, an exact log-sum-exp (:func:`~.noise_aware_bayes_net_jit.grid_log_z`), stored in a
+  lazily filled table over the row's counts (base n + 1, while all tables fit in
+  ``MAX_MAP_TABLE`` entries: binary nodes to n ~ 2000, 3-valued to n ~ 200) or computed
+  on use (slow: O(grid) per value of t). n is public under substitute neighbours and
+  written in the release; under add/remove pass ``n``.
 """
 
 from __future__ import annotations
@@ -173,14 +188,6 @@ class BayesNetNoiseAwarePosterior:
         }
 
 
-def _refuse(rel: Release) -> Any:
-    why = {
-        "map": "the exponential mechanism's likelihood needs its normaliser over every "
-        "candidate for every possible data set",
-    }[rel.mechanism]
-    raise ValueError(f"no noise-aware posterior for mechanism {rel.mechanism!r}: {why}")
-
-
 def _joint_maps(model: BayesNet) -> tuple[int, list[np.ndarray], list[np.ndarray]]:
     """Joint cells (row-major over model.nodes); per node the family cell and row of each."""
     cards = [model.cardinality(v) for v in model.nodes]
@@ -205,18 +212,21 @@ def bayes_net_noise_aware(
     rng: Any = None,
     n: int | None = None,
 ) -> BayesNetNoiseAwarePosterior:
-    """The noise-aware posterior of a ``laplace``, ``fourier`` or ``sampling``
+    """The noise-aware posterior of a ``laplace``, ``fourier``, ``sampling`` or ``map``
     Bayesian-network release (module docstring).
 
     ``iterations`` sweeps per chain (half burn-in), each sweep max(cells, 8) pair moves
     over the joint cells; ``chains`` chains; ``rng`` seeds the MCMC (inference draws, not
-    privacy noise). Unused when the network has no edges. ``n``: the number of records
-    (``sampling`` only, which does not write it; default the release's public n).
+    privacy noise). Unused for a ``laplace`` release of a network without edges. ``n``:
+    the number of records (``sampling`` and ``map`` only; default the release's public n,
+    which ``sampling`` does not write and ``map`` writes under substitute neighbours).
     """
     model: BayesNet = rel.model
     pub = rel.public
     if rel.mechanism == "sampling":
         return _sampling_posterior(rel, iterations=iterations, chains=chains, rng=rng, n=n)
+    if rel.mechanism == "map":
+        return _map_posterior(rel, iterations=iterations, chains=chains, rng=rng, n=n)
     if pub.get("n") is None or pub.get("neighbours") != "substitute":
         raise ValueError(
             "the noise-aware posterior of noisy Bayesian-network counts needs a public n "
@@ -280,7 +290,8 @@ def _summarise(
 
 class _Extra:
     """The target's terms beyond noisy counts (see ``run_sweeps``): BD weight, linear
-    coefficients per family cell, and the binary rows' log-normaliser tables."""
+    coefficients per family cell, the binary rows' log-normaliser tables (``sampling``)
+    and the exponential mechanism's grids (``map``; ``mz`` of ``run_sweeps``)."""
 
     def __init__(
         self,
@@ -291,9 +302,11 @@ class _Extra:
         ztix: np.ndarray,
         zp: np.ndarray,
         zw: float,
+        mz: tuple[Any, ...],
     ) -> None:
         self.bd_w, self.lin, self.sib, self.zw = bd_w, lin, sib, zw
         self.ztab, self.ztix, self.zp = ztab, ztix, zp
+        self.mz = mz
 
     @staticmethod
     def none(model: BayesNet) -> _Extra:
@@ -306,10 +319,36 @@ class _Extra:
             np.full(len(model.nodes), -1, dtype=np.int64),
             np.ones(1),
             0.0,
+            _no_map(model),
         )
 
 
 MAX_TABLE = 1 << 22  # entries of the tabulated binary log-normalisers (n <= 2047)
+MAX_MAP_TABLE = 1 << 23  # entries of the lazily filled map log-normaliser tables (64 MB)
+
+
+def _fam_layout(model: BayesNet) -> tuple[np.ndarray, np.ndarray]:
+    cards = np.array([model.cardinality(v) for v in model.nodes], dtype=np.int64)
+    sizes = [int(np.prod(model.table_shape(v))) for v in model.nodes]
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), cards
+
+
+def _no_map(model: BayesNet) -> tuple[Any, ...]:
+    """``mz`` with no node using the exponential mechanism's normaliser."""
+    nodes = len(model.nodes)
+    fam_off, cards = _fam_layout(model)
+    return (
+        np.zeros((nodes, 1, 1)),
+        np.zeros((nodes, 1)),
+        np.zeros(nodes, dtype=np.int64),
+        np.zeros(1),
+        np.zeros(nodes, dtype=np.int64),
+        np.zeros(nodes, dtype=np.int64),
+        1.0,
+        fam_off,
+        cards,
+        np.zeros(int(cards.max()), dtype=np.int64),
+    )
 
 
 def _sampling_posterior(
@@ -368,6 +407,7 @@ def _sampling_posterior(
         ztix,
         np.array(zps or [0.5]),
         float(d),
+        _no_map(model),
     )
     empty = _Observations(np.zeros((0, cells)), np.zeros(0), 1.0)
     fam_tables = _gibbs(model, n_rec, empty, cells, fam, row, its, m, rng, extra)
@@ -378,6 +418,93 @@ def _sampling_posterior(
         "exact_nodes": [v for v in model.nodes if model.cardinality(v) == 2],
         "unit_nodes": unit,
         "log_z_sd": check,
+    }
+    return BayesNetNoiseAwarePosterior(
+        model, "mcmc", count_draws=count_draws, diagnostics=diag, normaliser=normaliser
+    )
+
+
+def _map_posterior(
+    rel: Release, *, iterations: int, chains: int, rng: Any, n: int | None
+) -> BayesNetNoiseAwarePosterior:
+    """p(theta | released grid CPTs) for a ``map`` release (module docstring)."""
+    from dpbayes.release.sampling import _grid
+
+    model: BayesNet = rel.model
+    pub = rel.public
+    if n is not None and pub.get("n") is not None and check_int(n, "n", minimum=1) != pub["n"]:
+        raise ValueError(f"n must be the release's public n = {pub['n']}, got {n}")
+    n_rec = pub.get("n") if n is None else n
+    if n_rec is None:
+        raise ValueError(
+            "n must be given: this map release does not write the number of records "
+            "(public under substitute neighbours, private under add/remove)"
+        )
+    n_rec = check_int(n_rec, "n", minimum=1)
+    its = check_int(iterations, "iterations", minimum=20)
+    m = check_int(chains, "chains", minimum=2)
+    scale = pub.get("scale", rel.guarantee.details.get("scale"))
+    if scale is None or not float(scale) > 0:
+        raise ValueError("the map release must carry its selection temperature (public 'scale')")
+    w = 1.0 / float(scale)
+    trim, steps = float(pub["trim"]), int(pub["grid"])
+    cells, fam, row = _joint_maps(model)
+    if cells > MAX_JOINT_CELLS:
+        raise ValueError(
+            f"the joint table has {cells} cells (> {MAX_JOINT_CELLS}): too large for the "
+            "noise-aware MCMC over the true counts"
+        )
+    nodes = len(model.nodes)
+    fam_off, cards = _fam_layout(model)
+    kmax = int(cards.max())
+    grids = {k: _grid(k, trim, steps) for k in {int(k) for k in cards}}
+    gmax = max(len(g) for g in grids.values())
+    mgrid = np.zeros((nodes, gmax, kmax))
+    mbase = np.zeros((nodes, gmax))
+    m_g = np.zeros(nodes, dtype=np.int64)
+    moff = np.zeros(nodes, dtype=np.int64)
+    mside = np.zeros(nodes, dtype=np.int64)
+    lin_parts, tabulated, offset = [], [], 0
+    alpha = float(model.alpha)
+    for vi, v in enumerate(model.nodes):
+        k = int(cards[vi])
+        g = grids[k]
+        logg = np.log(g)
+        mgrid[vi, : len(g), :k] = logg
+        mbase[vi, : len(g)] = w * (alpha - 1.0) * logg.sum(axis=1)
+        m_g[vi] = len(g)
+        cpt = np.asarray(rel.released["cpts"][v], dtype=float).reshape(-1, k)
+        gap = np.min(np.abs(cpt[:, None, :] - g[None, :, :]).max(axis=2), axis=1)
+        if np.any(gap > 1e-9):
+            raise ValueError(f"released CPT rows of {v!r} are not points of the map grid")
+        lin_parts.append(w * np.log(cpt).ravel())
+        entries = (n_rec + 1) ** k
+        if offset + entries <= MAX_MAP_TABLE:
+            moff[vi], mside[vi] = offset, n_rec + 1
+            offset += entries
+            tabulated.append(v)
+    extra = _Extra.none(model)
+    extra.lin = np.concatenate(lin_parts)
+    extra.mz = (
+        mgrid,
+        mbase,
+        m_g,
+        np.full(max(offset, 1), np.nan),
+        moff,
+        mside,
+        w,
+        fam_off,
+        cards,
+        np.zeros(kmax, dtype=np.int64),
+    )
+    empty = _Observations(np.zeros((0, cells)), np.zeros(0), 1.0)
+    fam_tables = _gibbs(model, n_rec, empty, cells, fam, row, its, m, rng, extra)
+    count_draws, diag = _summarise(model, fam_tables, its)
+    normaliser = {
+        "kind": "exponential-mechanism grid (exact log-sum-exp)",
+        "scale": float(scale),
+        "grid_points": {v: int(m_g[i]) for i, v in enumerate(model.nodes)},
+        "tabulated_nodes": tabulated,
     }
     return BayesNetNoiseAwarePosterior(
         model, "mcmc", count_draws=count_draws, diagnostics=diag, normaliser=normaliser
@@ -520,6 +647,7 @@ def _gibbs(
             extra.zp,
             extra.zw,
             float(alpha),
+            extra.mz,
             out[:, s0:s1],
         )
         if s1 <= burn:
@@ -579,4 +707,4 @@ def _fourier_observations(model: BayesNet, rel: Release, scale: float) -> _Obser
 register_noise_aware("laplace", BayesNet)(bayes_net_noise_aware)
 register_noise_aware("fourier", BayesNet)(bayes_net_noise_aware)
 register_noise_aware("sampling", BayesNet)(bayes_net_noise_aware)
-register_noise_aware("map", BayesNet)(_refuse)
+register_noise_aware("map", BayesNet)(bayes_net_noise_aware)

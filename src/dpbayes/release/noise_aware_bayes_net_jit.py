@@ -29,7 +29,14 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["CUTOFF", "log_beta_cdf", "log_trim_mass", "run_sweeps", "trim_mass_table"]
+__all__ = [
+    "CUTOFF",
+    "grid_log_z",
+    "log_beta_cdf",
+    "log_trim_mass",
+    "run_sweeps",
+    "trim_mass_table",
+]
 
 # relative log-probability below which a value of t is given probability 0: e^-40 is
 # 4e-18, below the rounding of the cumulative sum (>= 1) it would be added to
@@ -138,6 +145,123 @@ def _zval(ztab, tix, x, y, alpha, p):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def grid_log_z(logg, base, w, counts):  # type: ignore[no-untyped-def]
+    """log sum_g exp(base_g + w sum_k counts_k logg[g, k]) over the first ``logg.shape[0]``
+    grid points: the exponential mechanism's log-normaliser of one CPT row (``map``)."""
+    top = -math.inf
+    total = 0.0
+    for g in range(logg.shape[0]):
+        x = base[g]
+        for j in range(counts.shape[0]):
+            x += w * counts[j] * logg[g, j]
+        if x > top:
+            total = total * math.exp(top - x) + 1.0
+            top = x
+        else:
+            total += math.exp(x - top)
+    return top + math.log(total)
+
+
+@njit(cache=True)
+def _map_z(mz, v, k):  # type: ignore[no-untyped-def]
+    """log Z of a row of node v whose counts are in ``cbuf[:k]`` (``map`` release),
+    computed over the grid (the untabulated path). ``mz`` = (mgrid, mbase, mG, mtab,
+    moff, mside, mw, fam_off, cards, cbuf)."""
+    mgrid, mbase, m_g, mw, cbuf = mz[0], mz[1], mz[2], mz[6], mz[9]
+    return grid_log_z(mgrid[v, : m_g[v], :k], mbase[v, : m_g[v]], mw, cbuf[:k])
+
+
+@njit(cache=True)
+def _map_tab(mz, v, k, idx):  # type: ignore[no-untyped-def]
+    """log Z at flat index ``idx`` of node v's table (its row counts in base mside[v]),
+    computed and stored on first use (NaN = not yet computed)."""
+    mtab = mz[3]
+    val = mtab[idx]
+    if math.isnan(val):
+        side = mz[5][v]
+        cbuf = mz[9]
+        rest = idx - mz[4][v]
+        for j in range(k - 1, -1, -1):
+            cbuf[j] = rest % side
+            rest //= side
+        val = _map_z(mz, v, k)
+        mtab[idx] = val
+    return val
+
+
+@njit(cache=True)
+def _map_row_index(mz, famc, c, v, f):  # type: ignore[no-untyped-def]
+    """(flat table index of the row of node v holding family cell f, the index's stride
+    for cell f, the row's first family cell)."""
+    fam_off, cards = mz[7], mz[8]
+    side = mz[5][v]
+    k = cards[v]
+    start = fam_off[v] + ((f - fam_off[v]) // k) * k
+    idx = 0
+    stride = 1
+    for j in range(k):
+        idx = idx * side + famc[c, start + j]
+    for _ in range(k - 1 - (f - start)):
+        stride *= side
+    return idx + mz[4][v], stride, start
+
+
+@njit(cache=True)
+def _map_row_z(mz, famc, c, v, f, t):  # type: ignore[no-untyped-def]
+    """log Z of the row of node v holding family cell f, with t added to cell f."""
+    k = mz[8][v]
+    if mz[5][v] > 0:
+        idx, stride, _ = _map_row_index(mz, famc, c, v, f)
+        return _map_tab(mz, v, k, idx + t * stride)
+    fam_off, cbuf = mz[7], mz[9]
+    start = fam_off[v] + ((f - fam_off[v]) // k) * k
+    for j in range(k):
+        cbuf[j] = famc[c, start + j]
+    cbuf[f - start] += t
+    return _map_z(mz, v, k)
+
+
+@njit(cache=True)
+def _map_pair_terms(mz, famc, c, v, fi, fj, lo, size, lp):  # type: ignore[no-untyped-def]
+    """lp[k] -= the log Z of the rows of node v holding fi (minus t) and fj (plus t),
+    for t = lo + k, k < size."""
+    k = mz[8][v]
+    if mz[5][v] > 0:  # tabulated: the flat index is linear in t
+        ii, si, ri = _map_row_index(mz, famc, c, v, fi)
+        ij, sj, rj = _map_row_index(mz, famc, c, v, fj)
+        mtab = mz[3]
+        if ri == rj:
+            step = sj - si
+            for q in range(size):
+                x = ii + (lo + q) * step
+                val = mtab[x]
+                lp[q] -= _map_tab(mz, v, k, x) if math.isnan(val) else val
+        else:
+            for q in range(size):
+                t = lo + q
+                x = ii - t * si
+                y = ij + t * sj
+                val = mtab[x]
+                lp[q] -= _map_tab(mz, v, k, x) if math.isnan(val) else val
+                val = mtab[y]
+                lp[q] -= _map_tab(mz, v, k, y) if math.isnan(val) else val
+        return
+    fam_off, cbuf = mz[7], mz[9]
+    sti = fam_off[v] + ((fi - fam_off[v]) // k) * k
+    stj = fam_off[v] + ((fj - fam_off[v]) // k) * k
+    for q in range(size):
+        t = lo + q
+        if sti == stj:
+            for j in range(k):
+                cbuf[j] = famc[c, sti + j]
+            cbuf[fi - sti] -= t
+            cbuf[fj - sti] += t
+            lp[q] -= _map_z(mz, v, k)
+        else:
+            lp[q] -= _map_row_z(mz, famc, c, v, fi, -t) + _map_row_z(mz, famc, c, v, fj, t)
+
+
+@njit(cache=True)
 def _pair_moves(  # type: ignore[no-untyped-def]
     c,
     state,
@@ -160,6 +284,7 @@ def _pair_moves(  # type: ignore[no-untyped-def]
     zp,
     zw,
     alpha,
+    mz,
     uniforms,
     lp,
     ibuf,
@@ -174,8 +299,10 @@ def _pair_moves(  # type: ignore[no-untyped-def]
     released (O,) the released values (clipped to the truncation range for counts);
     bd_w weighs the Bayesian-Dirichlet terms, lin (F,) adds sum_f lin_f c_f, and every
     binary node v with ztix[v] >= 0 adds -zw log Z(c_row) per row (:func:`log_trim_mass`,
-    trim zp[ztix[v]], sib the other cell of each family cell's row); see :func:`run_sweeps`.
-    uniforms (moves, 3); lp, ibuf (9, max(nodes, O)), fbuf (2, O) work space.
+    trim zp[ztix[v]], sib the other cell of each family cell's row), and every node v with
+    mz's mG[v] > 0 adds -sum_rows log Z(c_row) of the exponential mechanism over its grid
+    (:func:`_map_z`); see :func:`run_sweeps`. uniforms (moves, 3); lp, ibuf (9, max(nodes,
+    O)), fbuf (2, O) work space.
     """
     cells = state.shape[1]
     nodes = fam_idx.shape[0]
@@ -266,6 +393,12 @@ def _pair_moves(  # type: ignore[no-untyped-def]
                             _zval(ztab, tix, ci - t, si, alpha, zp[tix])
                             + _zval(ztab, tix, cj + t, sj, alpha, zp[tix])
                         )
+        m_g = mz[2]
+        for a in range(nf):
+            v = zv[a]
+            if m_g[v] == 0:
+                continue
+            _map_pair_terms(mz, famc, c, v, zf_i[a], zf_j[a], lo, size, lp)
         top = lp[0]
         for k in range(1, size):
             if lp[k] > top:
@@ -305,9 +438,11 @@ def _pair_moves(  # type: ignore[no-untyped-def]
 def _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, t, wz):  # type: ignore[no-untyped-def]
     """Add t records to joint ``cell`` in the family/row counts of chain c; returns the
     change of bd_w [sum_f lgamma(alpha + c_f) - sum_r lgamma(A_v + c_r)] (the record-level
-    Bayesian-Dirichlet log prior, weighted) + sum_f lin_f c_f - zw sum_r log Z(c_r).
-    ``wz`` = (bd_w, lin, sib, ztab, ztix, zp, zw, alpha), as in :func:`_pair_moves`."""
-    bd_w, lin, sib, ztab, ztix, zp, zw, alpha = wz
+    Bayesian-Dirichlet log prior, weighted) + sum_f lin_f c_f - zw sum_r log Z(c_r)
+    - sum_r log Z_map(c_r). ``wz`` = (bd_w, lin, sib, ztab, ztix, zp, zw, alpha, mz), as in
+    :func:`_pair_moves`."""
+    bd_w, lin, sib, ztab, ztix, zp, zw, alpha, mz = wz
+    m_g = mz[2]
     delta = 0.0
     for v in range(fam_idx.shape[0]):
         f = fam_idx[v, cell]
@@ -320,6 +455,8 @@ def _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, t, wz
                 _zval(ztab, tix, old + t, other, alpha, zp[tix])
                 - _zval(ztab, tix, old, other, alpha, zp[tix])
             )
+        if m_g[v] > 0:
+            delta -= _map_row_z(mz, famc, c, v, f, t) - _map_row_z(mz, famc, c, v, f, 0)
         famc[c, f] = old + t
         r = row_idx[v, cell]
         old = rowc[c, r]
@@ -517,6 +654,7 @@ def run_sweeps(  # type: ignore[no-untyped-def]
     zp,
     zw,
     alpha,
+    mz,
     out,
 ):
     """Sweeps on every chain: ``pair_uniforms.shape[2]`` pair moves then
@@ -527,7 +665,11 @@ def run_sweeps(  # type: ignore[no-untyped-def]
 
     The target on N is the multinomial coefficient, bd_w times the Bayesian-Dirichlet
     terms, the Laplace factors, sum_f lin_f c_f and -zw sum_rows log Z(c_row) over the
-    rows of the binary nodes with ztix[v] >= 0 (noisy counts: bd_w = 1, lin = 0, zw = 0).
+    rows of the binary nodes with ztix[v] >= 0 (noisy counts: bd_w = 1, lin = 0, zw = 0),
+    and -sum_rows log Z_map(c_row) over the rows of the nodes with mz's mG[v] > 0 (the
+    exponential mechanism's normaliser over node v's grid, ``map``; :func:`_map_z`).
+    mz = (mgrid (nodes, G, k), mbase (nodes, G), mG (nodes,), mtab (lazily filled
+    log-Z tables, NaN = unknown), moff, mside (nodes,), mw, fam_off, cards, cbuf (k,)).
     """
     m = state.shape[0]
     sweeps = pair_uniforms.shape[1]
@@ -540,7 +682,7 @@ def run_sweeps(  # type: ignore[no-untyped-def]
     src = np.empty(max_sl, dtype=np.int64)
     cnt = np.empty(max_sl, dtype=np.int64)
     dob = np.empty(max(n_obs, 1))
-    wz = (bd_w, lin, sib, ztab, ztix, zp, zw, alpha)
+    wz = (bd_w, lin, sib, ztab, ztix, zp, zw, alpha, mz)
     for c in range(m):
         for s in range(sweeps):
             _pair_moves(
@@ -565,6 +707,7 @@ def run_sweeps(  # type: ignore[no-untyped-def]
                 zp,
                 zw,
                 alpha,
+                mz,
                 pair_uniforms[c, s],
                 lp,
                 ibuf,

@@ -308,7 +308,15 @@ def plan_map(
             posterior=BayesNetParameters(model, cpts),
             guarantee=mech.guarantee(simulation=src.simulation, **details),
             released={"cpts": {v: t.tolist() for v, t in cpts.items()}},
-            public={"trim": tp, "grid": steps, "neighbours": neighbours.value},
+            public={
+                "trim": tp,
+                "grid": steps,
+                "neighbours": neighbours.value,
+                # the selection temperature: P(g) propto exp(utility(g) / scale)
+                "scale": mech.scale,
+                # n is public under substitute neighbours (the noise-aware posterior uses it)
+                "n": int(stats_.n) if neighbours is Neighbours.SUBSTITUTE else None,
+            },
         )
 
     return Plan(guarantee=mech.guarantee(**details), run=run)
