@@ -29,6 +29,8 @@ import math
 import numpy as np
 from numba import njit
 
+from dpbayes.release.noise_aware_coin_jit import betainc_cf
+
 __all__ = [
     "CUTOFF",
     "grid_log_z",
@@ -43,44 +45,9 @@ __all__ = [
 CUTOFF = -40.0
 
 
-@njit(cache=True)
-def _betacf(a, b, x):  # type: ignore[no-untyped-def]
-    """Continued fraction of the incomplete beta function (modified Lentz; Numerical
-    Recipes 6.4), converging for x < (a + 1) / (a + b + 2)."""
-    tiny = 1e-300
-    qab = a + b
-    qap = a + 1.0
-    qam = a - 1.0
-    c = 1.0
-    d = 1.0 - qab * x / qap
-    if abs(d) < tiny:
-        d = tiny
-    d = 1.0 / d
-    h = d
-    for m in range(1, 100000):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        if abs(d) < tiny:
-            d = tiny
-        c = 1.0 + aa / c
-        if abs(c) < tiny:
-            c = tiny
-        d = 1.0 / d
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        if abs(d) < tiny:
-            d = tiny
-        c = 1.0 + aa / c
-        if abs(c) < tiny:
-            c = tiny
-        d = 1.0 / d
-        dl = d * c
-        h *= dl
-        if abs(dl - 1.0) < 1e-15:
-            break
-    return h
+# The continued fraction of I_x(a, b) (Numerical Recipes' betacf), shared with the coin
+# posterior's kernels and compiled here for use inside this module's njit functions.
+_betacf = njit(cache=True)(betainc_cf)
 
 
 @njit(cache=True)

@@ -19,7 +19,7 @@ import numpy as np
 __all__ = ["kernels"]
 
 
-def _betainc_cf(a: float, b: float, x: float) -> float:
+def betainc_cf(a: float, b: float, x: float) -> float:
     """Continued fraction of I_x(a, b) (valid for x < (a + 1) / (a + b + 2))."""
     tiny = 1e-300
     qab, qap, qam = a + b, a + 1.0, a - 1.0
@@ -64,8 +64,8 @@ def _betainc(a: float, b: float, x: float) -> float:
         math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
     )
     if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(lbt) * _betainc_cf(a, b, x) / a
-    return 1.0 - math.exp(lbt) * _betainc_cf(b, a, 1.0 - x) / b
+        return math.exp(lbt) * betainc_cf(a, b, x) / a
+    return 1.0 - math.exp(lbt) * betainc_cf(b, a, 1.0 - x) / b
 
 
 def _quantiles(
@@ -202,6 +202,6 @@ def kernels() -> Any:
         return None
     jit = numba.njit(cache=True, nogil=True)
     glob = globals()
-    glob["_betainc_cf"] = jit(_betainc_cf)
+    glob["betainc_cf"] = jit(betainc_cf)
     glob["_betainc"] = jit(_betainc)
     return jit(_prepare), jit(_quantiles)
