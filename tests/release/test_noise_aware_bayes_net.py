@@ -14,7 +14,7 @@ from dpbayes.models.bayes_net import BayesNet
 from dpbayes.release import release
 from dpbayes.release.noise_aware import count_log_likelihood
 from dpbayes.release.noise_aware_bayes_net_jit import grid_log_z, log_trim_mass
-from dpbayes.release.sampling import _grid
+from dpbayes.release.sampling import map_grid
 
 DATA = pd.DataFrame({"A": [0, 1, 1, 0, 1, 1], "B": [0, 1, 1, 1, 0, 1]})
 
@@ -406,7 +406,7 @@ def _brute_map(rel, model, n):
     codes = np.indices(cards).reshape(len(cards), -1)
     pos = {v: i for i, v in enumerate(model.nodes)}
     a, scale = model.alpha, rel.guarantee.details["scale"]
-    grids = {k: _grid(k, rel.public["trim"], rel.public["grid"]) for k in set(cards)}
+    grids = {k: map_grid(k, rel.public["trim"], rel.public["grid"]) for k in set(cards)}
     picked = {}
     for v in model.nodes:
         k = model.cardinality(v)
@@ -440,7 +440,7 @@ def _brute_map(rel, model, n):
 def test_grid_log_z_is_the_log_sum_exp():
     gen = np.random.default_rng(0)
     for k in (2, 3):
-        logg = np.log(_grid(k, 0.01, 100))
+        logg = np.log(map_grid(k, 0.01, 100))
         base = gen.normal(size=len(logg))
         counts = gen.integers(0, 500, size=k)
         want = special.logsumexp(base + 0.7 * (logg @ counts))

@@ -13,8 +13,8 @@ from dpbayes.models.bayes_net import BayesNet, NaiveBayes
 from dpbayes.privacy import ExponentialMechanism, Neighbours, SimulatedNoise
 from dpbayes.release import release
 from dpbayes.release.sampling import (
-    _grid,
     lipschitz_constant,
+    map_grid,
     plan_map,
     plan_sampling,
     sampling_epsilon,
@@ -147,7 +147,7 @@ def test_map_selection_probabilities() -> None:
     bn = BayesNet({"c": [0, 1]})
     df = pd.DataFrame({"c": [1] * 6 + [0] * 2})
     trim, steps, eps = 0.1, 4, 1.0
-    grid = _grid(2, trim, steps)
+    grid = map_grid(2, trim, steps)
     lip = lipschitz_constant(bn, {"c": trim})
     scores = np.log(grid) @ np.array([2.0, 6.0])  # (alpha - 1) + counts, alpha = 1
     probs = ExponentialMechanism(epsilon=eps, sensitivity=lip).probabilities(scores)
@@ -182,7 +182,7 @@ def test_map_high_epsilon_finds_the_grid_mode() -> None:
 
 
 def test_grid_is_on_the_trimmed_simplex() -> None:
-    g3 = _grid(3, 0.05, 10)
+    g3 = map_grid(3, 0.05, 10)
     assert len(g3) == special.comb(12, 2, exact=True)
     np.testing.assert_allclose(g3.sum(axis=1), 1.0)
     assert g3.min() == pytest.approx(0.05) and g3.max() == pytest.approx(0.9)

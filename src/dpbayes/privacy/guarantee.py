@@ -36,6 +36,17 @@ class Neighbours(StrEnum):
         allowed = ", ".join(repr(m.value) for m in cls)
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
 
+    def public_n(self, n: int) -> int | None:
+        """The number of records as a release may publish it: n under substitute (public by
+        definition of the relation), None under add/remove (n is private)."""
+        return int(n) if self is Neighbours.SUBSTITUTE else None
+
+    @property
+    def lipschitz_factor(self) -> float:
+        """How far one neighbour moves an L-Lipschitz log-likelihood, in units of L: a
+        substitution is a removal plus an addition (2), add/remove is one record (1)."""
+        return 2.0 if self is Neighbours.SUBSTITUTE else 1.0
+
 
 @dataclass(frozen=True)
 class Guarantee:

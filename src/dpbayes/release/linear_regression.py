@@ -70,7 +70,7 @@ def sampling_noise_variance(
 ) -> float:
     """The noise variance sigma^2 that makes ``draws`` draws eps-DP (at least the model's)."""
     bx, by, w = _bounds(model)
-    factor = 2.0 if Neighbours.parse(neighbours) is Neighbours.SUBSTITUTE else 1.0
+    factor = Neighbours.parse(neighbours).lipschitz_factor
     c = factor * draws * (by + bx * w) ** 2 / 2.0
     need = c / epsilon
     while c / need > epsilon:  # round up so that the computed eps never exceeds epsilon
@@ -148,7 +148,7 @@ def plan_regression_sampling(
     bx, by, wb = _bounds(model)
     s2 = sampling_noise_variance(model, epsilon, draws=d, neighbours=neighbours)
     lip = (by + bx * wb) ** 2 / (2.0 * s2)
-    per_draw = (2.0 if neighbours is Neighbours.SUBSTITUTE else 1.0) * lip
+    per_draw = neighbours.lipschitz_factor * lip
     details = {
         "noise_variance": s2,
         "bounds": {"feature": bx, "label": by, "weight": wb},
@@ -184,7 +184,7 @@ def plan_regression_sampling(
                 "neighbours": neighbours.value,
                 "draws": d,
                 # substitute neighbours treat n as public; the noise-aware posterior needs it
-                "n": int(stats_.n) if neighbours is Neighbours.SUBSTITUTE else None,
+                "n": neighbours.public_n(stats_.n),
             },
         )
 

@@ -59,7 +59,7 @@ masses of the truncation at 0 and n.
 
 * **MAP (paper 004 Algorithm 3): MCMC, exact target.** The release picks, independently
   per CPT row, a point g~ of a data-independent grid on the trimmed simplex (rebuilt
-  from the public ``trim`` and ``grid`` by :func:`dpbayes.release.sampling._grid`) by the
+  from the public ``trim`` and ``grid`` by :func:`dpbayes.release.sampling.map_grid`) by the
   exponential mechanism with utility sum_k (alpha + c_k - 1) log g_k at the public
   temperature ``scale`` (2L/eps, L/eps monotonic under add/remove), so with w = 1/scale
 
@@ -428,7 +428,7 @@ def _map_posterior(
     rel: Release, *, iterations: int, chains: int, rng: Any, n: int | None
 ) -> BayesNetNoiseAwarePosterior:
     """p(theta | released grid CPTs) for a ``map`` release (module docstring)."""
-    from dpbayes.release.sampling import _grid
+    from dpbayes.release.sampling import map_grid
 
     model: BayesNet = rel.model
     pub = rel.public
@@ -457,7 +457,7 @@ def _map_posterior(
     nodes = len(model.nodes)
     fam_off, cards = _fam_layout(model)
     kmax = int(cards.max())
-    grids = {k: _grid(k, trim, steps) for k in {int(k) for k in cards}}
+    grids = {k: map_grid(k, trim, steps) for k in {int(k) for k in cards}}
     gmax = max(len(g) for g in grids.values())
     mgrid = np.zeros((nodes, gmax, kmax))
     mbase = np.zeros((nodes, gmax))

@@ -130,7 +130,7 @@ def plan_counts(
     mech = _count_mechanism(mechanism, epsilon, delta, sens, neighbours)
     upper = float(n) if neighbours is Neighbours.SUBSTITUTE else math.inf
     public: dict[str, Any] = {
-        "n": n if neighbours is Neighbours.SUBSTITUTE else None,
+        "n": neighbours.public_n(n),
         "neighbours": neighbours.value,
         "noised_coordinates": k,
         "sensitivity": sens,

@@ -51,10 +51,6 @@ NOT_HARDENED = (
 )
 
 
-def _factor(neighbours: Neighbours | str) -> float:
-    return 2.0 if Neighbours.parse(neighbours) is Neighbours.SUBSTITUTE else 1.0
-
-
 def lipschitz_constant(model: BayesNet, trims: dict[str, float]) -> float:
     """Paper 004 Lemma 2: sum over nodes of log((1 - (k_i - 1) p_i) / p_i)."""
     total = 0.0
@@ -76,7 +72,7 @@ def sampling_epsilon(
     """The eps of ``draws`` posterior draws with the prior trimmed at ``trim``."""
     trims = trim if isinstance(trim, dict) else {v: float(trim) for v in model.nodes}
     d = check_int(draws, "draws", minimum=1)
-    return d * _factor(neighbours) * lipschitz_constant(model, trims)
+    return d * Neighbours.parse(neighbours).lipschitz_factor * lipschitz_constant(model, trims)
 
 
 def trim_for_epsilon(
@@ -84,7 +80,7 @@ def trim_for_epsilon(
 ) -> dict[str, float]:
     """Per-node trims p_i that make ``draws`` draws eps-DP (Lipschitz budget split evenly)."""
     d = check_int(draws, "draws", minimum=1)
-    per_node = epsilon / d / _factor(neighbours) / len(model.nodes)
+    per_node = epsilon / d / Neighbours.parse(neighbours).lipschitz_factor / len(model.nodes)
     while True:  # round so that the computed eps never exceeds the requested one
         trims = {v: 1.0 / (math.exp(per_node) + model.cardinality(v) - 1) for v in model.nodes}
         if sampling_epsilon(model, trims, draws=d, neighbours=neighbours) <= epsilon:
@@ -187,7 +183,7 @@ def plan_sampling(
         tp = check_probability(trim, "trim", open_interval=True)
         trims = {v: tp for v in model.nodes}
     lip = lipschitz_constant(model, trims)
-    per_draw = _factor(neighbours) * lip
+    per_draw = Neighbours.parse(neighbours).lipschitz_factor * lip
     if per_draw * d > epsilon * (1 + 1e-9):
         raise ValueError(
             f"trim={trim} gives eps {per_draw * d:.6g} for {d} draw(s), more than epsilon={epsilon}"
@@ -225,14 +221,14 @@ def plan_sampling(
                 "neighbours": neighbours.value,
                 "draws": d,
                 # n is public under substitute neighbours (the noise-aware posterior uses it)
-                "n": int(stats_.n) if neighbours is Neighbours.SUBSTITUTE else None,
+                "n": neighbours.public_n(stats_.n),
             },
         )
 
     return Plan(guarantee=guarantee(False), run=run)
 
 
-def _grid(k: int, lower: float, steps: int) -> np.ndarray:
+def map_grid(k: int, lower: float, steps: int) -> np.ndarray:
     """Lattice on the trimmed simplex: lower + (1 - k lower) m / G, m a composition of G."""
     g = steps
     while math.comb(g + k - 1, k - 1) > 20000:
@@ -283,7 +279,7 @@ def plan_map(
         neighbours=neighbours,
         name="exponential mechanism MAP, log-posterior utility (paper 004 alg. 3)",
     )
-    grids = {k: _grid(k, tp, steps) for k in {model.cardinality(v) for v in model.nodes}}
+    grids = {k: map_grid(k, tp, steps) for k in {model.cardinality(v) for v in model.nodes}}
     details: dict[str, Any] = {
         "trim": tp,
         "grid_points": {str(k): len(g) for k, g in grids.items()},
@@ -315,7 +311,7 @@ def plan_map(
                 # the selection temperature: P(g) propto exp(utility(g) / scale)
                 "scale": mech.scale,
                 # n is public under substitute neighbours (the noise-aware posterior uses it)
-                "n": int(stats_.n) if neighbours is Neighbours.SUBSTITUTE else None,
+                "n": neighbours.public_n(stats_.n),
             },
         )
 
