@@ -33,6 +33,7 @@ who sample it by Gibbs; here the sum is done exactly). It uses only ``rel.releas
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from functools import lru_cache
@@ -87,17 +88,15 @@ def noise_aware_posterior(rel: Release, **options: Any) -> Any:
         raise TypeError(f"rel must be a dpbayes Release, got {type(rel).__name__}")
     for (name, model_type), fn in _REGISTRY.items():
         if name == rel.mechanism and isinstance(rel.model, model_type):
-            if not options:
-                return fn(rel)
-            try:
-                return fn(rel, **options)
-            except TypeError as exc:
-                if "unexpected keyword" not in str(exc):
-                    raise
+            params = list(inspect.signature(fn).parameters.values())[1:]  # after the release
+            takes_any = any(p.kind is p.VAR_KEYWORD for p in params)
+            unknown = sorted(set(options) - {p.name for p in params})
+            if unknown and not takes_any:
                 raise ValueError(
-                    f"options {sorted(options)} are not accepted by the noise-aware "
+                    f"options {unknown} are not accepted by the noise-aware "
                     f"posterior of {rel.mechanism!r} on {type(rel.model).__name__}"
-                ) from None
+                )
+            return fn(rel, **options)
     raise ValueError(
         f"no noise-aware posterior for mechanism {rel.mechanism!r} on "
         f"{type(rel.model).__name__}; available: {noise_aware_mechanisms(rel.model)}"
