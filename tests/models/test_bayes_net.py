@@ -279,3 +279,38 @@ def test_user_level_counts_and_release_from_a_parquet_path(tmp_path: object) -> 
     assert rel4.guarantee.epsilon == 1.0
     assert rel4.guarantee.details["per_record_epsilon"] == pytest.approx(0.5)
     assert "substitute one user (<= 2 rows)" in rel4.guarantee.describe()
+
+
+def test_user_level_laplace_noise_has_k_times_the_record_scale(tmp_path: object) -> None:
+    """The user-level Laplace release's noise, over many seeded draws from one bounded table,
+    is Lap(k * 2|I| / eps) (KS), and the record-level scale is rejected."""
+    import pathlib
+
+    from scipy import stats as st
+
+    from dpbayes.data import Table
+    from dpbayes.privacy.noise import noise_source
+    from dpbayes.release.base import plan
+
+    bn, df = chain(), chain_data(n=400, seed=6)
+    df["person"] = np.repeat(np.arange(200), 2)
+    path = pathlib.Path(str(tmp_path)) / "p.parquet"
+    df.to_parquet(path, index=False)
+    k, eps = 2, 20.0
+    table = Table(str(path), user_column="person", max_rows_per_user=k)
+    exact = bn.statistics(table)
+    p = plan(bn, table, mechanism="laplace", epsilon=eps)
+    scale = p.guarantee.sensitivity / eps
+    assert scale == pytest.approx(k * 6 / eps)
+    v = bn.nodes[0]
+    cell = int(np.argmax(exact.counts[v]))  # far from the truncation at 0 and n
+    assert 10 * scale < exact.counts[v].flat[cell] < exact.n - 10 * scale
+    noise = np.array(
+        [
+            np.asarray(p.run(noise_source(seed)).released["counts"][v]).flat[cell]
+            - exact.counts[v].flat[cell]
+            for seed in range(1500)
+        ]
+    )
+    assert st.kstest(noise, st.laplace(scale=scale).cdf).pvalue > 1e-4
+    assert st.kstest(noise, st.laplace(scale=scale / k).cdf).pvalue < 1e-8
