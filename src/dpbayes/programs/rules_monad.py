@@ -76,6 +76,7 @@ class MonadRules(CheckerBase):
             "monad",
             f"return releases [{i}], which depends on private data ({what}), without noise",
             metrics={"eps": INF, "delta": 0.0, "hellinger": 1.0, "tv": 1.0},
+            shape=v.shape if v.kind == "value" else None,
         ), s
 
     def rule_bind(self, t: Term) -> tuple[Bound, Step]:
@@ -236,12 +237,12 @@ class MonadRules(CheckerBase):
                 metrics=unbounded,
                 **extra,
             ), s
-        s.note = bounds["note"]
         m = {key: bounds[key] for key in _FDIV}
         m.update(eps=INF, delta=0.0, L1=bounds["l1"], L2=bounds["l2"])
-        blame = (
-            self.fail(s, "monad", bounds["note"]).blame if math.isinf(max(bounds["coords"])) else s
-        )
+        if math.isinf(max(bounds["coords"])):
+            blame = self.fail(s, "monad", bounds["note"]).blame
+        else:
+            s.note, blame = bounds["note"], s
         extra["param_shape"] = (len(bounds["coords"]),)
         return Bound("monad", metrics=m, coords=tuple(bounds["coords"]), blame=blame, **extra), s
 

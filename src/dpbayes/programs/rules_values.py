@@ -215,5 +215,7 @@ class ValueRules(CheckerBase):
             l1 = min(l1, sum(coords))
             l2 = min(l2, math.sqrt(sum(x * x for x in coords)))
         if math.isinf(l1):
-            return self.fail(s, "value", "the component has unbounded sensitivity" + _why(a)), s
+            return self.fail(
+                s, "value", "the component has unbounded sensitivity" + _why(a), shape=sub
+            ), s
         return Bound("value", metrics={"L1": l1, "L2": l2}, coords=coords, shape=sub), s
