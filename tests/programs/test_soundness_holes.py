@@ -346,3 +346,15 @@ def test_classic_gaussian_calibration_is_refused_when_built_for_eps_at_least_1()
     )
     assert prog.check().epsilon == pytest.approx(0.5)
     assert isinstance(prog.run([1, 0, 1], rng=0).value, float)
+
+
+def test_a_delta_that_adds_up_to_1_is_no_guarantee():
+    # every record's Gaussian reads the posterior: ten times delta 0.2
+    db = private_reals("db", 10, bound=1.0)
+    prog = program(
+        "delta",
+        db,
+        lambda db: map_records(db, lambda y: gauss_mech(0.5, 0.2, get_mean(normal_post(db)))),
+    )
+    with pytest.raises(NotPrivate, match="delta adds up to 1"):
+        prog.check()

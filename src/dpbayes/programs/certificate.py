@@ -161,11 +161,11 @@ class Certificate:
     def guarantee(self, *, simulation: bool = False) -> Guarantee:
         """The certificate as a :class:`~dpbayes.privacy.Guarantee`.
 
-        A (0, 0) certificate (the output does not depend on the private data) is stated
-        with ``mechanism="none"``, the form a guarantee of eps = 0 takes.
+        A certificate with eps = 0 (e.g. the output does not depend on the private data) is
+        stated with ``mechanism="none"``, the form a guarantee of eps = 0 takes.
         """
         details = {"program": self.program, "derivation": [s.line() for s in self.derivation]}
-        free = self.epsilon == 0 and self.delta == 0
+        free = self.epsilon == 0
         return Guarantee(
             epsilon=self.epsilon,
             delta=self.delta,

@@ -89,6 +89,13 @@ def check(program: Any, *, epsilon: float | None = None, delta: float | None = N
         raise NotPrivate(
             f"{program.name} rejected at step [{s.index}] {s.rule}: {reason}", s, steps
         )
+    if dlt >= 1:
+        s = top.blame or steps[itop - 1]
+        reason = f"the program's delta adds up to {dlt:.3g} >= 1: no guarantee at all"
+        s.reason = reason
+        raise NotPrivate(
+            f"{program.name} rejected at step [{s.index}] {s.rule}: {reason}", s, steps
+        )
     if target_eps is not None and (
         eps > target_eps * (1 + 1e-9) or dlt > target_delta * (1 + 1e-9) + 1e-300
     ):

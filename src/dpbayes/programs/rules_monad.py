@@ -228,7 +228,7 @@ class MonadRules(CheckerBase):
                 metrics=unbounded,
                 **extra,
             ), s
-        bounds = self._lemma(info, lik, fam, n, k, shift, data)
+        bounds = self._lemma(s, info, lik, fam, n, k, shift, data)
         if bounds is None:
             return self.fail(
                 s,
@@ -247,7 +247,15 @@ class MonadRules(CheckerBase):
         return Bound("monad", metrics=m, coords=tuple(bounds["coords"]), blame=blame, **extra), s
 
     def _lemma(
-        self, info: PriorInfo, lik: Term, fam: str, n: int, k: int, shift: float, data: Bound
+        self,
+        s: Step,
+        info: PriorInfo,
+        lik: Term,
+        fam: str,
+        n: int,
+        k: int,
+        shift: float,
+        data: Bound,
     ) -> dict[str, Any] | None:
         total = n + info.extra
         base = info.base
@@ -257,7 +265,7 @@ class MonadRules(CheckerBase):
             if data.kind == "db" and data.db and data.db["record"] == "category":
                 if data.db["k"] > base.alpha.size:
                     self.reject(
-                        self.steps[-1],
+                        s,
                         f"the records are categories 0..{data.db['k'] - 1} but the Dirichlet "
                         f"prior has {base.alpha.size}: a run would fail on some data sets only",
                     )

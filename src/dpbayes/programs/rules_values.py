@@ -81,25 +81,29 @@ class ValueRules(CheckerBase):
         return b, self.step("Var", str(t.info.get("name")))
 
     # ---------------------------------------------------------------- arithmetic
+    @staticmethod
+    def _out_shape(*shapes: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        """numpy's broadcast shape, None if an operand's shape is unknown."""
+        if any(sh is None for sh in shapes):
+            return None
+        try:
+            return tuple(np.broadcast_shapes(*shapes))  # type: ignore[arg-type]
+        except ValueError:
+            raise TypeError(f"shapes {list(shapes)} do not broadcast together") from None
+
     def _broadcast_shape(
         self, s: Step, bounds: list[tuple[Bound, int]]
     ) -> tuple[tuple[int, ...] | None, Bound | None]:
         """The output shape of a broadcasting operation, or a failed bound."""
-        shapes = [b.shape for b, _ in bounds]
-        if any(sh is None for sh in shapes):
-            if all(b.equal for b, _ in bounds):
-                return None, None
-            i = next(i for (b, i) in bounds if b.shape is None)
-            return None, self.fail(
-                s,
-                "value",
-                f"the shape of [{i}] is not known when checking, so how many times a private "
-                "coordinate is copied by broadcasting cannot be bounded",
-            )
-        try:
-            return tuple(np.broadcast_shapes(*shapes)), None  # type: ignore[arg-type]
-        except ValueError:
-            raise TypeError(f"shapes {shapes} do not broadcast together ({s.term})") from None
+        for b, i in bounds:
+            if b.shape is None and not all(x.equal for x, _ in bounds):
+                return None, self.fail(
+                    s,
+                    "value",
+                    f"the shape of [{i}] is not known when checking, so how many times a "
+                    "private coordinate is copied by broadcasting cannot be bounded",
+                )
+        return self._out_shape(*(b.shape for b, _ in bounds)), None
 
     def rule_add(self, t: Term) -> tuple[Bound, Step]:
         (a, ia), (b, ib) = self.visit(t.args[0]), self.visit(t.args[1])
@@ -161,24 +165,24 @@ class ValueRules(CheckerBase):
     def rule_mul(self, t: Term) -> tuple[Bound, Step]:
         (c, ic), (a, ia) = self.visit(t.args[0]), self.visit(t.args[1])
         s = self.step("Mul (scaling by a public constant)", f"[{ic}] * [{ia}]")
-        shape, failed = self._broadcast_shape(s, [(c, ic), (a, ia)])
-        if failed is not None:
-            return failed, s
         if c.equal and a.equal:
-            return public_bound("value", shape), s
-        assert shape is not None
-        w = self._known_public(t.args[0], c)
-        other = a
+            return public_bound("value", self._out_shape(c.shape, a.shape)), s
+        # the public factor's value, as the interpreter will compute it (closed, no data)
+        w, other, io = self._known_public(t.args[0], c), a, ia
         if w is None:
-            w, other = self._known_public(t.args[1], a), c
+            w, other, io = self._known_public(t.args[1], a), c, ic
         if w is None:
             return self.fail(
                 s,
                 "value",
                 "a product is only bounded when one factor is a public constant (a value "
                 "known when checking)",
-                shape=shape,
+                shape=self._out_shape(c.shape, a.shape),
             ), s
+        shape, failed = self._broadcast_shape(s, [(public_bound("value", w.shape), 0), (other, io)])
+        if failed is not None:
+            return failed, s
+        assert shape is not None
         per, l1, l2 = spread(other, shape, w)
         s.note = f"|public factor| <= {float(np.max(np.abs(w))) if w.size else 0.0:.6g}"
         return Bound(
