@@ -17,7 +17,7 @@ from typing import Any
 
 from dpbayes.privacy import Guarantee, Neighbours
 
-__all__ = ["EQUAL_VALUE", "Bound", "Certificate", "NotPrivate", "Step"]
+__all__ = ["Bound", "Certificate", "NotPrivate", "Step"]
 
 INF = math.inf
 _FDIV = ("hellinger", "tv", "kl")
@@ -122,9 +122,6 @@ def _unbounded_if_nan(x: float) -> float:
 
 def _fmt(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.6g}"
-
-
-EQUAL_VALUE = Bound("value", equal=True)
 
 
 class NotPrivate(ValueError):
