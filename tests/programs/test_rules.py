@@ -317,7 +317,7 @@ def test_bind_composes_sequentially():
         p = get_params(posterior(db))
         return bind(
             lap_mech(0.3, p[0]),
-            lambda a: bind(gauss_mech(0.2, 1e-6, p[1]), lambda b: unit(const(0.0))),
+            lambda a: bind(gauss_mech(0.2, 1e-6, p[1]), lambda b: unit(a + b)),
         )
 
     c = cert(build)
@@ -327,7 +327,7 @@ def test_bind_composes_sequentially():
 def test_budget_rejection_names_the_first_mechanism_over_budget():
     def build(db):
         p = get_params(posterior(db))
-        return bind(lap_mech(0.6, p[0]), lambda a: bind(lap_mech(0.6, p[1]), lambda b: unit(b)))
+        return bind(lap_mech(0.6, p[0]), lambda a: bind(lap_mech(0.6, p[1]), lambda b: unit(a + b)))
 
     err = rejected(build, epsilon=1.0)
     assert err.step is not None and err.step.rule == "LapMech"

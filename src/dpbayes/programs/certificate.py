@@ -10,12 +10,14 @@ naming the first offending :class:`Step`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from dpbayes.privacy import Guarantee, Neighbours
 
-__all__ = ["EQUAL_VALUE", "Bound", "Certificate", "NotPrivate", "Step"]
+__all__ = ["Bound", "Certificate", "NotPrivate", "Step"]
 
 INF = math.inf
 _FDIV = ("hellinger", "tv", "kl")
@@ -44,14 +46,40 @@ class Step:
 
 @dataclass(frozen=True)
 class Bound:
-    """The relational bound of one sub-term (missing metrics are unbounded)."""
+    """The relational bound of one sub-term (missing metrics are unbounded).
+
+        ``metrics``: sensitivities ``L1``/``L2`` of a value or of a distribution's parameter
+        vector, the f-divergences ``hellinger``/``tv``/``kl`` between the two runs'
+        distributions, and for an actual distribution its ``eps``/``delta`` index.
+        ``coords``: the largest change of each coordinate (flattened, C order) of the value,
+        or of the parameter vector of a (symbolic or actual) distribution. ``shape``: the
+        shape of the value, or of one draw of an actual distribution (None: not known when
+        checking). ``family``, ``param_shape``: the family and the shape of the parameter vector
+    (what ``get_params`` returns) of a distribution, when known. NaN anywhere is read as
+        infinity (unbounded), and a bound whose sensitivity (or index) is 0 is ``equal``.
+    """
 
     kind: str
     equal: bool = False
-    metrics: dict[str, float] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)
     coords: tuple[float, ...] | None = None
     blame: Step | None = None
-    db: dict[str, Any] | None = None
+    db: Mapping[str, Any] | None = None
+    shape: tuple[int, ...] | None = None
+    family: str | None = None
+    param_shape: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        metrics = {k: _unbounded_if_nan(v) for k, v in self.metrics.items()}
+        coords = None if self.coords is None else tuple(_unbounded_if_nan(c) for c in self.coords)
+        equal = bool(self.equal)
+        if not equal and self.kind in ("value", "sym"):
+            equal = metrics.get("L1", INF) == 0 and all(c == 0 for c in coords or ())
+        elif not equal and self.kind == "monad":
+            equal = metrics.get("eps", INF) == 0 and metrics.get("delta", INF) == 0
+        object.__setattr__(self, "metrics", MappingProxyType(metrics))
+        object.__setattr__(self, "coords", coords)
+        object.__setattr__(self, "equal", equal)
 
     def get(self, name: str) -> float:
         if self.equal:
@@ -86,11 +114,14 @@ class Bound:
         return f"{label}: " + (", ".join(parts) if parts else "unbounded")
 
 
+def _unbounded_if_nan(x: float) -> float:
+    """NaN (e.g. 0 * inf, inf - inf) is no bound at all: read it as infinity."""
+    x = float(x)
+    return INF if math.isnan(x) else abs(x)
+
+
 def _fmt(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.6g}"
-
-
-EQUAL_VALUE = Bound("value", equal=True)
 
 
 class NotPrivate(ValueError):
@@ -125,16 +156,23 @@ class Certificate:
         return "\n".join([head, *(s.line() for s in self.derivation)])
 
     def guarantee(self, *, simulation: bool = False) -> Guarantee:
+        """The certificate as a :class:`~dpbayes.privacy.Guarantee`.
+
+        A certificate with eps = 0 (e.g. the output does not depend on the private data) is
+        stated with ``mechanism="none"``, the form a guarantee of eps = 0 takes.
+        """
+        details = {"program": self.program, "derivation": [s.line() for s in self.derivation]}
+        free = self.epsilon == 0
         return Guarantee(
             epsilon=self.epsilon,
             delta=self.delta,
             neighbours=Neighbours.SUBSTITUTE,
-            mechanism=f"program {self.program} (checked)",
+            mechanism="none" if free else f"program {self.program} (checked)",
             sensitivity=0.0,
             sensitivity_norm="program",
             private=True,
             simulation=simulation,
-            details={"derivation": [s.line() for s in self.derivation]},
+            details=details,
         )
 
     def to_dict(self) -> dict[str, Any]:

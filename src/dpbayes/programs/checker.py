@@ -10,21 +10,23 @@ gets a :class:`Bound` relating its two runs on neighbouring inputs:
   delta) of (eps, delta)-DP (Barthe et al. 2012, Lemma 3.1 of paper 002) and the
   f-divergences Hellinger, TV and KL of Table 1.
 
-Rules (each recorded as a step of the derivation): Private/Const/Var; Lipschitz
-arithmetic; GetParams/Proj; Divergence (triangle inequality: only for metrics, so KL
-scores are unbounded); Dist; Ran and Infer (move bounds between symbolic refinements and
-monadic indices); UnitM (a value that differs in the two runs makes the index infinite:
-private data reaches the output without noise); BindM (sequential composition of
-composable divergences, Barthe & Olmedo 2013: eps and delta add, and so do TV, Hellinger
-and KL); Observe/Learn (Lemmas 6.1-6.3, :mod:`dpbayes.programs.lemmas`; equal
+Rules (each recorded as a step of the derivation): Private (only the program's own
+input), Const, Var; Lipschitz arithmetic under broadcasting, Clip; GetParams/Proj;
+Divergence (triangle inequality: only for metrics, so KL scores are unbounded); Dist; Ran
+and Infer (move bounds between symbolic refinements and monadic indices); UnitM (a value
+that differs in the two runs makes the index infinite: private data reaches the output
+without noise); BindM (sequential composition of composable divergences, Barthe & Olmedo
+2013: eps and delta add, and so do TV, Hellinger and KL; a draw the body does not read
+costs nothing); Observe/Learn (Lemmas 6.1-6.3, :mod:`dpbayes.programs.lemmas`; equal
 observations keep equal posteriors: the data processing inequality); LapMech, GaussMech,
-ExpMech (Defs. 3.3-3.5); MapRecords (sequential composition over the records: the
-changed record's index plus n - 1 times that of an unchanged one, 0 unless f also reads
-other private data).
+ExpMech (Defs. 3.3-3.5; the candidates must be public); MapRecords (sequential
+composition over the records: the changed record's index plus n - 1 times that of an
+unchanged one, 0 unless f also reads other private data).
 A derivation whose final eps is infinite, or above the requested budget, is rejected at
 the first step responsible, with the reason.
 
-The rules are split by idea: :mod:`~dpbayes.programs.rules_values`,
+The soundness argument of every rule is in ``PROOF.md`` beside this module. The rules
+are split by idea: :mod:`~dpbayes.programs.rules_values`,
 :mod:`~dpbayes.programs.rules_distributions`, :mod:`~dpbayes.programs.rules_monad` and
 :mod:`~dpbayes.programs.rules_mechanisms`, on the state of
 :mod:`~dpbayes.programs.checker_base`.
@@ -62,7 +64,7 @@ def check(program: Any, *, epsilon: float | None = None, delta: float | None = N
         raise TypeError(f"program must be a dpbayes Program, got {type(program).__name__}")
     target_eps = None if epsilon is None else check_epsilon(epsilon)
     target_delta = 0.0 if delta is None else check_delta(delta)
-    ck = Checker()
+    ck = Checker(program.db, program.name)
     top, itop = ck.visit(program.body)
     steps = list(ck.steps)
     neighbours = program.neighbours()
@@ -77,12 +79,19 @@ def check(program: Any, *, epsilon: float | None = None, delta: float | None = N
         s.reason = reason
         raise NotPrivate(f"{program.name} rejected at step [{itop}] {s.rule}: {reason}", s, steps)
     eps, dlt = top.eps, top.delta
-    if math.isinf(eps):
+    if not (math.isfinite(eps) and math.isfinite(dlt)):
         s = top.blame or steps[itop - 1]
         reason = s.reason or (
             f"the output draws from [{s.index}] ({s.rule}), a distribution that depends on "
             f"private data with only f-divergence bounds ({s.bound}), no eps-distance bound"
         )
+        s.reason = reason
+        raise NotPrivate(
+            f"{program.name} rejected at step [{s.index}] {s.rule}: {reason}", s, steps
+        )
+    if dlt >= 1:
+        s = top.blame or steps[itop - 1]
+        reason = f"the program's delta adds up to {dlt:.3g} >= 1: no guarantee at all"
         s.reason = reason
         raise NotPrivate(
             f"{program.name} rejected at step [{s.index}] {s.rule}: {reason}", s, steps

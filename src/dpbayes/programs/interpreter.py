@@ -4,14 +4,20 @@ Values evaluate to numbers, tuples and distribution objects of :mod:`dpbayes.mod
 (symbolic distributions); a monadic term is run by drawing one value from the actual
 distribution it denotes. ``infer`` is exact conjugate inference (Beta-Bernoulli,
 Dirichlet-categorical, Normal mean with known variance); the paper leaves the inference
-algorithm abstract. Mechanisms draw their noise through :mod:`dpbayes.privacy` (secure
-unless the run is a seeded simulation); ``ran`` draws with the numpy Generator of
-:func:`dpbayes.privacy.noise.noise_source`.
+algorithm abstract. Mechanisms draw their noise through the mechanism objects the terms
+were built with (:mod:`dpbayes.privacy`: secure unless the run is a seeded simulation);
+``ran`` draws with the numpy Generator of :func:`dpbayes.privacy.noise.noise_source`.
+
+Binders are not called here: a binder's body was built once, on a variable, and the
+interpreter binds that variable to a value in its environment (the checker reads the same
+body). Only the program's own private input can be read.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +27,7 @@ from dpbayes.models import Beta, Dirichlet, Normal
 from dpbayes.models import hellinger as _hellinger
 from dpbayes.models import kl as _kl
 from dpbayes.models import total_variation as _tv
-from dpbayes.privacy.mechanisms import ExponentialMechanism, GaussianMechanism, LaplaceMechanism
-from dpbayes.programs.terms import Term, const
+from dpbayes.programs.terms import Term
 
 __all__ = ["Bernoulli", "Categorical", "Runtime", "public_value"]
 
@@ -48,23 +53,46 @@ class Categorical:
 
 
 class Runtime:
-    """One run: the private data, the generator for ``ran`` and the mechanisms' rng."""
+    """One run: the private data, the generator for ``ran`` and the mechanisms' rng.
 
-    def __init__(self, data: Any, generator: np.random.Generator | None, mech_rng: Any) -> None:
+    ``db_uid`` is the uid of the program's private input; no other private input is read.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        generator: np.random.Generator | None,
+        mech_rng: Any,
+        db_uid: int | None = None,
+    ) -> None:
         self.data = data
+        self.db_uid = db_uid
         self.gen = generator
         self.mech_rng = mech_rng
-        # value terms are deterministic given the data: evaluate each term object once
+        self.env: dict[int, Any] = {}
+        # a closed value term is deterministic given the data: evaluate it once
         self.memo: dict[int, Any] = {}
         self.scores: dict[int, np.ndarray] = {}
 
+    @contextmanager
+    def binding(self, var: Term, value: Any) -> Iterator[None]:
+        old = self.env.get(var.uid, _UNBOUND)
+        self.env[var.uid] = value
+        try:
+            yield
+        finally:
+            if old is _UNBOUND:
+                del self.env[var.uid]
+            else:
+                self.env[var.uid] = old
+
     # ------------------------------------------------------------ values
     def value(self, t: Term) -> Any:
-        if t.uid in self.memo:
-            return self.memo[t.uid]
-        out = self._value(t)
-        self.memo[t.uid] = out
-        return out
+        if t.free:
+            return self._value(t)
+        if t.uid not in self.memo:
+            self.memo[t.uid] = self._value(t)
+        return self.memo[t.uid]
 
     def _value(self, t: Term) -> Any:
         op = t.op
@@ -73,9 +101,15 @@ class Runtime:
         if op == "private":
             if self.data is None:
                 raise ValueError("this term depends on the private data")
+            if self.db_uid is not None and t.uid != self.db_uid:
+                raise ValueError(
+                    f"the program reads a private input other than its own ({t.info.get('name')!r})"
+                )
             return self.data
         if op == "var":
-            raise ValueError(f"unbound variable {t.info.get('name', '?')}")
+            if t.uid not in self.env:
+                raise ValueError(f"unbound variable {t.info.get('name', '?')}")
+            return self.env[t.uid]
         if op == "add":
             return _arith(self.value(t.args[0])) + _arith(self.value(t.args[1]))
         if op == "neg":
@@ -83,9 +117,7 @@ class Runtime:
         if op == "mul":
             return _arith(self.value(t.args[0])) * _arith(self.value(t.args[1]))
         if op == "clip":
-            x = _arith(self.value(t.args[0]))
-            lo, hi = t.args[1], t.args[2]
-            return np.clip(x, -math.inf if lo is None else lo, math.inf if hi is None else hi)
+            return clip_value(self.value(t.args[0]), t.args[1], t.args[2])
         if op == "eq_score":
             return 1.0 if _same(self.value(t.args[0]), self.value(t.args[1])) else 0.0
         if op == "proj":
@@ -107,22 +139,23 @@ class Runtime:
             return self.symbolic(t.args[0])
         raise TypeError(f"{op} is not a value term")
 
+    def candidate(self, c: Any) -> Any:
+        """A candidate of the exponential mechanism: a public value or a public term."""
+        return self.value(c) if isinstance(c, Term) else c
+
     # ------------------------------------------------------------ infer: exact inference
     def symbolic(self, m: Term) -> Any:
         """The symbolic distribution of the actual distribution ``m`` (exact inference)."""
         if m.op == "ran":
             return self.value(m.args[0])
         if m.op in ("observe", "learn"):
-            prior_t, lik = (m.args[0], m.args[1]) if m.op == "observe" else (m.args[1], m.args[2])
+            if m.op == "observe":
+                prior_t, lik, data = m.args[0], m.args[2], m.args[3]
+            else:
+                data, prior_t, lik = m.args[0], m.args[1], m.args[3]
             prior = self.symbolic(prior_t)
-            records = (
-                np.atleast_1d(np.asarray(self.value(m.args[2]), dtype=float))
-                if m.op == "observe"
-                else np.asarray(self.value(m.args[0]), dtype=float).ravel()
-            )
-            return conjugate_update(prior, m.info["family"], lik, records, self)
-        if m.op == "unit":
-            raise TypeError("infer(unit(v)) is a point mass: not a supported symbolic family")
+            records = np.asarray(self.value(data), dtype=float).ravel()
+            return conjugate_update(prior, lik, records, self)
         raise TypeError(
             f"infer supports ran, observe and learn terms (exact conjugate inference), got {m.op}"
         )
@@ -137,33 +170,35 @@ class Runtime:
         if op in ("observe", "learn"):
             return _draw(self.symbolic(t), self._gen())
         if op == "bind":
-            x = self.sample(t.args[0])
-            return self.sample(t.args[1](const(x)))
-        if op == "lap_mech":
+            m, x, body = t.args
+            if x.uid not in body.free:  # the draw is discarded: m >>= (lambda _: body) = body
+                return self.sample(body)
+            with self.binding(x, self.sample(m)):
+                return self.sample(body)
+        if op in ("lap_mech", "gauss_mech"):
             v = np.asarray(self.value(t.args[0]), dtype=float)
-            mech = LaplaceMechanism(epsilon=t.info["epsilon"], sensitivity=t.info["sensitivity"])
-            out = mech.release(np.atleast_1d(v), rng=self.mech_rng).value
-            return float(out[0]) if v.ndim == 0 else out
-        if op == "gauss_mech":
-            v = np.asarray(self.value(t.args[0]), dtype=float)
-            g = GaussianMechanism(
-                epsilon=t.info["epsilon"],
-                delta=t.info["delta"],
-                sensitivity=t.info["sensitivity"],
-                calibration=t.info["calibration"],
-            )
-            out = g.release(np.atleast_1d(v), rng=self.mech_rng).value
-            return float(out[0]) if v.ndim == 0 else out
+            out = t.info["mechanism"].release(np.atleast_1d(v), rng=self.mech_rng).value
+            return float(out[0]) if v.ndim == 0 else np.asarray(out).reshape(v.shape)
         if op == "exp_mech":
-            score, cands = t.args
-            if t.uid not in self.scores:  # the scores depend on the data only
-                self.scores[t.uid] = np.array([float(self.value(score(const(c)))) for c in cands])
-            scores = self.scores[t.uid]
-            e = ExponentialMechanism(epsilon=t.info["epsilon"], sensitivity=t.info["sensitivity"])
-            return cands[int(e.release(scores, rng=self.mech_rng).value)]
+            r, score, cands = t.args
+            values = [self.candidate(c) for c in cands]
+            scores = self.scores.get(t.uid) if not t.free else None
+            if scores is None:
+                scores = np.empty(len(values))
+                for i, c in enumerate(values):
+                    with self.binding(r, c):
+                        scores[i] = float(self.value(score))
+                if not t.free:  # the scores depend on the data only
+                    self.scores[t.uid] = scores
+            chosen = int(t.info["mechanism"].release(scores, rng=self.mech_rng).value)
+            return values[chosen]
         if op == "map_records":
-            db = np.asarray(self.value(t.args[0]))
-            return np.array([self.sample(t.args[1](const(_plain(y)))) for y in db])
+            db, y, body = t.args
+            out = []
+            for rec in np.asarray(self.value(db)):
+                with self.binding(y, _plain(rec)):
+                    out.append(self.sample(body))
+            return np.array(out)
         raise TypeError(f"{op} is not a probabilistic term")
 
     def _gen(self) -> np.random.Generator:
@@ -172,9 +207,27 @@ class Runtime:
         return self.gen
 
 
+_UNBOUND = object()
+
+
 def public_value(t: Term) -> Any:
-    """Evaluate a term that depends on no private data and draws nothing."""
+    """Evaluate a closed term that depends on no private data and draws nothing."""
     return Runtime(None, None, None).value(t)
+
+
+def public_distribution(m: Term) -> Any:
+    """The symbolic distribution of a closed actual distribution on no private data."""
+    return Runtime(None, None, None).symbolic(m)
+
+
+def clip_value(x: Any, lo: float | None, hi: float | None) -> Any:
+    """np.clip with NaN sent to ``lo`` (or ``hi``): the result is always in [lo, hi]."""
+    a = _arith(x)
+    out = np.clip(a, -math.inf if lo is None else lo, math.inf if hi is None else hi)
+    fill = lo if lo is not None else hi
+    if fill is not None:
+        out = np.where(np.isnan(out), fill, out)
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def _plain(y: Any) -> Any:
@@ -186,7 +239,8 @@ def _arith(x: Any) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    return bool(np.all(np.asarray(a, dtype=float) == np.asarray(b, dtype=float)))
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return x.shape == y.shape and bool(np.all(x == y))
 
 
 def _draw(d: Any, gen: np.random.Generator) -> Any:
@@ -214,7 +268,7 @@ def make_distribution(family: str, params: list[Any]) -> Any:
         return Bernoulli(pb)
     if family == "categorical":
         p = np.asarray(params[0], dtype=float)
-        if np.any(p < 0) or not math.isclose(float(p.sum()), 1.0, rel_tol=1e-9):
+        if p.ndim != 1 or np.any(p < 0) or not math.isclose(float(p.sum()), 1.0, rel_tol=1e-9):
             raise ValueError("categorical p must be a probability vector")
         return Categorical(p)
     raise ValueError(f"unknown distribution family {family!r}")
@@ -231,14 +285,12 @@ def distribution_params(d: Any) -> tuple[Any, ...]:
     raise TypeError(f"get_params needs a Beta, Normal or Dirichlet, got {type(d).__name__}")
 
 
-def likelihood_constant(lik: Any, index: int, rt: Runtime) -> float:
-    """A public parameter of the likelihood, e.g. the known variance of normal(r, kv)."""
-    probe = lik(Term("var", (), "value", {"name": "r"}))
-    return float(rt.value(probe.args[index]))
+def conjugate_update(prior: Any, lik: Term, records: np.ndarray, rt: Runtime) -> Any:
+    """The posterior after observing ``records`` drawn from the likelihood ``lik`` (exact).
 
-
-def conjugate_update(prior: Any, family: str, lik: Any, records: np.ndarray, rt: Runtime) -> Any:
-    """The posterior after observing ``records`` drawn from ``family(r)`` (exact)."""
+    ``lik`` is the likelihood's body ``family(r, ...)``; its parameters after r are public.
+    """
+    family = lik.info["family"]
     if isinstance(prior, Beta) and family == "bernoulli":
         if records.size and not np.all((records == 0) | (records == 1)):
             raise ValueError("records must be 0/1 for a bernoulli likelihood")
@@ -251,7 +303,9 @@ def conjugate_update(prior: Any, family: str, lik: Any, records: np.ndarray, rt:
             raise ValueError(f"records must be category indices in 0..{m - 1}")
         return Dirichlet(prior.alpha + np.bincount(idx, minlength=m))
     if isinstance(prior, Normal) and family == "normal":
-        kv = likelihood_constant(lik, 1, rt)
+        kv = float(rt.value(lik.args[1]))
+        if not kv > 0:
+            raise ValueError(f"the likelihood's variance must be > 0, got {kv}")
         v0 = float(prior.sd) ** 2
         prec = 1.0 / v0 + records.size / kv
         mean = (float(prior.loc) / v0 + float(records.sum()) / kv) / prec

@@ -117,7 +117,7 @@ class Program:
             )
         gen = src.generator()
         mech_rng = gen if src.simulation else None
-        rt = Runtime(values, gen, mech_rng)
+        rt = Runtime(values, gen, mech_rng, db_uid=self.db.uid)
         out = []
         for _ in range(size):
             value = rt.sample(self.body) if self.body.kind == "monad" else rt.value(self.body)
@@ -138,4 +138,6 @@ def program(name: str, db: Term, build: Callable[[Term], Term], description: str
     body = build(db)
     if not isinstance(body, Term):
         raise TypeError(f"build must return a program term, got {type(body).__name__}")
+    if body.free:
+        raise TypeError("the program uses a variable outside the binder that made it")
     return Program(name=name, db=db, body=body, description=description)

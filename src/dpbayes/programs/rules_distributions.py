@@ -1,19 +1,34 @@
 """Checker rules for symbolic distributions and their parameters (paper 002 §5).
 
-Dist (parameter sensitivities; Hellinger and KL of a Normal with public variance),
-GetParams/GetMean, and Divergence scores by the triangle inequality (metrics only: KL
-scores have unbounded sensitivity).
+Dist (parameter sensitivities; Hellinger, TV and KL of a Normal whose variance is a public
+constant), GetParams/GetMean, and Divergence scores by the triangle inequality (metrics
+only: KL scores have unbounded sensitivity). See ``PROOF.md``.
 """
 
 from __future__ import annotations
 
 import math
 
-from dpbayes.programs.certificate import EQUAL_VALUE, Bound, Step
-from dpbayes.programs.checker_base import CheckerBase, _why
+from scipy import stats
+
+from dpbayes.programs.certificate import INF, Bound, Step
+from dpbayes.programs.checker_base import CheckerBase, _why, public_bound
+from dpbayes.programs.interpreter import public_value
 from dpbayes.programs.terms import Term
 
-__all__ = ["DistributionRules"]
+__all__ = ["DistributionRules", "draw_shape"]
+
+# which parameters of each family are vectors (the others are scalars)
+_VECTOR_PARAM = {"categorical": (True,), "dirichlet": (True,)}
+
+
+def draw_shape(family: str | None, param_shape: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The shape of one draw: a Dirichlet draws a vector like its alpha, the others a scalar."""
+    if family is None:
+        return None
+    if family == "dirichlet":
+        return param_shape
+    return ()
 
 
 class DistributionRules(CheckerBase):
@@ -23,51 +38,100 @@ class DistributionRules(CheckerBase):
         fam = t.info["family"]
         subs = [self.visit(a) for a in t.args]
         s = self.step("Dist", f"{fam}(" + ", ".join(f"[{i}]" for _, i in subs) + ")")
+        vector = _VECTOR_PARAM.get(fam, (False,) * len(subs))
+        coords: list[float] | None = []
+        for (b, i), is_vec in zip(subs, vector, strict=True):
+            if b.shape is not None and not is_vec and math.prod(b.shape) != 1:
+                raise TypeError(f"the {fam} parameter [{i}] must be a scalar, got shape {b.shape}")
+            if b.shape is None or coords is None:
+                coords = None
+            elif b.equal:
+                coords += [0.0] * math.prod(b.shape)
+            elif b.coords is not None and len(b.coords) == math.prod(b.shape):
+                coords += list(b.coords)
+            else:
+                coords += [min(b.get("L1"), b.get("L2"))] * math.prod(b.shape)
+        pshape = None if coords is None else (len(coords),)
         if all(b.equal for b, _ in subs):
-            return Bound("sym", equal=True), s
-        coords = tuple(b.get("L1") for b, _ in subs)
-        m = {"L1": sum(coords), "hellinger": 1.0, "tv": 1.0}
-        if fam == "normal" and subs[1][0].equal and t.args[1].op == "const":
-            var, d = float(t.args[1].args[0]), coords[0]
-            if math.isfinite(d):
+            return public_bound("sym", family=fam, param_shape=pshape), s
+        m = {
+            "L1": sum(b.get("L1") for b, _ in subs),
+            "L2": math.sqrt(sum(b.get("L2") ** 2 for b, _ in subs)),
+            "hellinger": 1.0,
+            "tv": 1.0,
+        }
+        if fam == "normal" and subs[1][0].equal and not t.args[1].free:
+            try:
+                var = float(public_value(t.args[1]))
+            except (TypeError, ValueError):
+                var = math.nan
+            d = subs[0][0].get("L1")
+            if var > 0 and math.isfinite(d):
                 m["hellinger"] = math.sqrt(-math.expm1(-(d**2) / (8 * var)))
+                m["tv"] = float(2.0 * stats.norm.cdf(d / (2.0 * math.sqrt(var))) - 1.0)
                 m["kl"] = d**2 / (2 * var)
-                s.note = "Normal with public variance: H^2 = 1 - exp(-D^2/8v), KL = D^2/2v"
+                s.note = (
+                    "Normal with public variance v, mean moving by D: H^2 = 1 - exp(-D^2/8v), "
+                    "TV = 2 Phi(D / 2 sqrt v) - 1, KL = D^2/2v"
+                )
         blame = self.blame_of(*(b for b, _ in subs))
-        return Bound("sym", metrics=m, coords=coords, blame=blame), s
+        return Bound(
+            "sym",
+            metrics=m,
+            coords=None if coords is None else tuple(coords),
+            blame=blame,
+            family=fam,
+            param_shape=pshape,
+        ), s
 
     def rule_get_params(self, t: Term) -> tuple[Bound, Step]:
         d, i = self.visit(t.args[0])
         s = self.step("GetParams", f"getParams([{i}])")
+        if d.family is not None and d.family not in ("beta", "normal", "dirichlet"):
+            raise TypeError(f"get_params needs a Beta, Normal or Dirichlet, got a {d.family}")
         if d.equal:
-            return EQUAL_VALUE, s
+            return public_bound("value", d.param_shape), s
+        if d.coords is None and math.isinf(d.get("L1")):
+            return self.fail(
+                s,
+                "value",
+                "no bound on the parameters of this distribution" + _why(d),
+                metrics={"L1": d.get("L1"), "L2": d.get("L2")},
+                shape=d.param_shape,
+            ), s
         if d.coords is None:
-            return self.fail(s, "value", "no bound on the parameters of this distribution"), s
+            m0 = {"L1": d.get("L1"), "L2": d.get("L2")}
+            return Bound("value", metrics=m0, blame=d.blame, shape=d.param_shape), s
         c = d.coords
         m = {
             "L1": min(d.get("L1"), sum(c)),
             "L2": min(d.get("L2"), math.sqrt(sum(x * x for x in c))),
         }
-        return Bound("value", metrics=m, coords=c, blame=d.blame), s
+        return Bound("value", metrics=m, coords=c, blame=d.blame, shape=(len(c),)), s
 
     def rule_get_mean(self, t: Term) -> tuple[Bound, Step]:
         d, i = self.visit(t.args[0])
         s = self.step("GetMean", f"getMean([{i}])")
+        if d.family is not None and d.family != "normal":
+            raise TypeError(f"get_mean needs a Normal distribution, got a {d.family}")
         if d.equal:
-            return EQUAL_VALUE, s
-        if d.coords is None or math.isinf(d.coords[0]):
+            return public_bound("value", ()), s
+        c = INF if d.coords is None else d.coords[0]
+        if math.isinf(c):
             return self.fail(
-                s, "value", "the mean of this distribution has unbounded sensitivity" + _why(d)
+                s,
+                "value",
+                "the mean of this distribution has unbounded sensitivity" + _why(d),
+                shape=(),
             ), s
-        c = d.coords[0]
-        return Bound("value", metrics={"L1": c, "L2": c}, coords=(c,)), s
+        return Bound("value", metrics={"L1": c, "L2": c}, coords=(c,), shape=()), s
 
     def rule_divergence(self, t: Term) -> tuple[Bound, Step]:
         div = t.info["divergence"]
         (p, ip), (q, iq) = self.visit(t.args[0]), self.visit(t.args[1])
         s = self.step(f"Divergence {div} (triangle inequality)", f"{div}([{ip}], [{iq}])")
         if p.equal and q.equal:
-            return EQUAL_VALUE, s
+            return public_bound("value", ()), s
         if div == "kl":
             return self.fail(
                 s,
@@ -75,9 +139,12 @@ class DistributionRules(CheckerBase):
                 "KL is not a metric: no triangle inequality bounds "
                 "|KL(p, r) - KL(p', r)|, the score has unbounded "
                 "sensitivity",
+                shape=(),
             ), s
         d = p.get(div) + q.get(div)
         if math.isinf(d):
-            return self.fail(s, "value", f"no {div} bound on the arguments" + _why(p, q)), s
-        s.note = f"|{div}(p, r) - {div}(p', r)| <= {div}(p, p') for a metric"
-        return Bound("value", metrics={"L1": d, "L2": d}, coords=(d,)), s
+            return self.fail(
+                s, "value", f"no {div} bound on the arguments" + _why(p, q), shape=()
+            ), s
+        s.note = f"|{div}(p, r) - {div}(p', r')| <= {div}(p, p') + {div}(r, r') for a metric"
+        return Bound("value", metrics={"L1": d, "L2": d}, coords=(d,), shape=()), s

@@ -2,22 +2,40 @@
 
 Ran and Infer move bounds between symbolic refinements and monadic indices; UnitM
 rejects an un-noised private value; BindM composes divergence indices (Barthe & Olmedo
-2013); Observe/Learn bound neighbouring posteriors by Lemmas 6.1-6.3
-(:mod:`dpbayes.programs.lemmas`) and the data processing inequality.
+2013), and charges nothing for a draw the body never reads; Observe/Learn bound
+neighbouring posteriors by Lemmas 6.1-6.3 (:mod:`dpbayes.programs.lemmas`) and the data
+processing inequality, for a public prior that is a known distribution or its posterior
+on public data. See ``PROOF.md``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
+from dpbayes.models import Beta, Dirichlet, Normal
 from dpbayes.programs import lemmas
-from dpbayes.programs.certificate import _CAP, _FDIV, EQUAL_VALUE, INF, Bound, Step
-from dpbayes.programs.checker_base import CheckerBase, _why
-from dpbayes.programs.interpreter import public_value
+from dpbayes.programs.certificate import _CAP, _FDIV, INF, Bound, Step
+from dpbayes.programs.checker_base import CheckerBase, _why, public_bound, record_bound
+from dpbayes.programs.interpreter import public_distribution, public_value
+from dpbayes.programs.rules_distributions import draw_shape
 from dpbayes.programs.terms import Term
 
 __all__ = ["MonadRules"]
+
+_CONJUGATE = {"bernoulli": "beta", "categorical": "dirichlet", "normal": "normal"}
+
+
+@dataclass(frozen=True)
+class PriorInfo:
+    """What the checker knows of a public prior: a known distribution ``base`` observed
+    on ``extra`` public records (their values unknown); for a Normal, ``var`` is the
+    variance after them (it does not depend on their values)."""
+
+    base: Any
+    extra: int
+    var: float | None = None
 
 
 class MonadRules(CheckerBase):
@@ -26,152 +44,246 @@ class MonadRules(CheckerBase):
     def rule_ran(self, t: Term) -> tuple[Bound, Step]:
         d, i = self.visit(t.args[0])
         s = self.step("Ran (refinement -> index)", f"ran([{i}])")
+        shape = draw_shape(d.family, d.param_shape)
+        extra: dict[str, Any] = {"family": d.family, "param_shape": d.param_shape, "shape": shape}
         if d.equal:
-            return Bound("monad", equal=True), s
+            return public_bound("monad", **extra), s
         m = {k: d.get(k) for k in (*_FDIV, "L1", "L2")}
         m["eps"], m["delta"] = INF, 0.0
         s.note = "a draw from a distribution that depends on private data has no eps bound"
-        return Bound("monad", metrics=m, coords=d.coords, blame=s), s
+        return Bound("monad", metrics=m, coords=d.coords, blame=s, **extra), s
 
     def rule_infer(self, t: Term) -> tuple[Bound, Step]:
         m, i = self.visit(t.args[0])
         s = self.step("Infer (index -> refinement)", f"infer([{i}])")
+        extra: dict[str, Any] = {"family": m.family, "param_shape": m.param_shape}
         if m.equal:
-            return Bound("sym", equal=True), s
+            return public_bound("sym", **extra), s
         metrics = {k: m.get(k) for k in (*_FDIV, "L1", "L2")}
         if m.coords is not None:
             metrics["L1"] = min(metrics["L1"], sum(m.coords))
             metrics["L2"] = min(metrics["L2"], math.sqrt(sum(c * c for c in m.coords)))
-        return Bound("sym", metrics=metrics, coords=m.coords, blame=m.blame), s
+        return Bound("sym", metrics=metrics, coords=m.coords, blame=m.blame, **extra), s
 
     def rule_unit(self, t: Term) -> tuple[Bound, Step]:
         v, i = self.visit(t.args[0])
         s = self.step("UnitM", f"return([{i}])")
         if v.equal:
-            return Bound("monad", equal=True), s
+            return public_bound("monad", v.shape if v.kind == "value" else None), s
         what = v.text()
         return self.fail(
             s,
             "monad",
             f"return releases [{i}], which depends on private data ({what}), without noise",
             metrics={"eps": INF, "delta": 0.0, "hellinger": 1.0, "tv": 1.0},
+            shape=v.shape if v.kind == "value" else None,
         ), s
 
     def rule_bind(self, t: Term) -> tuple[Bound, Step]:
-        m, im = self.visit(t.args[0])
-        x = self.bind_var(t.info["var"], EQUAL_VALUE)
-        body_t = t.args[1](x)
-        if not isinstance(body_t, Term) or body_t.kind != "monad":
-            raise TypeError("the body of bind must return an actual distribution (a monad term)")
-        body, ib = self.visit(body_t)
+        m_t, x, body_t = t.args
+        m, im = self.visit(m_t)
+        with self.binding(x, public_bound("value", m.shape)):
+            body, ib = self.visit(body_t)
         s = self.step(
             "BindM (composition, Barthe & Olmedo)", f"mlet {t.info['var']} = [{im}] in [{ib}]"
         )
+        if x.uid not in body_t.free:
+            s.note = f"{t.info['var']} is not used: the draw [{im}] is discarded, not released"
+            return body, s
         if m.equal and body.equal:
-            return Bound("monad", equal=True), s
+            return public_bound("monad", body.shape), s
         metrics = {
             k: min(_CAP.get(k, INF), m.get(k) + body.get(k)) for k in ("eps", "delta", *_FDIV)
         }
         metrics["delta"] = min(metrics["delta"], 1.0)
-        return Bound("monad", metrics=metrics, blame=self.blame_of(m, body, metric="eps")), s
+        return Bound(
+            "monad",
+            metrics=metrics,
+            blame=self.blame_of(m, body, metric="eps"),
+            shape=body.shape,
+        ), s
 
-    def _prior_params(self, prior_t: Term, s: Step) -> Any:
-        if prior_t.op != "ran":
+    # ---------------------------------------------------------------- observe / learn
+    def _prior_info(self, prior_t: Term) -> PriorInfo | None:
+        """The public prior as a known distribution and a number of public records."""
+        if not prior_t.free:
+            try:
+                return PriorInfo(public_distribution(prior_t), 0, None)
+            except (TypeError, ValueError):
+                pass
+        if prior_t.op == "ran":
+            d = prior_t.args[0]
+            return self._prior_info(d.args[0]) if d.op == "infer" else None
+        if prior_t.op not in ("observe", "learn"):
+            return None
+        if prior_t.op == "observe":
+            inner_t, lik, data_t = prior_t.args[0], prior_t.args[2], prior_t.args[3]
+        else:
+            data_t, inner_t, lik = prior_t.args[0], prior_t.args[1], prior_t.args[3]
+        inner = self._prior_info(inner_t)
+        data, _ = self.visit(data_t)
+        if inner is None or not data.equal or data.kind != "value" or data.shape is None:
+            return None
+        size = math.prod(data.shape)
+        var = None
+        if isinstance(inner.base, Normal):
+            kv = self._known_variance(lik)
+            v0 = float(inner.base.sd) ** 2 if inner.var is None else inner.var
+            if kv is None:
+                return None
+            var = 1.0 / (1.0 / v0 + size / kv)
+        return PriorInfo(inner.base, inner.extra + size, var)
+
+    @staticmethod
+    def _known_variance(lik: Term) -> float | None:
+        if lik.args[1].free:
             return None
         try:
-            return public_value(prior_t.args[0])
-        except (ValueError, TypeError):
+            kv = float(public_value(lik.args[1]))
+        except (TypeError, ValueError):
             return None
+        return kv if kv > 0 and math.isfinite(kv) else None
 
-    def _observe_bound(
-        self, t: Term, prior: Any, n: int, record_bound: float | None
-    ) -> dict[str, Any] | None:
-        from dpbayes.models import Beta, Dirichlet, Normal
-        from dpbayes.programs.interpreter import Runtime, likelihood_constant
+    def _changed_records(self, data: Bound, fam: str, s: Step) -> tuple[int, int, float] | None:
+        """(records observed, how many may differ, how far their sum may move)."""
+        if data.kind == "db":
+            assert data.db is not None
+            info = data.db
+            ok = {
+                "bernoulli": info["record"] == "bool"
+                or (info["record"] == "category" and info["k"] == 2),
+                "categorical": info["record"] in ("bool", "category"),
+                "normal": True,
+            }[fam]
+            if not ok:
+                self.reject(
+                    s,
+                    f"a {fam} likelihood cannot observe {info['record']} records: a run would "
+                    "fail on some data sets and not on others",
+                )
+            return int(info["n"]), 1, record_bound(info)
+        if data.shape is None:
+            return None
+        n = math.prod(data.shape)
+        l1 = data.get("L1")
+        k = n if data.coords is None else sum(1 for c in data.coords if c > 0)
+        if math.isfinite(l1) and fam != "normal":  # 0/1 and category records move by >= 1
+            k = min(k, math.ceil(l1 - 1e-12))
+        return n, k, l1
 
-        fam = t.info["family"]
-        lik = t.args[1] if t.op == "observe" else t.args[2]
-        if isinstance(prior, Beta) and fam == "bernoulli":
-            return lemmas.beta_bernoulli_bounds(prior.a, prior.b, n)
-        if isinstance(prior, Dirichlet) and fam == "categorical":
-            return lemmas.dirichlet_categorical_bounds(prior.alpha, n)
-        if isinstance(prior, Normal) and fam == "normal":
-            kv = likelihood_constant(lik, 1, Runtime(None, None, None))
-            return lemmas.normal_mean_bounds(float(prior.sd) ** 2, kv, n, record_bound)
-        return None
-
-    def _learn_common(
-        self,
-        t: Term,
-        prior_t: Term,
-        data: Bound,
-        idata: int,
-        n: int | None,
-        rec_bound: float | None,
-        rule: str,
+    def _posterior(
+        self, t: Term, prior_t: Term, lik: Term, data_t: Term, rule: str
     ) -> tuple[Bound, Step]:
+        data, idata = self.visit(data_t)
         prior, ip = self.visit(prior_t)
-        s = self.step(rule, f"{t.op}([{idata}], prior [{ip}], likelihood {t.info['family']})")
+        params = [self.visit(a) for a in lik.args[1:]]
+        fam = t.info["family"]
+        s = self.step(rule, f"{t.op}([{idata}], prior [{ip}], likelihood {fam})")
+        extra: dict[str, Any] = {
+            "family": prior.family,
+            "param_shape": prior.param_shape,
+            "shape": draw_shape(prior.family, prior.param_shape),
+        }
+        if prior.family is not None and prior.family != _CONJUGATE[fam]:
+            raise TypeError(
+                f"a {fam} likelihood needs a {_CONJUGATE[fam]} prior, got {prior.family}"
+            )
+        unbounded = {"eps": INF, "delta": 0.0}
         if not prior.equal:
             return self.fail(
                 s,
                 "monad",
                 "the prior depends on private data: no observe bound" + _why(prior),
-                metrics={"eps": INF, "delta": 0.0},
+                metrics=unbounded,
+                **extra,
             ), s
+        if not all(b.equal for b, _ in params):
+            return self.fail(
+                s,
+                "monad",
+                "the likelihood's parameters depend on private data",
+                metrics=unbounded,
+                **extra,
+            ), s
+        changed = self._changed_records(data, fam, s)
         if data.equal:
             s.note = "equal observations and equal priors give equal posteriors"
-            return Bound("monad", equal=True), s
-        if n is None:
+            return public_bound("monad", **extra), s
+        if changed is None:
             return self.fail(
                 s,
                 "monad",
                 "observations differ by an unknown amount" + _why(data),
-                metrics={"eps": INF, "delta": 0.0},
+                metrics=unbounded,
+                **extra,
             ), s
-        params = self._prior_params(prior_t, s)
-        bounds = self._observe_bound(t, params, n, rec_bound)
+        n, k, shift = changed
+        info = self._prior_info(prior_t)
+        if info is None:
+            return self.fail(
+                s,
+                "monad",
+                "the prior must be a distribution known when checking, or its posterior on "
+                "public data of known size",
+                metrics=unbounded,
+                **extra,
+            ), s
+        bounds = self._lemma(s, info, lik, fam, n, k, shift, data)
         if bounds is None:
             return self.fail(
                 s,
                 "monad",
-                f"no observe lemma for this prior and a {t.info['family']} likelihood",
-                metrics={"eps": INF, "delta": 0.0},
+                f"no observe lemma for this prior and a {fam} likelihood",
+                metrics=unbounded,
+                **extra,
             ), s
-        s.note = bounds["note"]
-        m = {k: bounds[k] for k in _FDIV}
-        m["eps"], m["delta"] = INF, 0.0
-        m["L1"], m["L2"] = bounds["l1"], bounds["l2"]
-        blame = None
+        m = {key: bounds[key] for key in _FDIV}
+        m.update(eps=INF, delta=0.0, L1=bounds["l1"], L2=bounds["l2"])
         if math.isinf(max(bounds["coords"])):
             blame = self.fail(s, "monad", bounds["note"]).blame
-        return Bound("monad", metrics=m, coords=tuple(bounds["coords"]), blame=blame or s), s
+        else:
+            s.note, blame = bounds["note"], s
+        extra["param_shape"] = (len(bounds["coords"]),)
+        return Bound("monad", metrics=m, coords=tuple(bounds["coords"]), blame=blame, **extra), s
+
+    def _lemma(
+        self,
+        s: Step,
+        info: PriorInfo,
+        lik: Term,
+        fam: str,
+        n: int,
+        k: int,
+        shift: float,
+        data: Bound,
+    ) -> dict[str, Any] | None:
+        total = n + info.extra
+        base = info.base
+        if isinstance(base, Beta) and fam == "bernoulli":
+            return lemmas.several_records(lemmas.beta_bernoulli_bounds(base.a, base.b, total), k)
+        if isinstance(base, Dirichlet) and fam == "categorical":
+            if data.kind == "db" and data.db and data.db["record"] == "category":
+                if data.db["k"] > base.alpha.size:
+                    self.reject(
+                        s,
+                        f"the records are categories 0..{data.db['k'] - 1} but the Dirichlet "
+                        f"prior has {base.alpha.size}: a run would fail on some data sets only",
+                    )
+            one = lemmas.dirichlet_categorical_bounds(base.alpha, total)
+            return lemmas.several_records(one, k)
+        if isinstance(base, Normal) and fam == "normal":
+            kv = self._known_variance(lik)
+            if kv is None:
+                return None
+            v0 = float(base.sd) ** 2 if info.var is None else info.var
+            return lemmas.normal_mean_bounds(v0, kv, n, None if math.isinf(shift) else shift)
+        return None
 
     def rule_learn(self, t: Term) -> tuple[Bound, Step]:
-        db, idb = self.visit(t.args[0])
-        if db.kind == "db":
-            assert db.db is not None
-            rec = db.db["bound"] if db.db["record"] == "real" else 1.0
-            return self._learn_common(
-                t,
-                t.args[1],
-                db,
-                idb,
-                int(db.db["n"]),
-                rec,
-                "Learn (Observe Lemma 6.1-6.3 + adjacency + DPI)",
-            )
-        return self._learn_common(t, t.args[1], db, idb, None, None, "Learn (Observe)")
+        db_t, prior_t, _, lik = t.args
+        rule = "Learn (Observe Lemma 6.1-6.3 + adjacency + DPI)"
+        return self._posterior(t, prior_t, lik, db_t, rule)
 
     def rule_observe(self, t: Term) -> tuple[Bound, Step]:
-        d, idd = self.visit(t.args[2])
-        rec = d.coords[0] if d.coords else d.get("L1")
-        return self._learn_common(
-            t,
-            t.args[0],
-            d,
-            idd,
-            1 if not d.equal else None,
-            rec if math.isfinite(rec) else None,
-            "Observe (Lemma 6.1-6.3)",
-        )
+        prior_t, _, lik, datum_t = t.args
+        return self._posterior(t, prior_t, lik, datum_t, "Observe (Lemma 6.1-6.3)")

@@ -3,23 +3,34 @@
 Paper 002 (Barthe et al., CCS 2016), §4: a functional probabilistic language with
 ``ran``, ``observe``, ``infer``, ``mlet``/``return`` (here :func:`bind`/:func:`unit`),
 ``getParams``, symbolic distributions and the Laplace, Gaussian and exponential
-mechanisms. A program is a tree of :class:`Term` objects built by the functions below;
-binders (``bind``, ``map_records``, the score of ``exp_mech``, the likelihood of
-``observe``) take Python functions from a term to a term (higher-order abstract syntax),
-so the checker can instantiate them with a relational variable and the interpreter with a
-value. Types: *values* (reals, booleans, tuples), *symbolic distributions* (``D[T]``,
-what ``infer`` returns) and *actual distributions* (the monad ``M[T]``, what mechanisms,
-``ran`` and ``unit`` return; running a program draws from it).
+mechanisms. A program is a tree of :class:`Term` objects built by the functions below.
+Types: *values* (reals, booleans, tuples), *symbolic distributions* (``D[T]``, what
+``infer`` returns) and *actual distributions* (the monad ``M[T]``, what mechanisms, ``ran``
+and ``unit`` return; running a program draws from it).
+
+Binders (``bind``, ``map_records``, the score of ``exp_mech``, the likelihood of
+``observe``/``learn``) take a Python function from a term to a term. The function is
+called **once**, when the binder is built, on a fresh variable; the term it returns is the
+binder's body, and the checker and the interpreter both read that one body (the
+interpreter binds the variable to a value in an environment). So a binder cannot behave
+differently when checked and when run: it is never called again. Terms are immutable:
+``info`` is read-only, constants are frozen copies (a numpy array passed to :func:`const`
+cannot be changed after the program is checked), and :func:`const` refuses a term, so a
+value that depends on private data cannot be passed off as a public constant.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
-from dpbayes.privacy.validation import check_delta, check_epsilon, check_int, check_positive
+import numpy as np
+
+from dpbayes.privacy.mechanisms import ExponentialMechanism, GaussianMechanism, LaplaceMechanism
+from dpbayes.privacy.validation import check_delta, check_finite, check_int, check_positive
 
 __all__ = [
     "DIST_FAMILIES",
@@ -61,19 +72,40 @@ _counter = itertools.count(1)
 DIST_FAMILIES = ("bernoulli", "beta", "normal", "categorical", "dirichlet")
 
 
+def _free_of(args: tuple[Any, ...]) -> set[int]:
+    out: set[int] = set()
+    for a in args:
+        if isinstance(a, Term):
+            out |= a.free
+        elif isinstance(a, tuple):
+            out |= _free_of(a)
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class Term:
     """A node of a program. ``op`` names the construct, ``args`` are sub-terms or data.
 
     ``kind`` is the simple type's shape: ``"value"``, ``"sym"`` (symbolic distribution),
-    ``"monad"`` (actual distribution) or ``"db"`` (the private input list).
+    ``"monad"`` (actual distribution) or ``"db"`` (the private input list). ``free`` is the
+    set of the uids of the variables that occur free in the term (a binder's own variable,
+    ``info["binds"]``, is not free in it).
     """
 
     op: str
     args: tuple[Any, ...]
     kind: str
-    info: dict[str, Any] = field(default_factory=dict)
+    info: Mapping[str, Any] = field(default_factory=dict)
     uid: int = field(default_factory=lambda: next(_counter))
+    free: frozenset[int] = field(init=False, default=frozenset())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "info", MappingProxyType(dict(self.info)))
+        if self.op == "const":
+            object.__setattr__(self, "args", (_freeze(self.args[0], "const value"),))
+        free = {self.uid} if self.op == "var" else _free_of(self.args)
+        free.discard(self.info.get("binds", -1))
+        object.__setattr__(self, "free", frozenset(free))
 
     # arithmetic sugar: public constants are lifted with const()
     def __add__(self, other: Any) -> Term:
@@ -119,6 +151,18 @@ def _expect(t: Any, kinds: tuple[str, ...], what: str) -> Term:
     return t
 
 
+def _variable(name: str) -> Term:
+    return Term("var", (), "value", {"name": name})
+
+
+def _abstract(f: Any, what: str, name: str) -> tuple[Term, Any]:
+    """Call the binder function ``f`` once, on a fresh variable: (variable, body)."""
+    if not callable(f):
+        raise TypeError(f"{what} must be a function from a term to a term, got {type(f).__name__}")
+    v = _variable(f"{name}{next(_counter)}")
+    return v, f(v)
+
+
 # ---------------------------------------------------------------- inputs and values
 def private_bools(name: str, n: int) -> Term:
     """The private input: a list of n booleans; neighbours differ in one entry."""
@@ -160,29 +204,65 @@ def private_reals(name: str, n: int, bound: float | None = 1.0) -> Term:
     )
 
 
-def const(value: Any) -> Term:
-    """A public constant (a number, a tuple, a list of candidates, a distribution)."""
+def _freeze(value: Any, what: str) -> Any:
+    """A read-only copy of a public constant; refuses program terms inside it."""
     if isinstance(value, Term):
-        return value
+        raise TypeError(
+            f"{what} must be a public Python value, got the program term {value!r}: a term "
+            "may depend on private data and cannot be made a public constant"
+        )
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return tuple(_freeze(v, what) for v in value.tolist())
+        arr = value.copy()
+        arr.flags.writeable = False
+        return arr
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v, what) for v in value)
+    if isinstance(value, dict | set):
+        raise TypeError(
+            f"{what} must be a number, tuple, array or distribution, not a {type(value).__name__}"
+        )
+    return value
+
+
+def const(value: Any) -> Term:
+    """A public constant (a number, a tuple, an array, a distribution), frozen at construction.
+
+    A program term is refused (TypeError): ``const`` cannot make a term public.
+    """
     return Term("const", (value,), "value")
 
 
 def add(a: Any, b: Any) -> Term:
+    """a + b (numpy broadcasting)."""
     return Term("add", (_expect(a, ("value",), "a"), _expect(b, ("value",), "b")), "value")
 
 
 def neg(a: Any) -> Term:
+    """-a."""
     return Term("neg", (_expect(a, ("value",), "a"),), "value")
 
 
 def mul(c: Any, a: Any) -> Term:
-    """c * a; the checker needs one of the two factors public."""
+    """c * a (numpy broadcasting); the checker needs one factor public and known when checked."""
     return Term("mul", (_expect(c, ("value",), "c"), _expect(a, ("value",), "a")), "value")
 
 
+def _bound_or_none(x: Any, name: str) -> float | None:
+    return None if x is None else check_finite(x, name)
+
+
 def clip(a: Any, lower: float | None = None, upper: float | None = None) -> Term:
-    """min(max(a, lower), upper): public post-processing, 1-Lipschitz."""
-    return Term("clip", (_expect(a, ("value",), "a"), lower, upper), "value")
+    """min(max(a, lower), upper) on every coordinate (NaN becomes ``lower``, else ``upper``).
+
+    1-Lipschitz post-processing; with both bounds every coordinate moves by at most
+    ``upper - lower``, whatever its input does.
+    """
+    lo, hi = _bound_or_none(lower, "lower"), _bound_or_none(upper, "upper")
+    if lo is not None and hi is not None and lo > hi:
+        raise ValueError(f"lower must be <= upper, got lower={lo}, upper={hi}")
+    return Term("clip", (_expect(a, ("value",), "a"), lo, hi), "value")
 
 
 def eq_score(a: Any, b: Any) -> Term:
@@ -238,36 +318,33 @@ def get_mean(d: Term) -> Term:
     return Term("get_mean", (_expect(d, ("sym",), "d"),), "value")
 
 
-def hellinger(p: Term, q: Any) -> Term:
-    """Hellinger distance between two symbolic distributions (H^2 = 1 - affinity)."""
-    return Term(
-        "divergence",
-        (_expect(p, ("sym",), "p"), _sym_or_const(q)),
-        "value",
-        {"divergence": "hellinger"},
-    )
-
-
-def total_variation(p: Term, q: Any) -> Term:
-    """Total variation distance between two symbolic distributions."""
-    return Term(
-        "divergence", (_expect(p, ("sym",), "p"), _sym_or_const(q)), "value", {"divergence": "tv"}
-    )
-
-
-def kl(p: Term, q: Any) -> Term:
-    """KL divergence KL(p || q) between two symbolic distributions (not a metric)."""
-    return Term(
-        "divergence", (_expect(p, ("sym",), "p"), _sym_or_const(q)), "value", {"divergence": "kl"}
-    )
-
-
 def _sym_or_const(q: Any) -> Term:
     if isinstance(q, Term):
         if q.kind not in ("sym", "value"):
             raise TypeError(f"q must be a symbolic distribution, got a {q.kind} ({q.op})")
         return q
     return const(q)
+
+
+def _divergence(name: str, p: Term, q: Any) -> Term:
+    return Term(
+        "divergence", (_expect(p, ("sym",), "p"), _sym_or_const(q)), "value", {"divergence": name}
+    )
+
+
+def hellinger(p: Term, q: Any) -> Term:
+    """Hellinger distance between two symbolic distributions (H^2 = 1 - affinity)."""
+    return _divergence("hellinger", p, q)
+
+
+def total_variation(p: Term, q: Any) -> Term:
+    """Total variation distance between two symbolic distributions."""
+    return _divergence("tv", p, q)
+
+
+def kl(p: Term, q: Any) -> Term:
+    """KL divergence KL(p || q) between two symbolic distributions (not a metric)."""
+    return _divergence("kl", p, q)
 
 
 # ---------------------------------------------------------------- monad and inference
@@ -282,24 +359,50 @@ def unit(v: Any) -> Term:
 
 
 def bind(m: Term, f: Callable[[Term], Term]) -> Term:
-    """mlet x = m in f(x): sample x from m, continue with the distribution f(x)."""
-    if not callable(f):
-        raise TypeError(f"f must be a function from a term to a term, got {type(f).__name__}")
-    return Term("bind", (_expect(m, ("monad",), "m"), f), "monad", {"var": f"x{next(_counter)}"})
+    """mlet x = m in f(x): sample x from m, continue with the distribution f(x).
+
+    ``f`` is called once, now, on a fresh variable x.
+    """
+    m = _expect(m, ("monad",), "m")
+    x, body = _abstract(f, "f", "x")
+    if not isinstance(body, Term) or body.kind != "monad":
+        raise TypeError("the body of bind must return an actual distribution (a monad term)")
+    return Term("bind", (m, x, body), "monad", {"var": x.info["name"], "binds": x.uid})
+
+
+def _likelihood(likelihood: Callable[[Term], Term]) -> tuple[Term, Term]:
+    """(r, likelihood(r)), checked to be ``family(r, public parameters...)``."""
+    r, lik = _abstract(likelihood, "likelihood", "r")
+    if not isinstance(lik, Term) or lik.op != "dist":
+        raise TypeError("likelihood must return a symbolic distribution, e.g. bernoulli(r)")
+    fam = lik.info["family"]
+    if fam not in ("bernoulli", "categorical", "normal"):
+        raise TypeError(
+            f"likelihood must be bernoulli(r), categorical(r) or normal(r, kv), got {fam}"
+        )
+    if lik.args[0] is not r or any(r.uid in a.free for a in lik.args[1:]):
+        raise TypeError(
+            f"likelihood must be {fam}(r{', kv' if fam == 'normal' else ''}) with the parameter "
+            "r itself as its first argument and public constants after it"
+        )
+    return r, lik
 
 
 def observe(prior: Term, likelihood: Callable[[Term], Term], datum: Any) -> Term:
     """Condition ``prior`` on ``datum`` drawn from ``likelihood(r)`` (paper: observe).
 
     The paper's predicate ``fun r -> mlet z = ran likelihood(r) in return (d = z)``; the
-    result is the posterior as an actual distribution.
+    result is the posterior as an actual distribution. A vector datum is that many
+    observations.
     """
-    fam = _likelihood_family(likelihood)
+    prior = _expect(prior, ("monad",), "prior")
+    r, lik = _likelihood(likelihood)
+    datum = _expect(datum, ("value",), "datum")
     return Term(
         "observe",
-        (_expect(prior, ("monad",), "prior"), likelihood, _expect(datum, ("value",), "datum")),
+        (prior, r, lik, datum),
         "monad",
-        {"family": fam},
+        {"family": lik.info["family"], "binds": r.uid},
     )
 
 
@@ -309,27 +412,22 @@ def learn(db: Term, prior: Term, likelihood: Callable[[Term], Term]) -> Term:
     Paper 002 §6 ``learnBias`` / ``learnMean`` / ``learnP``: the recursive fold of
     :func:`observe` over the list.
     """
-    fam = _likelihood_family(likelihood)
+    db = _expect(db, ("db", "value"), "db")
+    prior = _expect(prior, ("monad",), "prior")
+    r, lik = _likelihood(likelihood)
     return Term(
-        "learn",
-        (_expect(db, ("db", "value"), "db"), _expect(prior, ("monad",), "prior"), likelihood),
-        "monad",
-        {"family": fam},
+        "learn", (db, prior, r, lik), "monad", {"family": lik.info["family"], "binds": r.uid}
     )
 
 
 def infer(m: Term) -> Term:
-    """Exact inference: the symbolic distribution of an actual one (paper: infer)."""
-    return Term("infer", (_expect(m, ("monad",), "m"),), "sym")
-
-
-def _likelihood_family(likelihood: Callable[[Term], Term]) -> str:
-    if not callable(likelihood):
-        raise TypeError("likelihood must be a function r -> symbolic distribution")
-    probe = likelihood(Term("var", (), "value", {"name": "r", "probe": True}))
-    if not isinstance(probe, Term) or probe.op != "dist":
-        raise TypeError("likelihood must return a symbolic distribution, e.g. bernoulli(r)")
-    return str(probe.info["family"])
+    """Exact inference: the symbolic distribution of ``ran``, ``observe`` or ``learn``."""
+    m = _expect(m, ("monad",), "m")
+    if m.op not in ("ran", "observe", "learn"):
+        raise TypeError(
+            f"infer supports ran, observe and learn terms (exact conjugate inference), got {m.op}"
+        )
+    return Term("infer", (m,), "sym")
 
 
 # ---------------------------------------------------------------- mechanisms
@@ -338,70 +436,87 @@ def lap_mech(epsilon: float, v: Any, sensitivity: float = 1.0) -> Term:
 
     Privacy: eps * Delta / sensitivity for a value of L1 sensitivity Delta.
     """
+    mech = LaplaceMechanism(epsilon=epsilon, sensitivity=sensitivity)
     return Term(
         "lap_mech",
         (_expect(v, ("value",), "v"),),
         "monad",
-        {
-            "epsilon": check_epsilon(epsilon),
-            "sensitivity": check_positive(sensitivity, "sensitivity"),
-        },
+        {"epsilon": mech.epsilon, "sensitivity": mech.sensitivity, "mechanism": mech},
     )
 
 
 def gauss_mech(
     epsilon: float, delta: float, v: Any, sensitivity: float = 1.0, calibration: str = "analytic"
 ) -> Term:
-    """v + N(0, sigma^2), sigma calibrated to (epsilon, delta, L2 sensitivity) (gaussMech)."""
-    dlt = check_delta(delta)
-    if dlt == 0:
+    """v + N(0, sigma^2), sigma calibrated to (epsilon, delta, L2 sensitivity) (gaussMech).
+
+    The mechanism is built here: parameters it refuses (delta = 0, ``calibration="classic"``
+    with epsilon >= 1) are refused when the term is built, not when it runs.
+    """
+    if check_delta(delta) == 0:
         raise ValueError("delta must be > 0 for the Gaussian mechanism")
-    if calibration not in ("analytic", "classic"):
-        raise ValueError(f"calibration must be 'analytic' or 'classic', got {calibration!r}")
+    mech = GaussianMechanism(
+        epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration
+    )
     return Term(
         "gauss_mech",
         (_expect(v, ("value",), "v"),),
         "monad",
         {
-            "epsilon": check_epsilon(epsilon),
-            "delta": dlt,
-            "sensitivity": check_positive(sensitivity, "sensitivity"),
-            "calibration": calibration,
+            "epsilon": mech.epsilon,
+            "delta": mech.delta,
+            "sensitivity": mech.sensitivity,
+            "calibration": mech.calibration,
+            "mechanism": mech,
         },
     )
 
 
 def exp_mech(
     epsilon: float,
-    score: Callable[[Term], Term],
+    score: Callable[[Term], Any],
     candidates: Sequence[Any],
     sensitivity: float = 1.0,
 ) -> Term:
     """Candidate r with probability proportional to exp(eps score(r) / (2 sensitivity)).
 
     Paper 002 Def. 3.5 (McSherry & Talwar 2007). ``score`` maps a (public) candidate to a
-    real term that may depend on private data; ``candidates`` is a public list.
+    real term that may depend on private data; it is called once, on a variable.
+    ``candidates`` is a public list: Python values, or terms the checker must find public.
     """
-    if not callable(score):
-        raise TypeError("score must be a function candidate -> real term")
-    cands = list(candidates)
+    mech = ExponentialMechanism(epsilon=epsilon, sensitivity=sensitivity)
+    if isinstance(candidates, Term) or not isinstance(candidates, Sequence | np.ndarray):
+        raise TypeError("candidates must be a list of public candidates")
+    cands = tuple(
+        _expect(c, ("value", "sym"), "candidate")
+        if isinstance(c, Term)
+        else _freeze(c, "candidate")
+        for c in candidates
+    )
     if not cands:
         raise ValueError("candidates must contain at least one candidate")
+    r, body = _abstract(score, "score", "r")
+    body = _expect(body, ("value",), "score(r)")
     return Term(
         "exp_mech",
-        (score, tuple(cands)),
+        (r, body, cands),
         "monad",
         {
-            "epsilon": check_epsilon(epsilon),
-            "sensitivity": check_positive(sensitivity, "sensitivity"),
+            "epsilon": mech.epsilon,
+            "sensitivity": mech.sensitivity,
+            "mechanism": mech,
+            "binds": r.uid,
         },
     )
 
 
 def map_records(db: Term, f: Callable[[Term], Term]) -> Term:
-    """Apply the randomised f to every record and collect the results (paper: addNoise)."""
-    if not callable(f):
-        raise TypeError("f must be a function record -> actual distribution")
-    return Term(
-        "map_records", (_expect(db, ("db",), "db"), f), "monad", {"var": f"y{next(_counter)}"}
-    )
+    """Apply the randomised f to every record and collect the results (paper: addNoise).
+
+    ``f`` is called once, now, on a variable standing for a record.
+    """
+    db = _expect(db, ("db",), "db")
+    y, body = _abstract(f, "f", "y")
+    if not isinstance(body, Term) or body.kind != "monad":
+        raise TypeError("map_records needs f(record) to be an actual distribution")
+    return Term("map_records", (db, y, body), "monad", {"var": y.info["name"], "binds": y.uid})
