@@ -162,6 +162,17 @@ def test_budget_file_is_spent_and_exhaustion_is_a_clean_error(tmp_path: Path) ->
     assert json.loads(show.stdout)["spent"]["epsilon"] == pytest.approx(1.0)
 
 
+def test_seed_with_budget_file_is_refused_by_name(tmp_path: Path) -> None:
+    """Issue 14, defect 5: seeded noise never spends a real ledger."""
+    ledger = tmp_path / "team.ledger"
+    assert dpbayes("budget", "init", str(ledger), "--epsilon", "5").returncode == 0
+    r = dpbayes("release", "--epsilon", "1", "--seed", "1", "--budget-file", str(ledger))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "--seed" in r.stderr and "--budget-file" in r.stderr
+    show = dpbayes("budget", "show", str(ledger), "--json")
+    assert json.loads(show.stdout)["spent"]["epsilon"] == 0.0
+
+
 def test_damaged_ledger_is_an_error_not_a_fresh_budget(tmp_path: Path) -> None:
     ledger = tmp_path / "team.ledger"
     dpbayes("budget", "init", str(ledger), "--epsilon", "1")

@@ -151,7 +151,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--level", type=float, default=0.95, help="credible level (default 0.95)")
     p.add_argument("--budget-file", help="spend from this ledger (see `dpbayes budget`)")
-    p.add_argument("--seed", type=int, help="seeded SIMULATION noise (not for publication)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="seeded SIMULATION noise (not for publication; refused with --budget-file)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="draw the released posterior")
     p.set_defaults(handler=run)
@@ -228,6 +232,11 @@ def run(args: argparse.Namespace) -> int:
     from dpbayes.privacy.validation import check_probability
 
     level = check_probability(args.level, "--level", open_interval=True)
+    if args.seed is not None and args.budget_file:
+        raise ValueError(
+            "--seed cannot spend from --budget-file: seeded noise is a reproducible "
+            "simulation, not a release; drop --seed (secure noise) to spend real budget"
+        )
     user, k = privacy_unit(args, bundled=args.data is None)
     model, data, column = build_model(args)
     if user is not None:

@@ -314,7 +314,9 @@ def release(
         The privacy parameters; epsilon > 0, delta in [0, 1).
     accountant:
         Spend the release's guarantee from this budget; a spend that does not fit
-        raises :class:`~dpbayes.privacy.BudgetExceeded` and nothing is released.
+        raises :class:`~dpbayes.privacy.BudgetExceeded` and nothing is released. A real
+        accountant refuses a seeded (``rng`` given) release with a ``ValueError``; use
+        ``Accountant(..., simulation=True)`` to account simulations.
     rng:
         ``None`` for the secure samplers (publishable); an int seed or a numpy Generator
         for a seeded simulation (``simulation=True``, not for publication).
@@ -354,7 +356,10 @@ def release(
     if accountant is None:
         out = planned.run(src)
     else:
-        with accountant.charge(planned.guarantee, label=f"{mechanism} {type(model).__name__}"):
+        # the charged guarantee says whether the noise is seeded: a real budget refuses a
+        # simulation release here, before any noise is drawn
+        cost = planned.guarantee.with_simulation(src.simulation)
+        with accountant.charge(cost, label=f"{mechanism} {type(model).__name__}"):
             out = planned.run(src)
     if src.simulation and not out.guarantee.simulation:
         raise AssertionError("a simulated release must say simulation=True")
