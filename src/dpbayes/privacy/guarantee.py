@@ -9,7 +9,12 @@ from typing import Any
 
 from dpbayes.privacy.validation import check_delta, check_finite, check_positive
 
-__all__ = ["Guarantee", "Neighbours", "compose_sequential", "user_level"]
+__all__ = ["Guarantee", "Neighbours", "PrivacyLeakWarning", "compose_sequential", "user_level"]
+
+
+class PrivacyLeakWarning(RuntimeWarning):
+    """A result reveals something its (eps, delta) does not cover (e.g. labels read from
+    the data); the guarantee's ``details["not_protected"]`` says what."""
 
 
 class Neighbours(StrEnum):
@@ -73,6 +78,8 @@ class Guarantee:
         rather than the floating-point-safe samplers; such noise must not be published.
     details:
         Extra facts a reader needs to check the claim (scale, trim level, ...).
+        ``details["not_protected"]``, when present, names what the result publishes
+        outside the guarantee (:meth:`describe` prints it).
     """
 
     epsilon: float
@@ -127,9 +134,11 @@ class Guarantee:
         # user-level releases (rows bounded per user) name their relation in the details
         rel = str(self.details.get("neighbouring_relation", rel))
         sim = "; SIMULATION noise (seeded, not for publication)" if self.simulation else ""
+        leak = self.details.get("not_protected")
+        leak_text = f"; NOT protected: {leak}" if leak else ""
         return (
             f"{head}, {rel}, mechanism {self.mechanism}, "
-            f"{self.sensitivity_norm} sensitivity {self.sensitivity:.6g}{sim}"
+            f"{self.sensitivity_norm} sensitivity {self.sensitivity:.6g}{sim}{leak_text}"
         )
 
 
