@@ -2,7 +2,9 @@
 
 Privacy unit: on the bundled RAND HIE data one person (``person`` column, <= 5 rows, which
 keeps every row; ``--record-level`` protects one person-year instead); on ``--data`` one
-record unless ``--user-column COL --max-rows-per-user K`` bound each user to K rows.
+record unless ``--user-column COL --max-rows-per-user K`` bound each user to K rows. At
+user level the neighbours are add/remove one user and n is private (mechanisms that need
+a public n, expmech and input, are refused there).
 """
 
 from __future__ import annotations
@@ -130,9 +132,10 @@ def register(sub: Any) -> None:
     p.add_argument("--mechanism", default="laplace", help="release mechanism (default laplace)")
     p.add_argument(
         "--neighbours",
-        default="substitute",
+        default=None,
         choices=["substitute", "add-remove"],
-        help="neighbouring relation (default substitute: n is public)",
+        help="neighbouring relation (default: substitute one record, n public, at record "
+        "level; add/remove one user, n private, at user level, where substitute is refused)",
     )
     p.add_argument("--sensitivity", help="expmech: global, smooth or local")
     p.add_argument("--divergence", help="expmech: hellinger (default) or tv")

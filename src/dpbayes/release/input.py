@@ -55,7 +55,10 @@ def _no_options(options: dict[str, Any]) -> None:
 
 def _substitute(neighbours: Neighbours) -> None:
     if neighbours is not Neighbours.SUBSTITUTE:
-        raise ValueError("neighbours must be 'substitute' for input perturbation (n is public)")
+        raise ValueError(
+            "neighbours must be 'substitute' for input perturbation: one report per record "
+            "publishes n (add/remove neighbours and user-level data keep n private)"
+        )
 
 
 @register("input", BetaBernoulli)
