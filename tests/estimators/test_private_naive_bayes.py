@@ -82,9 +82,9 @@ def test_string_classes_and_categories() -> None:
 
 def test_errors() -> None:
     x, y = binary_data(100)
-    est = PrivateNaiveBayes(
-        epsilon=1.0, categories=[0, 1], classes=[0, 1], random_state=0
-    ).fit(x, y)
+    est = PrivateNaiveBayes(epsilon=1.0, categories=[0, 1], classes=[0, 1], random_state=0).fit(
+        x, y
+    )
     bad = x[:3].copy()
     bad[0, 2] = 7
     with pytest.raises(ValueError, match="unknown category 7"):

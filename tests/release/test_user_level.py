@@ -70,7 +70,7 @@ def test_substitute_is_refused_at_user_level_and_n_is_not_published(person_k3):
     user-level "substitute one user" releases published n, telling the two apart."""
     bb = dpb.models.BetaBernoulli(alpha=1, beta=1)
     acc = Accountant(epsilon=5.0)
-    with pytest.raises(ValueError, match="substitute.*not available on user-level") as info:
+    with pytest.raises(ValueError, match=r"substitute.*not available on user-level") as info:
         dpb.release(
             bb, person_k3, column="hlthp", mechanism="laplace", epsilon=1.0,
             neighbours="substitute", accountant=acc,
@@ -223,9 +223,7 @@ def test_fallback_lifts_an_eps_delta_plan_to_the_user_level_statement():
     from dpbayes.release.base import Plan, _group_privacy_plan
 
     e, d = group_privacy_budget(0.9, 1e-6, 3)
-    inner = Guarantee(
-        epsilon=e, delta=d, neighbours="add-remove", mechanism="m", sensitivity=1.0
-    )
+    inner = Guarantee(epsilon=e, delta=d, neighbours="add-remove", mechanism="m", sensitivity=1.0)
     out = _group_privacy_plan(
         Plan(guarantee=inner, run=lambda src: None),  # type: ignore[arg-type,return-value]
         3, 0.9, 1e-6, e, d, Neighbours.ADD_REMOVE,

@@ -7,7 +7,8 @@ for the die moves of one record between categories from corner, edge and balance
 vectors; for the Normal mean one record moved from ``lower`` to ``upper`` with the others
 at either end or in the middle. :func:`release_mechanism` wraps
 ``dpbayes.release.base.plan`` as the ``(data, rng, size) -> outputs`` callable the auditor
-runs; for the exponential mechanism it also exposes the exact output distribution (``output_distribution``), so that audits state the exact eps.
+runs; for the exponential mechanism it also exposes the exact output distribution
+(``output_distribution``), so that audits state the exact eps.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "builtin_model",
     "exact_expmech_coin_epsilon",
     "expmech_distribution",
+    "expmech_log_distribution",
     "model_pairs",
     "registered_mechanisms",
     "release_configurations",
@@ -196,7 +198,18 @@ def release_mechanism(
 def expmech_distribution(
     model: Any, planned: Any, data: Any, epsilon: float, divergence: str = "hellinger"
 ) -> Distribution:
-    """The exact output distribution of a planned expmech release.
+    """The exact output distribution of a planned expmech release (probabilities).
+
+    See :func:`expmech_log_distribution`, of which this is the exponential.
+    """
+    outputs, logp = expmech_log_distribution(model, planned, data, epsilon, divergence)
+    return outputs, np.exp(logp)
+
+
+def expmech_log_distribution(
+    model: Any, planned: Any, data: Any, epsilon: float, divergence: str = "hellinger"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(outputs, log-probabilities) of a planned expmech release, exact in log space.
 
     Global or local: recomputed here, candidate r with probability exp(e u(x, r) / (2 S))
     / sum, u the scores of :mod:`dpbayes.release.candidates`, S the sensitivity the plan
@@ -211,7 +224,7 @@ def expmech_distribution(
     kind = planned.guarantee.details.get("sensitivity_kind")
     if kind == "smooth" and planned.log_distribution is not None:
         outputs, logp = planned.log_distribution()
-        return np.asarray(outputs), np.exp(np.asarray(logp))
+        return np.asarray(outputs), np.asarray(logp, dtype=float)
     if kind not in ("global", "local"):
         raise ValueError("the exact distribution is known for sensitivity 'global' or 'local'")
     if planned.guarantee.details.get("lattice") is not None:
@@ -233,7 +246,7 @@ def expmech_distribution(
         scores = dirichlet_scores(np.asarray(model.alpha, dtype=float), counts, outputs)
     e = float(planned.guarantee.details.get("exponent_epsilon", epsilon))
     logits = scores * (e / (2.0 * float(planned.guarantee.sensitivity)))
-    return outputs, np.exp(logits - logsumexp(logits))
+    return outputs, logits - logsumexp(logits)
 
 
 def release_configurations(model: Any, n: int, epsilon: float = 1.0) -> list[dict[str, Any]]:

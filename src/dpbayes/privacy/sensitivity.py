@@ -55,7 +55,9 @@ def expmech_smooth_epsilon(
 
 
 def expmech_smooth_beta(epsilon: float, delta: float, n_candidates: int) -> float:
-    """The largest beta for which exponent eps/2 proves (eps, delta) (:func:`expmech_smooth_epsilon`).
+    """The largest beta for which exponent eps/2 proves (eps, delta) (Theorem 2).
+
+    :func:`expmech_smooth_epsilon` states the bound.
 
     The smooth-sensitivity exponential mechanism runs with exponent eps/2 (eps/2 u / (2 S));
     the other eps/2 pays for the data-dependent scale: beta solves

@@ -62,11 +62,11 @@ from dpbayes.release.parameters import counts_release
 
 __all__ = [
     "BLOCK",
-    "exponent_epsilon",
     "LEMMA_HELLINGER_BOUND",
     "LEMMA_TV_BOUND",
     "MAX_CANDIDATES",
     "SENSITIVITIES",
+    "exponent_epsilon",
     "plan_expmech_coin",
     "plan_expmech_dirichlet",
     "select_candidate",
