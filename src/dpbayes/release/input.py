@@ -12,6 +12,9 @@
   from the analytic Gaussian mechanism with sensitivity upper - lower ((eps, delta)-DP per
   record, hence for the data set under substitution).
 
+Substitute one record only (one report per record publishes n). Proof, line by line:
+``PROOF_input.md`` beside this file.
+
 The release publishes the noisy sufficient statistic (the count of reported ones / the sum
 of the noisy values): post-processing of the noisy records, no extra cost. The noisy
 records are drawn one per record even though only their sum is kept, so the distribution
