@@ -40,9 +40,10 @@ def test_release_on_bundled_data_prints_posterior_interval_and_guarantee() -> No
     )
     assert r.returncode == 0, r.stderr
     assert "Beta(" in r.stdout and "credible interval" in r.stdout and "hlthp" in r.stdout
-    # the bundled data's default unit: one person, <= 5 rows, which keeps every row
-    assert "(n = 20190)" in r.stdout
-    assert "1-DP, substitute one user (<= 5 rows)" in r.stdout and "sensitivity 5" in r.stdout
+    # the bundled data's default unit: one person, <= 5 rows, which keeps every row;
+    # add/remove one user with n private (issue 14, defect 3), so n is not printed
+    assert "(n = " not in r.stdout
+    assert "1-DP, add/remove one user (<= 5 rows)" in r.stdout and "sensitivity 5" in r.stdout
 
 
 def test_release_json_and_plot(tmp_path: Path) -> None:
@@ -88,7 +89,7 @@ def test_dirichlet_and_normal_mean_on_bundled_data() -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert len(doc["released"]["counts"]) == 4
-    assert doc["guarantee"]["sensitivity"] == 10.0  # L1 2 per row x 5 rows per person
+    assert doc["guarantee"]["sensitivity"] == 5.0  # add/remove: L1 1 per row x 5 rows
     r = dpbayes(
         "release",
         "--model",
@@ -102,7 +103,7 @@ def test_dirichlet_and_normal_mean_on_bundled_data() -> None:
         "1",
     )
     assert r.returncode == 0, r.stderr
-    assert "Normal(" in r.stdout
+    assert "Normal(" in r.stdout and "add/remove one user (<= 5 rows)" in r.stdout
 
 
 def release_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
@@ -115,21 +116,24 @@ def test_privacy_unit_flags_on_bundled_and_own_data(tmp_path: Path, capsys) -> N
     g = release_json(capsys, "--epsilon", "1", "--record-level", "--seed", "1")["guarantee"]
     assert g["sensitivity"] == 1.0 and "privacy_unit" not in g["details"]
     doc = release_json(capsys, "--epsilon", "1", "--max-rows-per-user", "3", "--seed", "1")
-    assert doc["public"]["n"] == 16_952 and doc["guarantee"]["sensitivity"] == 3.0
-    assert doc["guarantee"]["details"]["neighbouring_relation"] == "substitute one user (<= 3 rows)"
+    assert doc["public"]["n"] is None and doc["guarantee"]["sensitivity"] == 3.0
+    assert doc["guarantee"]["details"]["neighbouring_relation"] == "add/remove one user (<= 3 rows)"
     csv = tmp_path / "visits.csv"
     pd.DataFrame({"pid": [i // 4 for i in range(200)], "smoker": [1, 0] * 100}).to_csv(csv)
     own = ["--data", str(csv), "--column", "smoker", "--epsilon", "1", "--seed", "2"]
     doc = release_json(capsys, *own)  # your data: record level by default
     assert doc["public"]["n"] == 200 and doc["guarantee"]["sensitivity"] == 1.0
     doc = release_json(capsys, *own, "--user-column", "pid", "--max-rows-per-user", "2")
-    assert doc["public"]["n"] == 100 and doc["guarantee"]["sensitivity"] == 2.0
-    # a mechanism without native user-level support: group privacy, eps/k per record
-    g = release_json(
-        capsys, *own, "--user-column", "pid", "--max-rows-per-user", "2", "--mechanism", "input"
-    )["guarantee"]
-    assert g["epsilon"] == 1.0 and g["details"]["per_record_epsilon"] == 0.5
-    assert g["details"]["group_privacy"] == "group privacy, k = 2, per-record eps = 0.5"
+    assert doc["public"]["n"] is None and doc["guarantee"]["sensitivity"] == 2.0
+    # user level: substitute, and the mechanisms that publish n, are refused in one line
+    for extra, needle in (
+        (["--neighbours", "substitute"], "not available on user-level data"),
+        (["--mechanism", "input"], "user-level data keep n private"),
+        (["--mechanism", "expmech"], "user-level data keep n private"),
+    ):
+        code = main(["release", *own, "--user-column", "pid", "--max-rows-per-user", "2", *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and needle in err, err
 
 
 @pytest.mark.parametrize(
@@ -160,6 +164,17 @@ def test_budget_file_is_spent_and_exhaustion_is_a_clean_error(tmp_path: Path) ->
     assert refused.stderr.count("\n") == 1 and "budget exceeded" in refused.stderr
     show = dpbayes("budget", "show", str(ledger), "--json")
     assert json.loads(show.stdout)["spent"]["epsilon"] == pytest.approx(1.0)
+
+
+def test_seed_with_budget_file_is_refused_by_name(tmp_path: Path) -> None:
+    """Issue 14, defect 5: seeded noise never spends a real ledger."""
+    ledger = tmp_path / "team.ledger"
+    assert dpbayes("budget", "init", str(ledger), "--epsilon", "5").returncode == 0
+    r = dpbayes("release", "--epsilon", "1", "--seed", "1", "--budget-file", str(ledger))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "--seed" in r.stderr and "--budget-file" in r.stderr
+    show = dpbayes("budget", "show", str(ledger), "--json")
+    assert json.loads(show.stdout)["spent"]["epsilon"] == 0.0
 
 
 def test_damaged_ledger_is_an_error_not_a_fresh_budget(tmp_path: Path) -> None:
@@ -201,7 +216,7 @@ def test_demo_runs_quickly_and_shows_real_releases(tmp_path: Path) -> None:
     assert r.stdout.count("private posterior") == 3 and "refused" in r.stdout
     assert "Guarantees below protect one person: all of their rows, at most 5" in r.stdout
     assert "20190 of 20190 person-years kept" in r.stdout
-    assert r.stdout.count("substitute one user (<= 5 rows)") == 3
+    assert r.stdout.count("add/remove one user (<= 5 rows)") == 3
     assert "one record" not in r.stdout
     assert len(list((tmp_path / "demo").glob("*.png"))) == 3
     # sensible: the private share of poor health is the exact 303 / 20,192 up to Laplace(5)

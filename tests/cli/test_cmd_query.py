@@ -25,7 +25,7 @@ def test_query_creates_continues_and_refuses(tmp_path: Path, capsys) -> None:
         capsys, "--state", state, "--data", str(bundled_path("randhie")),
         "--attribute", "health=excellent,good,fair,poor", "--attribute", "mdvis=bins:0,1,5,inf",
         "--epsilon", "1", "--where", "health = poor", "--half-width", "20",
-        "--confidence", "0.95", "--seed", "3",
+        "--confidence", "0.95",
     )  # fmt: skip
     assert code == 0 and a["status"] == "fresh" and a["epsilon"] > 0
     # the bundled data: one person (<= 5 rows) by default, S = 5: eps = 5 ln(1/(1-p)) / d
@@ -41,7 +41,7 @@ def test_query_creates_continues_and_refuses(tmp_path: Path, capsys) -> None:
     assert b["remaining_epsilon"] == a["remaining_epsilon"]
     code = main(
         ["query", "--state", state, "--where", "mdvis >= 5", "--half-width", "0.1",
-         "--confidence", "0.99", "--seed", "1"]
+         "--confidence", "0.99"]
     )  # fmt: skip
     assert code == 3 and capsys.readouterr().out.startswith("refused")
     ledger = json.loads((tmp_path / "st" / "ledger.json").read_text())
@@ -66,7 +66,7 @@ def test_query_creates_continues_and_refuses(tmp_path: Path, capsys) -> None:
 
 def test_query_units_default_bundled_record_level_and_own_data(tmp_path: Path, capsys) -> None:
     common = [
-        "--attribute", "health=excellent,good,fair,poor", "--epsilon", "1", "--seed", "1",
+        "--attribute", "health=excellent,good,fair,poor", "--epsilon", "1",
         "--where", "health = poor", "--half-width", "100", "--confidence", "0.95",
     ]  # fmt: skip
     code, a = run_json(capsys, "--state", str(tmp_path / "b"), *common)  # no --data: bundled
@@ -107,3 +107,15 @@ def test_query_needs_a_cube_first(tmp_path: Path, capsys) -> None:
          "--confidence", "0.9"]
     )  # fmt: skip
     assert code == 2 and "first call needs" in capsys.readouterr().err
+
+
+def test_query_refuses_seed_by_name_and_creates_nothing(tmp_path: Path, capsys) -> None:
+    """Issue 14, defect 5: the engine spends a real ledger; seeded noise is never accepted."""
+    code = main(
+        ["query", "--state", str(tmp_path / "s"), "--attribute", "health=excellent,good,fair,poor",
+         "--epsilon", "1", "--where", "health = poor", "--half-width", "100",
+         "--confidence", "0.95", "--seed", "3"]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--seed" in err
+    assert not (tmp_path / "s").exists()

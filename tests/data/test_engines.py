@@ -127,7 +127,7 @@ def test_postgres_person_level_release(pg_url):
     rel = dpb.release(model, src, mechanism="laplace", epsilon=0.5, rng=3)
     assert rel.guarantee.sensitivity == 3.0
     assert rel.guarantee.details["scale"] == 6.0
-    assert "substitute one user (<= 3 rows)" in rel.guarantee.describe()
+    assert "add/remove one user (<= 3 rows)" in rel.guarantee.describe()
 
 
 # ------------------------------------------------------------------------------ Spark
@@ -166,7 +166,8 @@ def test_spark_release_and_errors(spark_frame, frame):
     src = as_source(spark_frame, column="e", user_column="user", max_rows_per_user=3)
     rel = dpb.release(model, src, mechanism="laplace", epsilon=1.0, rng=0)
     n = src.n()
-    assert rel.guarantee.sensitivity == 3 * model.posterior_mean_sensitivity(n)
-    assert rel.public["n"] == n == int(np.minimum(frame.groupby("user").size(), 3).sum())
+    # user level: add/remove one user, noise on (n, centred sum / half-width), L1 2 per row
+    assert rel.guarantee.sensitivity == 3 * 2.0 and rel.public["n"] is None
+    assert n == int(np.minimum(frame.groupby("user").size(), 3).sum())
     with pytest.raises(ValueError, match="not found"):
         as_source(spark_frame, column="no such column")

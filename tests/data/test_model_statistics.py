@@ -3,7 +3,7 @@
 pandas (an independent crosstab), a Parquet file through DuckDB, PostgreSQL and Spark
 local mode give the same family count tables; bounded to k rows per person they give
 the same bounded tables (the rows kept are the same in every engine), and the releases
-scale the sensitivity by k and say "one user".
+scale the add/remove sensitivity by k and say "add/remove one user".
 """
 
 from __future__ import annotations
@@ -112,8 +112,8 @@ def _check_engine(
         np.testing.assert_array_equal(stats.counts[v], want[v])
     if not slow_engine:
         rel = dpb.release(bn, bounded, mechanism="laplace", epsilon=1.0, rng=0)
-        assert rel.guarantee.sensitivity == K * laplace_sensitivity(bn, "substitute")
-        assert "substitute one user (<= 2 rows)" in rel.guarantee.describe()
+        assert rel.guarantee.sensitivity == K * laplace_sensitivity(bn, "add-remove")
+        assert "add/remove one user (<= 2 rows)" in rel.guarantee.describe()
     cube = Cube.from_table(bounded, CUBE_ATTRS)
     assert cube.rows_per_user_bound == K
     np.testing.assert_array_equal(cube.counts, Cube.from_table(bounded_ref, CUBE_ATTRS).counts)

@@ -82,7 +82,9 @@ def test_string_classes_and_categories() -> None:
 
 def test_errors() -> None:
     x, y = binary_data(100)
-    est = PrivateNaiveBayes(epsilon=1.0, categories=[0, 1], random_state=0).fit(x, y)
+    est = PrivateNaiveBayes(epsilon=1.0, categories=[0, 1], classes=[0, 1], random_state=0).fit(
+        x, y
+    )
     bad = x[:3].copy()
     bad[0, 2] = 7
     with pytest.raises(ValueError, match="unknown category 7"):
@@ -108,7 +110,7 @@ def test_bins_are_data_independent() -> None:
     """Binning uses only the given edges: the fitted model's categories do not see the data."""
     x, y = binary_data(200)
     xf = x + np.random.default_rng(0).normal(0, 0.1, x.shape)
-    est = PrivateNaiveBayes(epsilon=2.0, bin_edges=[0.5], random_state=0).fit(xf, y)
+    est = PrivateNaiveBayes(epsilon=2.0, bin_edges=[0.5], classes=[0, 1], random_state=0).fit(xf, y)
     assert est.model_.variables["x0"] == (0, 1)
     assert est.score(xf, y) > 0.7
 
@@ -138,3 +140,28 @@ def test_works_without_scikit_learn() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_classes_read_from_data_warn_and_say_so_in_the_guarantee() -> None:
+    """Issue 14, defect 6: a label held by one record is published in classes_, so reading
+    the labels from y warns (PrivacyLeakWarning) and the guarantee states it."""
+    from dpbayes.privacy import PrivacyLeakWarning
+
+    x, y = binary_data(300)
+    y = y.copy()
+    y[0] = 7  # one record holds a rare label
+    with pytest.warns(PrivacyLeakWarning, match="classes were not given"):
+        est = PrivateNaiveBayes(epsilon=1.0, categories=[0, 1], random_state=0).fit(x, y)
+    assert 7 in est.classes_.tolist() and est.classes_from_data_
+    g = est.guarantee_
+    assert g.details["classes_from_data"] is True
+    assert "class labels" in g.details["not_protected"]
+    assert "NOT protected: the set of class labels" in g.describe()
+    assert est.release_.guarantee == g
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # public classes: no warning, nothing unprotected
+        ok = PrivateNaiveBayes(
+            epsilon=1.0, categories=[0, 1], classes=[0, 1, 7], random_state=0
+        ).fit(x, y)
+    assert "not_protected" not in ok.guarantee_.details
+    assert "NOT protected" not in ok.guarantee_.describe()

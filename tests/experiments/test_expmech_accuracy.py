@@ -20,7 +20,7 @@ def test_expmech_accuracy_small(tmp_path: Path) -> None:
     assert all(p.stat().st_size > 0 for p in paths)
     with (tmp_path / "expmech_accuracy_summary.csv").open() as fh:
         summary = list(csv.DictReader(fh))
-    assert len(summary) == 2 * 2 * 4  # n x eps x mechanisms
+    assert len(summary) == 2 * 2 * 5  # n x eps x mechanisms
     med = {(r["n"], r["epsilon"], r["mechanism"]): float(r["median_hellinger"]) for r in summary}
     assert all(0.0 <= v <= 1.0 for v in med.values())
     # global sensitivity is set by the edge data sets: at n = 100 it is far worse than Laplace

@@ -264,26 +264,28 @@ def test_user_level_counts_and_release_from_a_parquet_path(tmp_path: object) -> 
     assert s.n == int(np.minimum(df.groupby("person").size(), k).sum()) < len(df)
     for v in bn.nodes:  # every family table counts the same bounded rows
         assert int(s.counts[v].sum()) == s.n
+    # user level is add/remove one user (n private): k * |I| (issue 14, defect 3)
     rel = dpb.release(bn, table, mechanism="laplace", epsilon=1.0, rng=0)
-    assert rel.guarantee.sensitivity == k * laplace_sensitivity(bn, "substitute") == 12.0
-    assert rel.guarantee.details["rows_per_user"] == k
-    assert "substitute one user (<= 2 rows)" in rel.guarantee.describe()
+    assert rel.guarantee.sensitivity == k * laplace_sensitivity(bn, "add-remove") == 6.0
+    assert rel.guarantee.details["rows_per_user"] == k and rel.public["n"] is None
+    assert "add/remove one user (<= 2 rows)" in rel.guarantee.describe()
     rel2 = dpb.release(bn, table, mechanism="laplace", epsilon=1.0, rng=0, neighbours="add-remove")
     assert rel2.guarantee.sensitivity == k * 3
-    assert "add/remove one user (<= 2 rows)" in rel2.guarantee.describe()
+    with pytest.raises(ValueError, match="substitute"):
+        dpb.release(bn, table, mechanism="laplace", epsilon=1.0, rng=0, neighbours="substitute")
     nb = NaiveBayes("a", [0, 1], {"b": ["lo", "mid", "hi"], "c": [0, 1]})
     rel3 = dpb.release(nb, table, mechanism="laplace", epsilon=1.0, rng=0)
-    assert rel3.guarantee.sensitivity == k * laplace_sensitivity(nb, "substitute")
+    assert rel3.guarantee.sensitivity == k * laplace_sensitivity(nb, "add-remove")
     # no native user-level support: group privacy, the mechanism at eps/k (release/base.py)
     rel4 = dpb.release(bn, table, mechanism="sampling", epsilon=1.0, rng=0)
     assert rel4.guarantee.epsilon == 1.0
     assert rel4.guarantee.details["per_record_epsilon"] == pytest.approx(0.5)
-    assert "substitute one user (<= 2 rows)" in rel4.guarantee.describe()
+    assert "add/remove one user (<= 2 rows)" in rel4.guarantee.describe()
 
 
 def test_user_level_laplace_noise_has_k_times_the_record_scale(tmp_path: object) -> None:
     """The user-level Laplace release's noise, over many seeded draws from one bounded table,
-    is Lap(k * 2|I| / eps) (KS), and the record-level scale is rejected."""
+    is Lap(k |I| / eps) (KS; add/remove one user), and the record-level scale is rejected."""
     import pathlib
 
     from scipy import stats as st
@@ -301,7 +303,7 @@ def test_user_level_laplace_noise_has_k_times_the_record_scale(tmp_path: object)
     exact = bn.statistics(table)
     p = plan(bn, table, mechanism="laplace", epsilon=eps)
     scale = p.guarantee.sensitivity / eps
-    assert scale == pytest.approx(k * 6 / eps)
+    assert scale == pytest.approx(k * 3 / eps)
     v = bn.nodes[0]
     cell = int(np.argmax(exact.counts[v]))  # far from the truncation at 0 and n
     assert 10 * scale < exact.counts[v].flat[cell] < exact.n - 10 * scale

@@ -340,3 +340,23 @@ def test_two_processes_sharing_a_ledger_never_overspend(tmp_path):
     final = Accountant.open(path)
     assert len(final.spends) == 10
     assert final.spent[0] == pytest.approx(1.0)
+
+
+def test_real_accountant_refuses_simulation_guarantees_and_vice_versa():
+    """Issue 14, defect 5: a seeded release never spends real budget (one-line error)."""
+    g = LaplaceMechanism(epsilon=0.5, sensitivity=1.0).guarantee()
+    real = Accountant(1.0)
+    with pytest.raises(ValueError, match="simulation release") as info:
+        with real.charge(g.with_simulation(True)):
+            raise AssertionError("the block must not run")
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="simulation release"):
+        real.spend(g.with_simulation(True))
+    assert real.spent == (0.0, 0.0)
+    real.spend(g)
+    sim = Accountant(1.0, simulation=True)
+    with pytest.raises(ValueError, match="simulation accountant"):
+        sim.spend(g)
+    sim.spend(g.with_simulation(True))
+    assert sim.simulation and not real.simulation
+    assert sim.spent == real.spent == (0.5, 0.0)

@@ -9,15 +9,30 @@ import pytest
 
 from dpbayes.privacy.sensitivity import (
     expmech_smooth_beta,
+    expmech_smooth_epsilon,
     smooth_sensitivity_path,
     smooth_sensitivity_path_all,
 )
 
 
-def test_beta_formula_of_the_notes() -> None:
+@pytest.mark.parametrize("eps", [0.01, 0.1, 1.0, 10.0, 100.0])
+@pytest.mark.parametrize("delta", [1e-12, 1e-6, 0.5])
+@pytest.mark.parametrize("size", [2, 101, 10**7])
+def test_beta_is_the_largest_that_proves_eps(eps: float, delta: float, size: int) -> None:
+    """Exponent eps/2 and this beta: Theorem 2's bound is eps (up to the bisection)."""
+    beta = expmech_smooth_beta(eps, delta, size)
+    proven = expmech_smooth_epsilon(eps / 2, beta, size, delta)
+    assert proven <= eps and proven >= eps * (1 - 1e-9)
+    assert expmech_smooth_epsilon(eps / 2, beta * (1 + 1e-6), size, delta) > eps
+
+
+def test_the_notes_calibration_is_not_proven() -> None:
+    """Issue 14, defect 2: paper 003's beta with exponent eps proves only more than eps."""
     for eps, delta, size in [(1.0, 1e-6, 101), (0.1, 1e-3, 11), (2.0, 0.5, 2)]:
-        expected = math.log(1 - eps / (2 * math.log(delta / (2 * size))))
-        assert expmech_smooth_beta(eps, delta, size) == pytest.approx(expected, rel=1e-14)
+        notes_beta = math.log(1 - eps / (2 * math.log(delta / (2 * size))))
+        assert expmech_smooth_epsilon(eps, notes_beta, size, delta) > 1.5 * eps
+        # with exponent eps/2 it would still be short: the normaliser term is missing
+        assert expmech_smooth_epsilon(eps / 2, notes_beta, size, delta) > eps
 
 
 @pytest.mark.parametrize(

@@ -80,8 +80,12 @@ def test_coin_output_distribution_matches_exact_probabilities(kind: str, delta: 
     elif kind == "local":
         s = float(ls[k])
     else:
-        beta = math.log(1 - eps / (2 * math.log(delta / (2 * (n + 1)))))
+        from dpbayes.privacy.sensitivity import expmech_smooth_beta
+
+        beta = expmech_smooth_beta(eps, delta, n + 1)
         s = max(ls[j] * math.exp(-beta * abs(j - k)) for j in range(n + 1))
+    # issue 14, defect 2: the smooth mechanism's exponent is eps/2 (PROOF_expmech.md)
+    e = eps / 2 if kind == "smooth" else eps
     model = BetaBernoulli(alpha=a, beta=b)
     plan = plan_expmech_coin(
         model,
@@ -95,7 +99,11 @@ def test_coin_output_distribution_matches_exact_probabilities(kind: str, delta: 
     assert plan.guarantee.private is (kind != "local")
     src = SimulatedNoise(np.random.default_rng(7))
     draws = np.array([plan.run(src).released["counts"][0] for _ in range(2500)])
-    assert chi_square_p(draws, exact_probs(u[k], s, eps)) > P_MIN
+    assert plan.guarantee.details["exponent_epsilon"] == e
+    assert chi_square_p(draws, exact_probs(u[k], s, e)) > P_MIN
+    outputs, logp = plan.log_distribution()  # type: ignore[misc]
+    assert np.array_equal(outputs[:, 0], np.arange(n + 1))
+    assert np.allclose(np.exp(logp), exact_probs(u[k], s, e), rtol=1e-9, atol=1e-300)
 
 
 def test_dirichlet_output_distribution_matches_exact_probabilities() -> None:
@@ -167,7 +175,7 @@ def test_exact_privacy_audit_global_and_smooth(a: float, b: float, n: int, eps: 
             sensitivity="smooth",
         ).guarantee
         s = coin_smooth_sensitivity(a, b, n, k, sm.details["smooth_beta"])
-        p_smooth.append(exact_probs(u[k], s, eps))
+        p_smooth.append(exact_probs(u[k], s, eps / 2))  # exponent eps/2
     pg, ps = np.array(p_glob), np.array(p_smooth)
     for k in range(n):
         for x, y in ((k, k + 1), (k + 1, k)):
@@ -310,7 +318,7 @@ def test_exact_privacy_audit_dirichlet_smooth(eps: float) -> None:
     probs = {}
     for x in cands:
         s = dirichlet_smooth_sensitivity(alpha, x, beta)
-        probs[tuple(x)] = exact_probs(dirichlet_scores(alpha, x, cands), s, eps)
+        probs[tuple(x)] = exact_probs(dirichlet_scores(alpha, x, cands), s, eps / 2)
     for x in cands:
         for i in range(3):
             for j in range(3):

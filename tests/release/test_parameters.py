@@ -174,12 +174,13 @@ def test_secure_path_noise_statistics() -> None:
 
 
 def test_accountant_spends_and_refuses_without_spending() -> None:
+    # a real budget takes secure-noise releases only (rng=None)
     model = dpb.models.BetaBernoulli(alpha=1, beta=1)
     acc = Accountant(1.5)
-    dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=1.0, accountant=acc, rng=0)
+    dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=1.0, accountant=acc)
     assert acc.spent == (1.0, 0.0)
     with pytest.raises(BudgetExceeded, match="remains"):
-        dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=1.0, accountant=acc, rng=0)
+        dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=1.0, accountant=acc)
     assert acc.spent == (1.0, 0.0) and len(acc.spends) == 1
 
 
@@ -187,11 +188,39 @@ def test_ledger_file_survives_restart(tmp_path) -> None:
     path = tmp_path / "ledger.json"
     model = dpb.models.BetaBernoulli(alpha=1, beta=1)
     acc = Accountant(2.0, path=path)
-    dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=1.5, accountant=acc, rng=0)
+    dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=1.5, accountant=acc)
     again = Accountant.open(path)
     assert again.spent[0] == pytest.approx(1.5)
     with pytest.raises(BudgetExceeded):
-        dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=1.0, accountant=again, rng=0)
+        dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=1.0, accountant=again)
+
+
+def test_real_accountant_refuses_a_seeded_release_and_spends_nothing(tmp_path) -> None:
+    """Issue 14, defect 5: seeded noise is reproducible, so a real budget must refuse it."""
+    model = dpb.models.BetaBernoulli(alpha=1, beta=1)
+    path = tmp_path / "ledger.json"
+    for acc in (Accountant(5.0), Accountant(5.0, path=path)):
+        with pytest.raises(ValueError, match="simulation release") as info:
+            dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=1.0, accountant=acc, rng=0)
+        assert "\n" not in str(info.value)
+        assert acc.spent == (0.0, 0.0) and not acc.spends
+    assert Accountant.open(path).spends == ()
+
+
+def test_simulation_accountant_takes_only_simulation_releases() -> None:
+    model = dpb.models.BetaBernoulli(alpha=1, beta=1)
+    sim = Accountant(1.5, simulation=True)
+    rel = dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=1.0, accountant=sim, rng=0)
+    assert rel.simulation and sim.spent == (1.0, 0.0) and sim.summary()["simulation"]
+    with pytest.raises(BudgetExceeded):
+        dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=1.0, accountant=sim, rng=1)
+    with pytest.raises(ValueError, match="simulation accountant"):
+        dpb.release(model, coin(10, 3), mechanism="laplace", epsilon=0.1, accountant=sim)
+    assert sim.spent == (1.0, 0.0)
+    with pytest.raises(ValueError, match="path must be None"):
+        Accountant(1.0, simulation=True, path="ledger.json")
+    with pytest.raises(TypeError, match="simulation"):
+        Accountant(1.0, simulation=1)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -31,8 +31,10 @@ __all__ = [
     "OutputSet",
     "align",
     "best_output_sets",
+    "exact_epsilon_log",
     "expected_lower_bound",
     "pair_exact_epsilon",
+    "product_exact_epsilon",
 ]
 
 Distribution = tuple[np.ndarray, np.ndarray]
@@ -160,3 +162,75 @@ def best_output_sets(
         desc = f"output in {{{shown}}} ({chosen.shape[0]} outputs, by exact likelihood ratio)"
         out.append(OutputSet(chosen, label, float(bound[i]), f"{desc} ({label})"))
     return out
+
+
+def exact_epsilon_log(logp: np.ndarray, logq: np.ndarray, delta: float = 0.0) -> float:
+    """:func:`~dpbayes.audit.bounds.exact_epsilon` from log-probabilities over one support.
+
+    For mechanisms whose probabilities underflow (eps = 100, n in the thousands): the
+    ratio of two probabilities of 1e-400 is still exact here. ``-inf`` marks an output
+    impossible under one data set; if the other gives it positive mass the loss is
+    infinite (delta = 0). For delta > 0 the privacy profile sum max(0, p - e^eps q) is
+    summed in linear space (terms below 1e-300 cannot matter against a delta >= 1e-300).
+    """
+    lp = np.asarray(logp, dtype=float)
+    lq = np.asarray(logq, dtype=float)
+    if lp.shape != lq.shape or lp.ndim != 1:
+        raise ValueError("logp and logq must be 1-dimensional arrays of the same length")
+    dlt = check_delta(delta)
+
+    def one_way(a: np.ndarray, b: np.ndarray) -> float:
+        live = a > -np.inf
+        if not live.any():
+            return 0.0
+        if np.any(live & (b == -np.inf)) and dlt == 0.0:
+            return math.inf
+        if dlt == 0.0:
+            return max(0.0, float(np.max(a[live] - b[live])))
+
+        def excess(eps: float) -> float:
+            d = a[live] - (eps + b[live])
+            m = d > 0
+            return float(np.sum(np.exp(a[live][m]) * -np.expm1(-d[m])))
+
+        if excess(0.0) <= dlt:
+            return 0.0
+        lo, hi = 0.0, 1.0
+        while excess(hi) > dlt:
+            hi *= 2.0
+            if hi > 1e6:
+                return math.inf
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if excess(mid) > dlt else (lo, mid)
+        return hi
+
+    return max(one_way(lp, lq), one_way(lq, lp))
+
+
+def product_exact_epsilon(factors_x: list[np.ndarray], factors_y: list[np.ndarray]) -> float:
+    """The exact pure eps of a product of independent finite outputs, from log-probabilities.
+
+    For P = prod_i P_i and Q = prod_i Q_i the largest ln(P(o) / Q(o)) is the sum over the
+    factors of their largest ln(P_i / Q_i) (each factor's output can be chosen freely), so
+    eps = max(sum_i max ln P_i/Q_i, sum_i max ln Q_i/P_i). Factor i's two arrays share one
+    support (``-inf`` for impossible outputs).
+    """
+    if len(factors_x) != len(factors_y) or not factors_x:
+        raise ValueError("factors_x and factors_y must be equally long, non-empty lists")
+    up = down = 0.0
+    for fx, fy in zip(factors_x, factors_y, strict=True):
+        a, b = np.asarray(fx, dtype=float), np.asarray(fy, dtype=float)
+        if a.shape != b.shape or a.ndim != 1:
+            raise ValueError("each factor must be two 1-dimensional arrays of one length")
+        for sign, (u, v) in ((1, (a, b)), (-1, (b, a))):
+            live = u > -np.inf
+            if np.any(live & (v == -np.inf)):
+                loss = math.inf
+            else:
+                loss = float(np.max(u[live] - v[live])) if live.any() else 0.0
+            if sign > 0:
+                up += loss
+            else:
+                down += loss
+    return max(0.0, up, down)

@@ -7,8 +7,8 @@ for the die moves of one record between categories from corner, edge and balance
 vectors; for the Normal mean one record moved from ``lower`` to ``upper`` with the others
 at either end or in the middle. :func:`release_mechanism` wraps
 ``dpbayes.release.base.plan`` as the ``(data, rng, size) -> outputs`` callable the auditor
-runs; for the exponential mechanism with global or local sensitivity it also exposes the
-exact output distribution (``output_distribution``), so that audits state the exact eps.
+runs; for the exponential mechanism it also exposes the exact output distribution
+(``output_distribution``), so that audits state the exact eps.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ __all__ = [
     "builtin_model",
     "exact_expmech_coin_epsilon",
     "expmech_distribution",
+    "expmech_log_distribution",
     "model_pairs",
     "registered_mechanisms",
     "release_configurations",
@@ -187,7 +188,7 @@ def release_mechanism(
 
     run.__name__ = f"{mechanism} ({type(model).__name__})"
     run.plan_for = plan_for  # type: ignore[attr-defined]
-    if mechanism == "expmech" and options.get("sensitivity", "global") in ("global", "local"):
+    if mechanism == "expmech":
         run.output_distribution = lambda data: expmech_distribution(  # type: ignore[attr-defined]
             model, plan_for(data), data, epsilon, options.get("divergence", "hellinger")
         )
@@ -197,17 +198,33 @@ def release_mechanism(
 def expmech_distribution(
     model: Any, planned: Any, data: Any, epsilon: float, divergence: str = "hellinger"
 ) -> Distribution:
-    """The exact output distribution of a planned expmech release (global or local).
+    """The exact output distribution of a planned expmech release (probabilities).
 
-    Candidate r is chosen with probability exp(eps u(x, r) / (2 S)) / sum, u the scores of
-    :mod:`dpbayes.release.candidates` and S the sensitivity the plan states (its
-    guarantee); outputs are the released count vectors, as the auditor sees them.
+    See :func:`expmech_log_distribution`, of which this is the exponential.
+    """
+    outputs, logp = expmech_log_distribution(model, planned, data, epsilon, divergence)
+    return outputs, np.exp(logp)
+
+
+def expmech_log_distribution(
+    model: Any, planned: Any, data: Any, epsilon: float, divergence: str = "hellinger"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(outputs, log-probabilities) of a planned expmech release, exact in log space.
+
+    Global or local: recomputed here, candidate r with probability exp(e u(x, r) / (2 S))
+    / sum, u the scores of :mod:`dpbayes.release.candidates`, S the sensitivity the plan
+    states and e its ``exponent_epsilon``. Smooth (whose S_beta(x) the guarantee does not
+    state): the plan's own ``log_distribution``. Outputs are the released count vectors,
+    as the auditor sees them.
     """
     from scipy.special import logsumexp
 
     from dpbayes.release.candidates import coin_scores, compositions, dirichlet_scores
 
     kind = planned.guarantee.details.get("sensitivity_kind")
+    if kind == "smooth" and planned.log_distribution is not None:
+        outputs, logp = planned.log_distribution()
+        return np.asarray(outputs), np.asarray(logp, dtype=float)
     if kind not in ("global", "local"):
         raise ValueError("the exact distribution is known for sensitivity 'global' or 'local'")
     if planned.guarantee.details.get("lattice") is not None:
@@ -227,8 +244,9 @@ def expmech_distribution(
     else:
         outputs = compositions(n, counts.size)
         scores = dirichlet_scores(np.asarray(model.alpha, dtype=float), counts, outputs)
-    logits = scores * (epsilon / (2.0 * float(planned.guarantee.sensitivity)))
-    return outputs, np.exp(logits - logsumexp(logits))
+    e = float(planned.guarantee.details.get("exponent_epsilon", epsilon))
+    logits = scores * (e / (2.0 * float(planned.guarantee.sensitivity)))
+    return outputs, logits - logsumexp(logits)
 
 
 def release_configurations(model: Any, n: int, epsilon: float = 1.0) -> list[dict[str, Any]]:

@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     df = load_bundled("randhie")
     data: Any = df if user is None else Table(df, user_column=user, max_rows_per_user=k)
     eps = args.epsilon
-    budget = Accountant(3 * eps)
+    # seeded noise is a simulation: it is accounted apart from any real budget
+    budget = Accountant(3 * eps, simulation=args.seed is not None)
     people = df["person"].nunique()
     print(
         f"Bundled data: RAND Health Insurance Experiment, {len(df)} person-years, {people} people."

@@ -46,7 +46,9 @@ def register(sub: Any) -> None:
     p.add_argument("--where", default="", help='predicate, e.g. "health = poor and idp = 1"')
     p.add_argument("--half-width", type=float, required=True, help="required half-width d")
     p.add_argument("--confidence", type=float, required=True, help="required probability p")
-    p.add_argument("--seed", type=int, help="seeded simulation noise (default: secure noise)")
+    # kept only to refuse it by name: the engine spends a real ledger, so seeded
+    # (reproducible) noise is never accepted here; simulations use the library
+    p.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     add_privacy_unit_arguments(p)
     p.set_defaults(handler=run)
@@ -123,6 +125,11 @@ def _unit_given(args: argparse.Namespace) -> bool:
 def run(args: argparse.Namespace) -> int:
     from dpbayes.answers import QueryEngine
 
+    if args.seed is not None:
+        raise ValueError(
+            "--seed is refused: dpbayes query spends the real budget in --state, and seeded "
+            "noise is a reproducible simulation (use QueryEngine(..., rng=seed) in experiments)"
+        )
     state = Path(args.state)
     spec_path = state / _SPEC
     if spec_path.exists():
@@ -151,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         if unit is not None:
             spec["privacy_unit"] = unit
     cube = _cube(spec)
-    engine = QueryEngine.at(state, cube, epsilon=args.epsilon, rng=args.seed)
+    engine = QueryEngine.at(state, cube, epsilon=args.epsilon)
     if not spec_path.exists():
         spec_path.write_text(json.dumps(spec, indent=1))
     a = engine.ask(args.where, half_width=args.half_width, confidence=args.confidence)

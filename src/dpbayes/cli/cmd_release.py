@@ -2,7 +2,9 @@
 
 Privacy unit: on the bundled RAND HIE data one person (``person`` column, <= 5 rows, which
 keeps every row; ``--record-level`` protects one person-year instead); on ``--data`` one
-record unless ``--user-column COL --max-rows-per-user K`` bound each user to K rows.
+record unless ``--user-column COL --max-rows-per-user K`` bound each user to K rows. At
+user level the neighbours are add/remove one user and n is private (mechanisms that need
+a public n, expmech and input, are refused there).
 """
 
 from __future__ import annotations
@@ -130,9 +132,10 @@ def register(sub: Any) -> None:
     p.add_argument("--mechanism", default="laplace", help="release mechanism (default laplace)")
     p.add_argument(
         "--neighbours",
-        default="substitute",
+        default=None,
         choices=["substitute", "add-remove"],
-        help="neighbouring relation (default substitute: n is public)",
+        help="neighbouring relation (default: substitute one record, n public, at record "
+        "level; add/remove one user, n private, at user level, where substitute is refused)",
     )
     p.add_argument("--sensitivity", help="expmech: global, smooth or local")
     p.add_argument("--divergence", help="expmech: hellinger (default) or tv")
@@ -151,7 +154,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--level", type=float, default=0.95, help="credible level (default 0.95)")
     p.add_argument("--budget-file", help="spend from this ledger (see `dpbayes budget`)")
-    p.add_argument("--seed", type=int, help="seeded SIMULATION noise (not for publication)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="seeded SIMULATION noise (not for publication; refused with --budget-file)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="draw the released posterior")
     p.set_defaults(handler=run)
@@ -228,6 +235,11 @@ def run(args: argparse.Namespace) -> int:
     from dpbayes.privacy.validation import check_probability
 
     level = check_probability(args.level, "--level", open_interval=True)
+    if args.seed is not None and args.budget_file:
+        raise ValueError(
+            "--seed cannot spend from --budget-file: seeded noise is a reproducible "
+            "simulation, not a release; drop --seed (secure noise) to spend real budget"
+        )
     user, k = privacy_unit(args, bundled=args.data is None)
     model, data, column = build_model(args)
     if user is not None:

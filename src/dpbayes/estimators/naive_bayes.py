@@ -6,12 +6,18 @@ binary features and classes only), posterior sampling (``"sampling"``), Algorith
 (``"map"``), or non-privately (``"none"``); predictions use the released posterior's
 predictive probabilities. Continuous features are binned on public, data-independent
 ``bin_edges``; categorical features need their public ``categories``.
+
+Class labels are public facts like the categories: pass ``classes``. Without them the
+labels are read from ``y`` (as diffprivlib does), which publishes in ``classes_`` a label
+that a single record may hold; ``fit`` then emits a :class:`PrivacyLeakWarning` and the
+guarantee says so (``details["not_protected"]``, ``details["classes_from_data"]``).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,7 +30,7 @@ from dpbayes.estimators._base import (
     NotFittedError,
 )
 from dpbayes.models.bayes_net import NaiveBayes
-from dpbayes.privacy import Guarantee
+from dpbayes.privacy import Guarantee, PrivacyLeakWarning
 from dpbayes.privacy.validation import check_epsilon, check_positive
 from dpbayes.release import bayes_net as _alg1  # noqa: F401  (registers the mechanisms)
 from dpbayes.release import fourier as _alg2  # noqa: F401
@@ -89,6 +95,18 @@ def check_labels(y: Any, n: int) -> np.ndarray:
     return arr
 
 
+def _labels_read(g: Guarantee) -> Guarantee:
+    """``g`` restated for class labels read from the data: the labels are not covered."""
+    return replace(
+        g,
+        details={
+            **g.details,
+            "classes_from_data": True,
+            "not_protected": "the set of class labels (read from y and published in classes_)",
+        },
+    )
+
+
 class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
     """Differentially private Bayesian naive Bayes (paper 004 §5.1), scikit-learn interface.
 
@@ -100,8 +118,10 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
         ``"laplace"`` (Alg. 1), ``"fourier"`` (Alg. 2; binary features and classes),
         ``"sampling"`` (one posterior draw), ``"map"`` (Alg. 3) or ``"none"`` (exact).
     classes:
-        The public class labels. ``None`` takes them from ``y``: the *set* of labels is
-        then not protected (the counts still are).
+        The public class labels. ``None`` takes them from ``y`` with a
+        :class:`~dpbayes.privacy.PrivacyLeakWarning`: the *set* of labels is then not
+        protected (a label held by one record appears in ``classes_``; the counts still
+        are protected), and ``guarantee_`` states it.
     categories:
         Public categories of the features: one list for all features or one per feature.
     bin_edges:
@@ -242,6 +262,17 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
                 neighbours=self.neighbours,
                 **options,
             )
+            if self.classes is None:
+                self.release_ = replace(
+                    self.release_, guarantee=_labels_read(self.release_.guarantee)
+                )
+                warnings.warn(
+                    "classes were not given and are read from y: the set of class labels "
+                    "is published in classes_ outside the privacy guarantee (a label held "
+                    "by one record leaks); pass the public classes=[...] to avoid this",
+                    PrivacyLeakWarning,
+                    stacklevel=2,
+                )
             self.posterior_ = self.release_.posterior
             self.guarantee_ = self.release_.guarantee
         self.classes_from_data_ = self.classes is None

@@ -6,6 +6,11 @@ local sensitivity, and for the Laplace release of the counts, Beta(1, 1) prior, 
 k = round(0.3 n) ones, n in {10, 100, 1000}, eps in {0.1, 0.5, 1, 2}, 500 runs per setting
 on the seeded simulation path. Box plots and a CSV of every run plus a summary CSV.
 
+``expmech-smooth-notes`` is the smooth mechanism as paper 003 calibrates it (exponent eps,
+beta = ln(1 - eps / (2 ln(delta / (2 (n + 1)))))), whose argument does not bound the
+normaliser (issue 14): it is shown only to measure the accuracy cost of the proven
+``expmech-smooth`` (exponent eps/2, the beta of PROOF_expmech.md). Not a release.
+
 §3.1 (their Fig. 1): for every candidate r, the max over neighbours y' of
 |H(BI(x), r) - H(BI(y'), r)|; the notes' reduction says the largest is at r = BI(x).
 """
@@ -13,6 +18,7 @@ on the seeded simulation path. Box plots and a CSV of every run plus a summary C
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +28,21 @@ from dpbayes.models import BetaBernoulli, CountStatistics
 from dpbayes.models.divergence import hellinger_beta
 from dpbayes.privacy import Neighbours
 from dpbayes.privacy.noise import noise_source
-from dpbayes.release.candidates import coin_scores
-from dpbayes.release.expmech import plan_expmech_coin
+from dpbayes.release.candidates import coin_scores, coin_smooth_sensitivity
+from dpbayes.release.expmech import plan_expmech_coin, select_candidate
 from dpbayes.release.parameters import plan_counts
 
 NAME = "expmech-accuracy"
 DESCRIPTION = "paper 003 §3.1-3.2: Hellinger accuracy of expmech (global/smooth/local) vs Laplace"
 
-MECHANISMS = ("expmech-global", "expmech-smooth", "expmech-local", "laplace")
+MECHANISMS = (
+    "expmech-global",
+    "expmech-smooth",
+    "expmech-smooth-notes",
+    "expmech-local",
+    "laplace",
+)
+PRIVATE = ("expmech-global", "expmech-smooth", "laplace")
 DELTA = 1e-6
 PROPORTION = 0.3
 
@@ -52,6 +65,13 @@ def _runs(n: int, eps: float, mechanism: str, runs: int, gen: np.random.Generato
         for i in range(runs):
             post = lap.run(src).posterior
             out[i] = hellinger_beta(post.a, post.b, 1.0 + k, 1.0 + n - k)
+        return out
+    if mechanism == "expmech-smooth-notes":  # paper 003's calibration, for comparison only
+        beta = math.log1p(eps / (2.0 * math.log(2.0 * (n + 1) / DELTA)))
+        scale = 2.0 * coin_smooth_sensitivity(1.0, 1.0, n, k, beta) / eps
+        scores = coin_scores(1.0, 1.0, n, k)
+        for i in range(runs):
+            out[i] = -scores[select_candidate(src, scores, scale)]
         return out
     kind = mechanism.split("-")[1]
     plan = plan_expmech_coin(
@@ -99,6 +119,7 @@ def _plot(
     colours = {
         "expmech-global": "#1f77b4",
         "expmech-smooth": "#2ca02c",
+        "expmech-smooth-notes": "#98df8a",
         "expmech-local": "#ff7f0e",
         "laplace": "#7f7f7f",
     }
@@ -178,7 +199,7 @@ def run(out_dir: Path, *, small: bool = False, seed: int = 0) -> list[Path]:
                         "epsilon": eps,
                         "mechanism": mech,
                         "runs": runs,
-                        "private": mech != "expmech-local",
+                        "private": mech in PRIVATE,
                         "median_hellinger": float(med),
                         "q25": float(q25),
                         "q75": float(q75),

@@ -241,7 +241,7 @@ def range_workload(n: int, seed: int) -> list[tuple[str, float, float]]:
 def budget_table(
     cube: Cube, workload: list[tuple[str, float, float]], seed: int, total: float, label: str
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    eng = QueryEngine(cube, accountant=Accountant(1e9), rng=seed)
+    eng = QueryEngine(cube, accountant=Accountant(1e9, simulation=True), rng=seed)
     base = Accountant(1e9)
     rows: list[dict[str, Any]] = []
     for i, (where, d, p) in enumerate(workload):
@@ -267,7 +267,7 @@ def budget_table(
             }
         )
     # With a finite budget: how many queries does each answer?
-    eng2 = QueryEngine(cube, accountant=Accountant(total), rng=seed + 1)
+    eng2 = QueryEngine(cube, accountant=Accountant(total, simulation=True), rng=seed + 1)
     base2 = Accountant(total)
     answered_engine = answered_base = 0
     for where, d, p in workload:
@@ -344,7 +344,9 @@ def coverage_table(
     rows = []
     for p in levels:
         for r in range(runs):
-            eng = QueryEngine(cube, accountant=Accountant(1e9), rng=seed * 1000 + r)
+            eng = QueryEngine(
+                cube, accountant=Accountant(1e9, simulation=True), rng=seed * 1000 + r
+            )
             for where, d in zip(workload_q, halfw, strict=True):
                 a = eng.ask(where, half_width=d, confidence=p)
                 truth = cube.true_answer(cube.query(where))

@@ -5,7 +5,12 @@ knows nothing about Bayesian models.
 """
 
 from dpbayes.privacy.accountant import Accountant, BudgetExceeded, LedgerError, Spend
-from dpbayes.privacy.guarantee import Guarantee, Neighbours, compose_sequential
+from dpbayes.privacy.guarantee import (
+    Guarantee,
+    Neighbours,
+    PrivacyLeakWarning,
+    compose_sequential,
+)
 from dpbayes.privacy.mechanisms import (
     ExponentialMechanism,
     GaussianMechanism,
@@ -30,6 +35,7 @@ __all__ = [
     "Neighbours",
     "NoiseSource",
     "Noisy",
+    "PrivacyLeakWarning",
     "RandomizedResponse",
     "SecureNoise",
     "SimulatedNoise",

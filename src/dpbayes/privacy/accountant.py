@@ -24,6 +24,14 @@ budget. (The checksum is not a signature: whoever can write the file can forge i
 
 The budget check allows a relative slack of 1e-9 (so that 10 x 0.1 fits in 1): the
 recorded total never exceeds the budget by more than 1e-9 of it.
+
+Real budget and simulation are kept apart. A release whose noise came from a seeded
+generator (``Guarantee.simulation``) is reproducible by whoever guesses the seed, so it
+protects nothing: a real accountant refuses it (one-line ``ValueError``) before anything
+is drawn. Experiments and tests that want budget bookkeeping for seeded releases use an
+explicit simulation accountant, ``Accountant(eps, simulation=True)``, which accepts only
+simulation releases (a real release charged there would be missing from the real ledger)
+and keeps no ledger file.
 """
 
 from __future__ import annotations
@@ -120,13 +128,29 @@ class Accountant:
     path:
         Optional ledger file. If given, the ledger is written there after every spend;
         use :meth:`open` to continue from an existing ledger.
+    simulation:
+        ``False`` (default): a real budget, which refuses seeded simulation releases.
+        ``True``: a simulation accountant for experiments and tests, which accepts only
+        simulation releases (``Guarantee.simulation``) and keeps no ledger file.
     """
 
     def __init__(
-        self, epsilon: float, delta: float = 0.0, *, path: str | os.PathLike | None = None
+        self,
+        epsilon: float,
+        delta: float = 0.0,
+        *,
+        path: str | os.PathLike | None = None,
+        simulation: bool = False,
     ):
         total = (check_epsilon(epsilon), check_delta(delta))
-        self._init_state(total, [], Path(path) if path is not None else None)
+        if not isinstance(simulation, bool):
+            raise TypeError(f"simulation must be True or False, got {type(simulation).__name__}")
+        if simulation and path is not None:
+            raise ValueError(
+                "path must be None for a simulation accountant: simulation spends are "
+                "experiments, not a budget ledger"
+            )
+        self._init_state(total, [], Path(path) if path is not None else None, simulation)
         if self._path is not None:
             with self._file_lock():
                 # Checked under the lock, so two processes cannot both create the ledger.
@@ -138,8 +162,13 @@ class Accountant:
                 self._save()
 
     def _init_state(
-        self, total: tuple[float, float], spends: list[Spend], path: Path | None
+        self,
+        total: tuple[float, float],
+        spends: list[Spend],
+        path: Path | None,
+        simulation: bool = False,
     ) -> None:
+        self._simulation = simulation
         self._total = total
         self._spends = spends
         self._path = path
@@ -231,6 +260,11 @@ class Accountant:
         return self._path
 
     @property
+    def simulation(self) -> bool:
+        """Whether this is a simulation accountant (accepts only seeded releases)."""
+        return self._simulation
+
+    @property
     def total(self) -> tuple[float, float]:
         return self._total
 
@@ -282,8 +316,10 @@ class Accountant:
 
         ``cost`` is a :class:`Guarantee` or an epsilon (with ``delta``). Raises
         :class:`BudgetExceeded` before the block runs if the spend does not fit, and
-        ``ValueError`` for a guarantee that is not differentially private. The check,
-        the block and the record happen under one lock, so concurrent releases cannot
+        ``ValueError`` for a guarantee that is not differentially private or whose
+        ``simulation`` flag differs from this accountant's (a real budget refuses seeded
+        simulation releases; a simulation accountant refuses real ones). The check, the
+        block and the record happen under one lock, so concurrent releases cannot
         overspend.
         """
         if isinstance(cost, Guarantee):
@@ -291,6 +327,18 @@ class Accountant:
                 raise ValueError(
                     f"cost is not differentially private ({cost.mechanism}); "
                     "no accountant accepts it as a release"
+                )
+            if cost.simulation and not self._simulation:
+                raise ValueError(
+                    "cost is a seeded simulation release (simulation=True, reproducible "
+                    "noise): a real budget refuses it; release with rng=None, or charge "
+                    "an Accountant(..., simulation=True) in experiments"
+                )
+            if self._simulation and not cost.simulation:
+                raise ValueError(
+                    "cost is a real release (secure noise) but this is a simulation "
+                    "accountant, which accepts only seeded simulation releases; charge "
+                    "a real Accountant"
                 )
             spend = self._make_spend(cost.epsilon, cost.delta, label or cost.mechanism, scope)
         else:
@@ -347,4 +395,5 @@ class Accountant:
             "remaining": {"epsilon": reps, "delta": rdlt},
             "spends": len(self._spends),
             "path": str(self._path) if self._path else None,
+            "simulation": self._simulation,
         }

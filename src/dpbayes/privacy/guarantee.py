@@ -9,7 +9,12 @@ from typing import Any
 
 from dpbayes.privacy.validation import check_delta, check_finite, check_positive
 
-__all__ = ["Guarantee", "Neighbours", "compose_sequential", "user_level"]
+__all__ = ["Guarantee", "Neighbours", "PrivacyLeakWarning", "compose_sequential", "user_level"]
+
+
+class PrivacyLeakWarning(RuntimeWarning):
+    """A result reveals something its (eps, delta) does not cover (e.g. labels read from
+    the data); the guarantee's ``details["not_protected"]`` says what."""
 
 
 class Neighbours(StrEnum):
@@ -19,6 +24,13 @@ class Neighbours(StrEnum):
     (bounded DP). ``ADD_REMOVE``: one data set is the other plus one record (unbounded
     DP; n itself is private). A substitution is an addition and a removal, so an
     eps-DP guarantee under add/remove gives 2 eps under substitute.
+
+    At user level (data bounded to k rows per user) the unit is one user and the only
+    relation is ``ADD_REMOVE``: one data set is the other plus one user's <= k rows, and
+    the number of kept rows n is private. Substituting a user is not offered: a user
+    with 5 rows replaced by one with 3 changes n, and the releases that need a public n
+    publish it, which would tell the two data sets apart with certainty.
+    :meth:`for_unit` resolves the relation of a release.
     """
 
     SUBSTITUTE = "substitute"
@@ -35,6 +47,23 @@ class Neighbours(StrEnum):
                     return member
         allowed = ", ".join(repr(m.value) for m in cls)
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+    @classmethod
+    def for_unit(cls, value: Any, rows_per_user: int | None) -> Neighbours:
+        """The relation of a release on record-level (``rows_per_user=None``) or user-level
+        data. ``value=None``: substitute one record, or add/remove one user. An explicit
+        ``"substitute"`` on user-level data is refused (one-line ``ValueError``)."""
+        if rows_per_user is None:
+            return cls.SUBSTITUTE if value is None else cls.parse(value)
+        rel = cls.ADD_REMOVE if value is None else cls.parse(value)
+        if rel is cls.SUBSTITUTE:
+            raise ValueError(
+                "neighbours='substitute' is not available on user-level data: replacing a "
+                "user can change the number of kept rows n, which substitute releases "
+                "publish; user-level releases are add/remove one user (<= "
+                f"{int(rows_per_user)} rows) with n private (the default)"
+            )
+        return rel
 
     def public_n(self, n: int) -> int | None:
         """The number of records as a release may publish it: n under substitute (public by
@@ -73,6 +102,8 @@ class Guarantee:
         rather than the floating-point-safe samplers; such noise must not be published.
     details:
         Extra facts a reader needs to check the claim (scale, trim level, ...).
+        ``details["not_protected"]``, when present, names what the result publishes
+        outside the guarantee (:meth:`describe` prints it).
     """
 
     epsilon: float
@@ -127,9 +158,11 @@ class Guarantee:
         # user-level releases (rows bounded per user) name their relation in the details
         rel = str(self.details.get("neighbouring_relation", rel))
         sim = "; SIMULATION noise (seeded, not for publication)" if self.simulation else ""
+        leak = self.details.get("not_protected")
+        leak_text = f"; NOT protected: {leak}" if leak else ""
         return (
             f"{head}, {rel}, mechanism {self.mechanism}, "
-            f"{self.sensitivity_norm} sensitivity {self.sensitivity:.6g}{sim}"
+            f"{self.sensitivity_norm} sensitivity {self.sensitivity:.6g}{sim}{leak_text}"
         )
 
 
@@ -161,16 +194,18 @@ def compose_sequential(
 def user_level(rows_per_user: int | None, neighbours: Neighbours) -> tuple[int, dict[str, Any]]:
     """(sensitivity factor, guarantee details) for data bounded to ``rows_per_user`` per user.
 
-    Group privacy for a bounded group: when each user holds at most k rows, one user's
-    change is at most k record changes, so every L1/L2 record-level sensitivity bound
-    multiplies by k and the neighbouring relation becomes "one user (<= k rows)".
+    Group privacy for a bounded group: when each user holds at most k rows, adding or
+    removing one user adds or removes at most k records, so every L1/L2 add/remove
+    sensitivity bound multiplies by k (triangle inequality) and the relation becomes
+    "add/remove one user (<= k rows)", n private. ``neighbours`` must be add/remove at user
+    level (:meth:`Neighbours.for_unit`).
     """
     if rows_per_user is None:
         return 1, {}
     k = int(rows_per_user)
-    verb = "substitute" if neighbours is Neighbours.SUBSTITUTE else "add/remove"
+    Neighbours.for_unit(neighbours, k)  # refuses substitute at user level
     return k, {
         "privacy_unit": "user",
         "rows_per_user": k,
-        "neighbouring_relation": f"{verb} one user (<= {k} rows)",
+        "neighbouring_relation": f"add/remove one user (<= {k} rows)",
     }

@@ -23,25 +23,69 @@ from dpbayes.privacy.validation import (
 
 __all__ = [
     "expmech_smooth_beta",
+    "expmech_smooth_epsilon",
     "smooth_sensitivity_path",
     "smooth_sensitivity_path_all",
 ]
 
 
-def expmech_smooth_beta(epsilon: float, delta: float, n_candidates: int) -> float:
-    """beta = ln(1 - eps / (2 ln(delta / (2 |R|)))): smoothing for the exponential mechanism.
+def expmech_smooth_epsilon(
+    exponent_epsilon: float, beta: float, n_candidates: int, delta: float
+) -> float:
+    """The eps proven for the smooth-sensitivity exponential mechanism at this delta.
 
-    Paper 003 §2.3 (their |R| = n + 1 for the coin; here the candidate count in general).
-    The exponential mechanism with exponent eps u / (2 S_beta(x)) then selects, except with
-    probability delta / 2, a candidate whose |u| / S is at most 1 / (e^beta - 1), which is
-    the dilation step of the notes' (eps, delta) argument.
+    The mechanism picks r with probability proportional to exp(e' u(x, r) / (2 S_beta(x))),
+    u <= 0 with max_r u(x, r) = 0, S_beta a beta-smooth upper bound of the local
+    sensitivity, |R| candidates. It is (eps, delta)-DP with (src/dpbayes/release/
+    PROOF_expmech.md, Theorem 2)
+
+        eps = e' + (e^beta - 1) ln(|R| / delta) + c (1 + ln(|R| / c)),  c = 1 - e^{-beta}:
+
+    e'/2 + (e^beta - 1) ln(|R|/delta) bounds the weight of every output outside an event of
+    probability < delta, and e'/2 + c (1 + ln(|R|/c)) bounds the normaliser.
+    """
+    eps = check_epsilon(exponent_epsilon, "exponent_epsilon")
+    b = check_positive(beta, "beta")
+    size = check_int(n_candidates, "n_candidates", minimum=1)
+    dlt = check_delta(delta)
+    if dlt == 0:
+        raise ValueError("delta must be > 0 for smooth sensitivity")
+    c = -math.expm1(-b)
+    return eps + math.expm1(b) * math.log(size / dlt) + c * (1.0 + math.log(size / c))
+
+
+def expmech_smooth_beta(epsilon: float, delta: float, n_candidates: int) -> float:
+    """The largest beta for which exponent eps/2 proves (eps, delta) (Theorem 2).
+
+    :func:`expmech_smooth_epsilon` states the bound.
+
+    The smooth-sensitivity exponential mechanism runs with exponent eps/2 (eps/2 u / (2 S));
+    the other eps/2 pays for the data-dependent scale: beta solves
+    (e^beta - 1) ln(|R|/delta) + c (1 + ln(|R|/c)) = eps/2, c = 1 - e^{-beta} (increasing in
+    beta, so bisection finds it), and the value returned never exceeds the root.
+    Replaces paper 003 §2.3's beta = ln(1 - eps / (2 ln(delta / (2|R|)))), whose argument
+    bounds each candidate's weight but not the normaliser.
     """
     eps = check_epsilon(epsilon)
     dlt = check_delta(delta)
     size = check_int(n_candidates, "n_candidates", minimum=1)
     if dlt == 0:
         raise ValueError("delta must be > 0 for smooth sensitivity")
-    return math.log1p(eps / (2.0 * math.log(2.0 * size / dlt)))
+    half = eps / 2.0
+
+    def excess(b: float) -> float:
+        return expmech_smooth_epsilon(half, b, size, dlt) - eps
+
+    # at hi the first term alone is eps/2, so excess(hi) > 0; excess(0+) -> -eps/2 < 0
+    lo, hi = 0.0, math.log1p(half / math.log(size / dlt))
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        lo, hi = (mid, hi) if excess(mid) <= 0 else (lo, mid)
+    if not lo > 0:  # pragma: no cover - eps below ~1e-300
+        raise ValueError(f"epsilon={eps} is too small for smooth sensitivity")
+    return lo
 
 
 def smooth_sensitivity_path(local: np.ndarray, index: int, beta: float) -> float:

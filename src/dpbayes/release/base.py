@@ -111,10 +111,17 @@ class Release:
 
 @dataclass(frozen=True)
 class Plan:
-    """A release whose guarantee is known and whose noise is not yet drawn."""
+    """A release whose guarantee is known and whose noise is not yet drawn.
+
+    ``log_distribution``, for mechanisms with finitely many outputs whose law is known in
+    closed form (the exponential mechanism), returns ``(outputs, log_probabilities)``:
+    outputs as the rows the auditor sees (the released values), for exact privacy audits.
+    It is computed from the private data and is never published.
+    """
 
     guarantee: Guarantee
     run: Callable[[NoiseSource], Release]
+    log_distribution: Callable[[], tuple[Any, Any]] | None = None
 
 
 Planner = Callable[..., Plan]
@@ -160,7 +167,7 @@ def plan(
     mechanism: str,
     epsilon: float,
     delta: float = 0.0,
-    neighbours: Neighbours | str = Neighbours.SUBSTITUTE,
+    neighbours: Neighbours | str | None = None,
     column: str | None = None,
     allow_non_private: bool = False,
     **options: Any,
@@ -172,20 +179,25 @@ def plan(
     release without charging any budget (for audits and simulations; publish through
     :func:`release`, which charges the accountant). Arguments as in :func:`release`.
 
-    On data bounded to k rows per user (``data.rows_per_user_bound``) a planner with native
-    user-level support (``planner.user_level``) scales its sensitivity by k. Any other
-    planner falls back to group privacy: it is planned at the per-record budget
-    (eps/k, delta/(k e^{(k-1) eps/k})) of :func:`group_privacy_budget` on the bounded data,
-    and the release states the user-level (eps, delta).
-    Privacy (group privacy, Dwork & Roth 2014, Thm 2.2 and its (eps, delta) form): one user
-    changes at most k rows, i.e. a chain of k record-level neighbours; an (e, d)-DP mechanism
-    is (k e, k e^{(k-1) e} d)-DP across such a chain, which is (eps, delta) at the budget above.
+    On data bounded to k rows per user (``data.rows_per_user_bound``) the relation is
+    add/remove one user (<= k rows), n private (:meth:`Neighbours.for_unit`; an explicit
+    ``neighbours="substitute"`` is refused). A planner with native user-level support
+    (``planner.user_level``) scales its add/remove sensitivity by k. Any other planner
+    falls back to group privacy: it is planned under add/remove one record at the
+    per-record budget (eps/k, delta/(k e^{(k-1) eps/k})) of :func:`group_privacy_budget`,
+    and the release states the user-level (eps, delta); planners that need a public n
+    refuse add/remove, hence user-level data, with a one-line error.
+    Privacy (group privacy, Dwork & Roth 2014, Thm 2.2 and its (eps, delta) form): adding
+    or removing one user adds or removes at most k rows, a chain of <= k add/remove
+    neighbours; an (e, d)-DP mechanism is (k e, k e^{(k-1) e} d)-DP across such a chain,
+    which is (eps, delta) at the budget above.
     A mechanism whose model needs the rows themselves (not the engine's statistics) cannot
     read bounded data and is refused with a one-line ValueError before anything is drawn.
     """
     eps = check_epsilon(epsilon)
     dlt = check_delta(delta)
-    rel = Neighbours.parse(neighbours)
+    if neighbours is not None:
+        Neighbours.parse(neighbours)
     planner = _planner(model, mechanism)
     bound = getattr(data, "rows_per_user_bound", None)
     if "rows_per_user" in options:
@@ -194,6 +206,7 @@ def plan(
             "dpbayes.data.as_source(..., user_column=..., max_rows_per_user=k)"
         )
     k = None if bound is None else int(bound)
+    rel = Neighbours.for_unit(neighbours, k)
     native = bool(getattr(planner, "user_level", False))
     if k is not None and native:
         options["rows_per_user"] = k
@@ -238,7 +251,8 @@ def group_privacy_budget(epsilon: float, delta: float, k: int) -> tuple[float, f
     dlt = check_delta(delta)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
-    return eps / k, dlt / (k * math.exp((k - 1) * eps / k))
+    # e^{-(k-1) eps/k} underflows to 0 for huge eps instead of overflowing
+    return eps / k, dlt * math.exp(-(k - 1) * eps / k) / k
 
 
 def _group_privacy_plan(
@@ -258,7 +272,10 @@ def _group_privacy_plan(
             ueps, udelta = eps, (dlt if g.delta > 0 else 0.0)
         else:  # the planner states more than it was given: compose from what it states
             ueps = k * g.epsilon
-            udelta = min(k * math.exp((k - 1) * g.epsilon) * g.delta, 1.0 - 1e-15)
+            udelta = 0.0
+            if g.delta > 0:  # k e^{(k-1) e} d, in log space (no overflow at huge e)
+                log_d = math.log(k) + (k - 1) * g.epsilon + math.log(g.delta)
+                udelta = min(math.exp(min(log_d, 0.0)), 1.0 - 1e-15)
         facts = f"group privacy, k = {k}, per-record eps = {g.epsilon:.6g}"
         if g.delta > 0:
             facts += f", per-record delta = {g.delta:.6g}"
@@ -282,7 +299,7 @@ def _group_privacy_plan(
         public = {**rel.public, **user, "per_record_epsilon": rel.guarantee.epsilon}
         return replace(rel, guarantee=lift(rel.guarantee), public=public)
 
-    return Plan(guarantee=lift(out.guarantee), run=run)
+    return Plan(guarantee=lift(out.guarantee), run=run, log_distribution=out.log_distribution)
 
 
 def release(
@@ -294,7 +311,7 @@ def release(
     delta: float = 0.0,
     accountant: Accountant | None = None,
     rng: Any = None,
-    neighbours: Neighbours | str = Neighbours.SUBSTITUTE,
+    neighbours: Neighbours | str | None = None,
     column: str | None = None,
     allow_non_private: bool = False,
     **options: Any,
@@ -314,24 +331,30 @@ def release(
         The privacy parameters; epsilon > 0, delta in [0, 1).
     accountant:
         Spend the release's guarantee from this budget; a spend that does not fit
-        raises :class:`~dpbayes.privacy.BudgetExceeded` and nothing is released.
+        raises :class:`~dpbayes.privacy.BudgetExceeded` and nothing is released. A real
+        accountant refuses a seeded (``rng`` given) release with a ``ValueError``; use
+        ``Accountant(..., simulation=True)`` to account simulations.
     rng:
         ``None`` for the secure samplers (publishable); an int seed or a numpy Generator
         for a seeded simulation (``simulation=True``, not for publication).
     neighbours:
-        ``"substitute"`` (default: n is public, one record changes) or ``"add-remove"``.
-        On data bounded to k rows per user (``rows_per_user_bound``, see
-        ``dpbayes.data.as_source(..., user_column=, max_rows_per_user=)``) the unit is
-        one user: substitute (or add/remove) one user's <= k rows; the mechanisms that
-        support it scale the sensitivity by k, the others run at the group-privacy
-        per-record budget (see :func:`plan`).
+        ``"substitute"`` (n is public, one record changes) or ``"add-remove"`` (n is
+        private). Default (``None``): substitute one record on record-level data,
+        add/remove one user on user-level data. On data bounded to k rows per user
+        (``rows_per_user_bound``, see ``dpbayes.data.as_source(..., user_column=,
+        max_rows_per_user=)``) the unit is one user and the relation add/remove one user's
+        <= k rows with n private (``"substitute"`` is refused: a substituted user can
+        change n); the mechanisms that support it scale the sensitivity by k, the others
+        run at the group-privacy per-record budget (see :func:`plan`), and mechanisms
+        that need a public n are refused.
     allow_non_private:
         Required for mechanisms that are not differentially private (experiments only);
         their results say ``private=False`` and cannot be charged to an accountant.
     """
     check_epsilon(epsilon)
     check_delta(delta)
-    Neighbours.parse(neighbours)
+    if neighbours is not None:
+        Neighbours.parse(neighbours)
     _planner(model, mechanism)
     if accountant is not None and not isinstance(accountant, Accountant):
         raise TypeError(f"accountant must be a dpbayes Accountant, got {type(accountant).__name__}")
@@ -354,7 +377,10 @@ def release(
     if accountant is None:
         out = planned.run(src)
     else:
-        with accountant.charge(planned.guarantee, label=f"{mechanism} {type(model).__name__}"):
+        # the charged guarantee says whether the noise is seeded: a real budget refuses a
+        # simulation release here, before any noise is drawn
+        cost = planned.guarantee.with_simulation(src.simulation)
+        with accountant.charge(cost, label=f"{mechanism} {type(model).__name__}"):
             out = planned.run(src)
     if src.simulation and not out.guarantee.simulation:
         raise AssertionError("a simulated release must say simulation=True")

@@ -14,7 +14,10 @@ Sensitivity (L1, over the concatenation of all |I| family tables):
   so the L1 sensitivity is ``|I|``; n is then private, the counts are truncated to
   [0, inf) only.
 
-Registered as ``release(bn, data, mechanism="laplace", epsilon=...)``.
+* add/remove one user (<= k rows; user-level data, n private): ``k |I|``.
+
+Registered as ``release(bn, data, mechanism="laplace", epsilon=...)``. Proof, line by
+line: ``PROOF_bayes_net_laplace_fourier.md`` beside this file.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 ``release(model, data, mechanism="expmech", epsilon=..., sensitivity=..., divergence=...)``
 chooses one posterior among the posteriors of every data set of the public size n,
-candidate r with probability proportional to exp(eps u(x, r) / (2 S)), u(x, r) =
--D(posterior(x), r), D the Hellinger distance (default) or total variation (coin only).
+candidate r with probability proportional to exp(e u(x, r) / (2 S)), u(x, r) =
+-D(posterior(x), r), D the Hellinger distance (default) or total variation (coin only);
+e = eps for the global and local sensitivities, eps/2 for the smooth one
+(:func:`exponent_epsilon`). Proofs: ``PROOF_expmech.md`` beside this file.
 
 Sensitivities (``sensitivity=``):
 
@@ -13,11 +15,13 @@ Sensitivities (``sensitivity=``):
   largest distance between neighbouring posteriors: an O(n) maximum for the coin, an O(m^2)
   one for the die (m >= 3). Privacy: utilities move by at most S between neighbours, so
   every weight and the normaliser move by at most e^{eps/2}.
-* ``"smooth"`` ((eps, delta)-DP, delta > 0): S = S_beta(x) = max_y LS(y) e^{-beta d(x,y)},
-  beta = ln(1 - eps / (2 ln(delta / (2|R|)))) (paper 003 §2.3, with |R| the number of
-  candidates). Privacy: the notes' sliding (S >= LS) and dilation (S is beta-smooth, and
-  except with probability delta/2 the chosen candidate has |u|/S <= 1/(e^beta - 1))
-  lemmas. S_beta(x) depends on the data and is never released.
+* ``"smooth"`` ((eps, delta)-DP, delta > 0): exponent eps/2, i.e. probability
+  proportional to exp(eps u(x, r) / (4 S)), S = S_beta(x) = max_y LS(y) e^{-beta d(x,y)}
+  with beta from :func:`~dpbayes.privacy.sensitivity.expmech_smooth_beta` (|R| the number
+  of candidates). Privacy: PROOF_expmech.md, Theorem 2 (the other eps/2 bounds both the
+  change of the data-dependent scale in each weight, outside an event of probability
+  < delta, and in the normaliser; paper 003's argument bounds only the weights).
+  S_beta(x) depends on the data and is never released.
 * ``"local"`` (NOT private): S = LS(x); for experiments only, with ``allow_non_private``.
 
 Selection is Gumbel noisy-max through :mod:`dpbayes.privacy.noise` (OpenDP on the secure
@@ -62,6 +66,7 @@ __all__ = [
     "LEMMA_TV_BOUND",
     "MAX_CANDIDATES",
     "SENSITIVITIES",
+    "exponent_epsilon",
     "plan_expmech_coin",
     "plan_expmech_dirichlet",
     "select_candidate",
@@ -77,10 +82,26 @@ LEMMA_HELLINGER_BOUND = math.sqrt(1.0 - math.pi / 4.0)
 LEMMA_TV_BOUND = 0.5
 
 
+def exponent_epsilon(kind: str, epsilon: float) -> float:
+    """The e of the selection exp(e u / (2 S)): eps/2 for smooth sensitivity, else eps.
+
+    The smooth-sensitivity mechanism spends half of eps on the data-dependent scale
+    (PROOF_expmech.md, Theorem 2); global and local use all of it.
+    """
+    return epsilon / 2.0 if kind == "smooth" else epsilon
+
+
 def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
     """log sum exp along rows of a finite 2-d array (scipy's version is slow on small input)."""
     top = np.max(x, axis=1)
     return np.asarray(top + np.log(np.sum(np.exp(x - top[:, None]), axis=1)))
+
+
+def _log_probabilities(scores: np.ndarray, scale: float) -> np.ndarray:
+    """log of exp(scores / scale) / sum exp(scores / scale): the selection's exact law."""
+    z = np.asarray(scores, dtype=float) / scale
+    top = float(np.max(z))
+    return np.asarray(z - (top + math.log(float(np.sum(np.exp(z - top))))))
 
 
 def select_candidate(src: NoiseSource, scores: np.ndarray, scale: float, block: int = BLOCK) -> int:
@@ -132,7 +153,8 @@ def _check_common(
     if neighbours is not Neighbours.SUBSTITUTE:
         raise ValueError(
             "neighbours must be 'substitute' for expmech: the candidate set is built from "
-            "the public data size n"
+            "the public data size n (add/remove neighbours and user-level data keep n "
+            "private; use laplace, geometric or gaussian there)"
         )
     if n < 1:
         raise ValueError("data must contain at least one record for the expmech release")
@@ -156,11 +178,16 @@ def _guarantee(
     glob: float,
     **extra: Any,
 ) -> Guarantee:
-    details: dict[str, Any] = {"sensitivity_kind": kind, "divergence": divergence, **extra}
+    details: dict[str, Any] = {
+        "sensitivity_kind": kind,
+        "divergence": divergence,
+        "exponent_epsilon": exponent_epsilon(kind, epsilon),
+        **extra,
+    }
     if kind == "smooth":
         details["note"] = (
-            "calibrated to the data-dependent smooth sensitivity S_beta(x) <= the global "
-            "sensitivity recorded here; S_beta(x) itself is not released"
+            "exponent eps/2, calibrated to the data-dependent smooth sensitivity S_beta(x) "
+            "<= the global sensitivity recorded here; S_beta(x) itself is not released"
         )
     return Guarantee(
         epsilon=epsilon,
@@ -242,21 +269,29 @@ def _plan_coin(
         "global_sensitivity": glob,
         "lemma_bound": _lemma_bound(np.array([a, b]), div),
         "divergence": div,
+        "exponent_epsilon": exponent_epsilon(kind, epsilon),
         **extra,
     }
-    scale = 2.0 * value / epsilon
+    scale = 2.0 * value / exponent_epsilon(kind, epsilon)
     cache: dict[str, np.ndarray] = {}
 
-    def run(src: NoiseSource) -> Release:
+    def scores() -> np.ndarray:
         if "scores" not in cache:  # deterministic; kept for repeated runs of one plan
             cache["scores"] = coin_scores(a, b, n, k, div)
-        j = select_candidate(src, cache["scores"], scale)
+        return cache["scores"]
+
+    def run(src: NoiseSource) -> Release:
+        j = select_candidate(src, scores(), scale)
         counts = np.array([j, n - j], dtype=np.int64)
         return counts_release(
             model, "expmech", counts, n, guarantee.with_simulation(src.simulation), public
         )
 
-    return Plan(guarantee=guarantee, run=run)
+    def log_distribution() -> tuple[np.ndarray, np.ndarray]:
+        j = np.arange(n + 1, dtype=np.int64)
+        return np.column_stack([j, n - j]), _log_probabilities(scores(), scale)
+
+    return Plan(guarantee=guarantee, run=run, log_distribution=log_distribution)
 
 
 def _dirichlet_candidates(n: int, m: int, opts: dict[str, Any]) -> tuple[np.ndarray, int | None]:
@@ -346,17 +381,24 @@ def plan_expmech_dirichlet(
         "global_sensitivity": glob,
         "lemma_bound": _lemma_bound(alpha, div),
         "divergence": div,
+        "exponent_epsilon": exponent_epsilon(kind, epsilon),
         **extra,
     }
-    scale = 2.0 * value / epsilon
+    scale = 2.0 * value / exponent_epsilon(kind, epsilon)
     cache: dict[str, np.ndarray] = {}
 
-    def run(src: NoiseSource) -> Release:
+    def scores() -> np.ndarray:
         if "scores" not in cache:
             cache["scores"] = dirichlet_scores(alpha, counts, cands)
-        chosen = cands[select_candidate(src, cache["scores"], scale)]
+        return cache["scores"]
+
+    def run(src: NoiseSource) -> Release:
+        chosen = cands[select_candidate(src, scores(), scale)]
         return counts_release(
             model, "expmech", chosen, n, guarantee.with_simulation(src.simulation), public
         )
 
-    return Plan(guarantee=guarantee, run=run)
+    def log_distribution() -> tuple[np.ndarray, np.ndarray]:
+        return cands, _log_probabilities(scores(), scale)
+
+    return Plan(guarantee=guarantee, run=run, log_distribution=log_distribution)

@@ -26,6 +26,10 @@ Choosing D (data-independent): a cell of table b is its true count (>= 0) plus
 ``D >= sum_{a subset b} |eta_a|``, a Gamma(m_b, scale) variable. D solves
 ``sum_b P(Gamma(m_b, scale) > D) = 1 - stealth`` (union bound over the families), a
 tighter choice than the paper's Corollary 3 with the same guarantee.
+
+User level (add/remove one user, <= k rows): the group-privacy fallback of
+``release/base.py`` runs this mechanism at eps/k. Proof, line by line:
+``PROOF_bayes_net_laplace_fourier.md`` beside this file.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@
   from the analytic Gaussian mechanism with sensitivity upper - lower ((eps, delta)-DP per
   record, hence for the data set under substitution).
 
+Substitute one record only (one report per record publishes n). Proof, line by line:
+``PROOF_input.md`` beside this file.
+
 The release publishes the noisy sufficient statistic (the count of reported ones / the sum
 of the noisy values): post-processing of the noisy records, no extra cost. The noisy
 records are drawn one per record even though only their sum is kept, so the distribution
@@ -55,7 +58,10 @@ def _no_options(options: dict[str, Any]) -> None:
 
 def _substitute(neighbours: Neighbours) -> None:
     if neighbours is not Neighbours.SUBSTITUTE:
-        raise ValueError("neighbours must be 'substitute' for input perturbation (n is public)")
+        raise ValueError(
+            "neighbours must be 'substitute' for input perturbation: one report per record "
+            "publishes n (add/remove neighbours and user-level data keep n private)"
+        )
 
 
 @register("input", BetaBernoulli)

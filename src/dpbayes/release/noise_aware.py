@@ -186,8 +186,8 @@ def _counts_from_release(rel: Release, alpha: np.ndarray) -> SeparableDirichletM
     if pub.get("n") is None or pub.get("neighbours", "substitute") != "substitute":
         raise ValueError(
             "the noise-aware posterior of noisy counts needs a public n (neighbours="
-            "'substitute'); under add/remove n is private and would need its own prior, "
-            "which the release does not carry"
+            "'substitute'); under add/remove (and at user level, add/remove one user) n is "
+            "private and would need its own prior, which the release does not carry"
         )
     upper = pub.get("truncation", [0.0, None])[1]
     return count_posterior(

@@ -230,7 +230,8 @@ def bayes_net_noise_aware(
     if pub.get("n") is None or pub.get("neighbours") != "substitute":
         raise ValueError(
             "the noise-aware posterior of noisy Bayesian-network counts needs a public n "
-            "(neighbours='substitute'); under add/remove n is private"
+            "(neighbours='substitute'); under add/remove (and at user level, add/remove one "
+            "user) n is private"
         )
     if n is not None and check_int(n, "n", minimum=1) != int(pub["n"]):
         raise ValueError(f"n must be the release's public n = {pub['n']}, got {n}")

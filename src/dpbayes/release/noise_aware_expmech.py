@@ -4,11 +4,12 @@ The release publishes the chosen candidate r* (its counts). For every possible t
 set x of the public size n (the counts k = 0..n of a coin; every count vector of a die)
 the mechanism chose r* with probability exactly
 
-    P(r* | x) = exp(u(x, r*) / T(x)) / sum_r exp(u(x, r) / T(x)),  T(x) = 2 S(x) / eps,
+    P(r* | x) = exp(u(x, r*) / T(x)) / sum_r exp(u(x, r) / T(x)),  T(x) = 2 S(x) / e,
 
 u = -D(posterior(x), r) (the release's divergence), S the release's sensitivity: the
 public global one, or for ``local`` / ``smooth`` the data-dependent LS(x) / S_beta(x),
-recomputed for every x from public facts (prior, n, beta). Then
+recomputed for every x from public facts (prior, n, beta); e the exponent's eps (eps, or
+eps/2 for smooth: the release's ``exponent_epsilon``). Then
 P(x | r*) is proportional to P(r* | x) P(x) with P(x) the Beta- / Dirichlet-multinomial
 prior predictive, and the posterior is the mixture of posterior(x) with these weights:
 exact, O(n^2) for the coin, O(|X| |R|) for the die (refused above ``MAX_PAIRS``).
@@ -53,8 +54,12 @@ def _smooth(local: np.ndarray, beta: float) -> np.ndarray:
 
 
 def _noise_epsilon(rel: Release) -> float:
-    """The eps the selection ran at (per record under the group-privacy fallback)."""
-    return float(rel.guarantee.details.get("per_record_epsilon", rel.guarantee.epsilon))
+    """The e of the selection exp(e u / (2 S)) the release ran at (``exponent_epsilon``;
+    releases made before it was recorded ran at their (per-record) eps)."""
+    details = rel.guarantee.details
+    if "exponent_epsilon" in details:
+        return float(details["exponent_epsilon"])
+    return float(details.get("per_record_epsilon", rel.guarantee.epsilon))
 
 
 def _temperature(rel: Release, sens: float) -> float:

@@ -170,4 +170,10 @@ def normal_mean_posterior(
 @register_noise_aware("laplace", NormalMean)
 @register_noise_aware("gaussian", NormalMean)
 def _normal_mean(rel: Release) -> Any:
+    if "posterior_mean" not in rel.released:
+        raise ValueError(
+            "rel must be a substitute-neighbour Normal-mean release (n public): the "
+            "noise-aware posterior of the add/remove release (noisy count and sum, n "
+            "private) is not implemented"
+        )
     return normal_mean_posterior(rel)

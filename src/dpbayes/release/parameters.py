@@ -21,14 +21,19 @@ Sensitivities (derivations in docs/releases.md):
 * Normal mean (known variance), substitute, data clamped to [lower, upper]: the posterior
   mean (mu0/s0^2 + sum x/s^2) / (1/s0^2 + n/s^2) moves by at most
   (upper - lower)/s^2 / (1/s0^2 + n/s^2); the posterior variance is public (n is public).
+  Add/remove (n private): noise on the count n and on the sum of the centred clamped
+  values (each in [-w, w], w = (upper - lower)/2) in units of w: L1 sensitivity 2,
+  L2 sqrt(2); the posterior is the conjugate update at the noisy (n, sum).
 
 Noisy counts are truncated to [0, n] (to [0, inf) under add/remove) and the noisy posterior
 mean to the hull of the prior mean and the data range: post-processing, so free.
 
 User-level data (``rows_per_user=k``, set by ``release`` from a source bounded to k rows
-per user): substituting (adding/removing) one user changes at most k records, so by the
-triangle inequality every sensitivity above is multiplied by k; the guarantee's details
-say ``privacy_unit="user"`` and name the relation ("substitute one user (<= k rows)").
+per user): the relation is add/remove one user (n private; substitute is refused, as a
+substituted user can change n). Adding or removing one user adds or removes at most k
+records, so by the triangle inequality every add/remove sensitivity above is multiplied
+by k; the guarantee's details say ``privacy_unit="user"`` and name the relation
+("add/remove one user (<= k rows)"). Proofs: ``PROOF_counts.md`` beside this file.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
-from dpbayes.models.statistics import CountStatistics
+from dpbayes.models.statistics import CountStatistics, SumStatistics
 from dpbayes.privacy import (
     GaussianMechanism,
     GeometricMechanism,
@@ -172,12 +177,18 @@ def plan_normal_mean(
     rows_per_user: int | None = None,
     **options: Any,
 ) -> Plan:
-    """Noisy posterior mean of a Normal model with known variance (paper 002 §6.2)."""
+    """Private posterior of a Normal mean with known variance (paper 002 §6.2).
+
+    Substitute (n public): noise on the posterior mean. Add/remove, hence every user-level
+    release (n private): noise on the count and on the centred clamped sum
+    (:func:`_plan_normal_mean_add_remove`).
+    """
     _no_options(mechanism, options)
+    if mechanism not in ("laplace", "gaussian"):  # pragma: no cover - registry routes these
+        raise ValueError(f"mechanism must be 'laplace' or 'gaussian', got {mechanism!r}")
     if neighbours is not Neighbours.SUBSTITUTE:
-        raise ValueError(
-            "neighbours must be 'substitute' for the Normal mean: the posterior variance "
-            "reveals n, so n must be public"
+        return _plan_normal_mean_add_remove(
+            model, stats, epsilon, delta, neighbours, mechanism, rows_per_user
         )
     n = int(stats.n)
     factor, user = user_level(rows_per_user, neighbours)
@@ -191,7 +202,7 @@ def plan_normal_mean(
             neighbours=neighbours,
             name="laplace on posterior mean",
         )
-    elif mechanism == "gaussian":
+    else:
         if not delta > 0:
             raise ValueError("delta must be > 0 for the Gaussian mechanism")
         mech = GaussianMechanism(
@@ -201,8 +212,6 @@ def plan_normal_mean(
             neighbours=neighbours,
             name="gaussian on posterior mean",
         )
-    else:  # pragma: no cover - the registry only routes the two above here
-        raise ValueError(f"mechanism must be 'laplace' or 'gaussian', got {mechanism!r}")
     exact = model.posterior_from(stats)
     lo = min(model.prior_mean, model.lower)
     hi = max(model.prior_mean, model.upper)
@@ -230,6 +239,71 @@ def plan_normal_mean(
         )
 
     return Plan(guarantee=mech.guarantee(truncation=[lo, hi], **user), run=run)
+
+
+def _plan_normal_mean_add_remove(
+    model: NormalMean,
+    stats: Any,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    mechanism: str,
+    rows_per_user: int | None,
+) -> Plan:
+    """Add/remove (n private): noise on v = (n, T / w), T = sum of (clamp(x) - c).
+
+    c = (lower + upper) / 2 and w = (upper - lower) / 2, so every clamped, centred value
+    lies in [-w, w]. Adding or removing one record moves n by 1 and T / w by at most 1: L1
+    sensitivity 2, L2 sqrt(2); one user (<= k rows) k times that. Laplace (eps-DP) or
+    Gaussian ((eps, delta)-DP) on v; the posterior is the conjugate update at
+    n^ = max(round(n~), 0) and S^ = w T~/w + c n^ (post-processing).
+    """
+    factor, user = user_level(rows_per_user, neighbours)
+    centre = 0.5 * (model.lower + model.upper)
+    half = 0.5 * (model.upper - model.lower)
+    exact = np.array([float(stats.n), (float(stats.total) - centre * stats.n) / half])
+    if mechanism == "laplace":
+        if delta:
+            raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
+        mech: Any = LaplaceMechanism(
+            epsilon=epsilon,
+            sensitivity=2.0 * factor,
+            neighbours=neighbours,
+            name="laplace on count and centred sum",
+        )
+    else:
+        if not delta > 0:
+            raise ValueError("delta must be > 0 for the Gaussian mechanism")
+        mech = GaussianMechanism(
+            epsilon=epsilon,
+            delta=delta,
+            sensitivity=math.sqrt(2.0) * factor,
+            neighbours=neighbours,
+            name="gaussian on count and centred sum",
+        )
+    details = {"centre": centre, "half_width": half, **user}
+    public = {
+        "n": None,
+        "neighbours": neighbours.value,
+        "sensitivity": mech.sensitivity,
+        "bounds": [model.lower, model.upper],
+        **details,
+    }
+
+    def run(src: NoiseSource) -> Release:
+        noisy = mech.release(exact, rng=_as_rng(src)).value
+        n_hat = max(round(float(noisy[0])), 0)
+        total = half * float(noisy[1]) + centre * n_hat
+        return Release(
+            model=model,
+            mechanism=mechanism,
+            posterior=model.posterior_from(SumStatistics(n=n_hat, total=total)),
+            guarantee=mech.guarantee(simulation=src.simulation, **details),
+            released={"count": float(noisy[0]), "centred_sum": half * float(noisy[1])},
+            public=public,
+        )
+
+    return Plan(guarantee=mech.guarantee(**details), run=run)
 
 
 def counts_release(
