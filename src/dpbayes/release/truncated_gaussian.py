@@ -8,13 +8,25 @@ Bayesian linear regression with the prior truncated to the ball), P positive def
   ``scipy.special.log_ndtr`` (no underflow however far the mass lies outside), the
   quantile by ``ndtri_exp``; computed on the side of the mean where the interval's
   lower-tail probabilities are small, so they keep their relative precision.
-* d >= 2: rejection from a Gaussian with extra isotropic precision tau >= 0. On the ball,
-  -w'Pw/2 + b'w = -w'(P + tau I)w/2 + b'w + tau ||w||^2 / 2 <= [-w'(P + tau I)w/2 + b'w]
-  + tau W^2 / 2, so N(m_tau, (P + tau I)^-1), m_tau = (P + tau I)^-1 b, times
-  e^{tau W^2 / 2} is an envelope, and a proposal w is accepted with probability
-  exp(tau (||w||^2 - W^2) / 2) if ||w|| <= W (0 outside). Every tau gives exact draws;
-  the one used makes the proposal's E||w||^2 equal W^2 (tau = 0, plain rejection, when
-  the posterior already has E||w||^2 <= W^2), which minimises the envelope's mass.
+* d >= 2: two rejection samplers, their proposals interleaved in a fixed order (the
+  first accepted one is returned; each accepted proposal is an exact draw, so the first
+  one is too):
+
+  - *shrink*: on the ball, -w'Pw/2 + b'w = -w'(P + tau I)w/2 + b'w + tau ||w||^2 / 2
+    <= [-w'(P + tau I)w/2 + b'w] + tau W^2 / 2, so N(m_tau, (P + tau I)^-1),
+    m_tau = (P + tau I)^-1 b, times e^{tau W^2 / 2} is an envelope; a proposal w is
+    accepted with probability exp(tau (||w||^2 - W^2) / 2) if ||w|| <= W (0 outside).
+    tau makes the proposal's E||w||^2 equal W^2 (0, plain rejection, when the posterior
+    already has E||w||^2 <= W^2), which minimises the envelope's mass.
+  - *half-space* (when the mode P^-1 b lies outside the ball): with w* = W n the
+    constrained mode ((P + lam I) w* = b, lam > 0), gamma = lam W, depth t = W - <w, n>
+    and tangential part s = w - <w, n> n, every w in the ball has ||s||^2 <= 2 W t, so
+    for c in [0, 1] the log target is at most const - c gamma t - (1 - c) gamma
+    ||s||^2 / (2 W) - (w - w*)'P(w - w*)/2: a Gaussian (precision P + (1 - c) lam
+    (I - nn')) restricted to the half-space t >= 0, drawn exactly (its normal coordinate
+    by :func:`truncated_normal`, the rest by the conditional Gaussian); accepted with
+    probability exp(-(1 - c) gamma (t - ||s||^2 / (2 W))) inside the ball. c = 2/(d + 1)
+    keeps the acceptance near 2 / (e (d + 1)) however far the mode is (proof, §3).
 
 No randomness is drawn here: the proposals are built from uniforms of a noise source.
 """
@@ -29,7 +41,13 @@ from scipy import special
 
 from dpbayes.privacy.noise import as_noise_source
 
-__all__ = ["SAMPLER", "ball_tau", "truncated_gaussian_ball", "truncated_normal"]
+__all__ = [
+    "SAMPLER",
+    "ball_tau",
+    "truncated_gaussian_ball",
+    "truncated_normal",
+    "truncated_normal_many",
+]
 
 SAMPLER = (
     "exact draws of the Gaussian posterior restricted to the weight ball from uniforms of "
@@ -43,35 +61,36 @@ SAMPLER = (
 MAX_ROUNDS = 64
 
 
-def _log_diff(big: float, small: float) -> float:
-    """log(e^big - e^small) for small <= big."""
-    if small == -math.inf:
-        return big
-    return big + math.log1p(-math.exp(min(small - big, 0.0)))
-
-
-def truncated_normal(mu: float, sd: float, lo: float, hi: float, u: float) -> float:
-    """The u-quantile of N(mu, sd^2) restricted to [lo, hi] (u in (0, 1)), in log space.
+def truncated_normal_many(mu: Any, sd: Any, lo: Any, hi: Any, u: Any) -> np.ndarray:
+    """The u-quantiles of N(mu, sd^2) restricted to [lo, hi] (elementwise; u in (0, 1);
+    lo may be -inf, hi +inf), in log space.
 
     The standardised interval [a, b] is reflected to lie mostly below 0 (if a > -b), so
-    that log Phi(a) and log Phi(b) are the small, relative-exact tail probabilities.
+    that log Phi(a) and log Phi(b) are the small, relative-exact tail probabilities; the
+    mass is Phi(b) - Phi(a) from their logs, or 1 - Phi(a) - Phi(-b) when the interval
+    straddles the mean (both terms < 1/2).
     """
-    if not (sd > 0 and lo < hi):
+    mu, sd, lo, hi, u = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (mu, sd, lo, hi, u))
+    )
+    if not (np.all(sd > 0) and np.all(lo < hi)):
         raise ValueError("truncated_normal needs sd > 0 and lo < hi")
     a, b = (lo - mu) / sd, (hi - mu) / sd
     flip = a > -b
-    if flip:
-        a, b, u = -b, -a, 1.0 - u
-    la, lb = float(special.log_ndtr(a)), float(special.log_ndtr(b))
-    if lb > -0.6931471805599453:  # Phi(b) > 1/2: the interval straddles the mean
-        mass = math.log1p(-(math.exp(la) + float(special.ndtr(-b))))
-    else:
-        mass = _log_diff(lb, la)
-    target = np.logaddexp(la, math.log(u) + mass)
-    z = float(np.clip(special.ndtri_exp(min(target, lb)), a, b))
-    if flip:
-        z = -z
-    return mu + sd * z
+    a, b, u = np.where(flip, -b, a), np.where(flip, -a, b), np.where(flip, 1.0 - u, u)
+    la, lb = special.log_ndtr(a), special.log_ndtr(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        straddle = np.log1p(-(np.exp(la) + special.ndtr(-b)))
+        below = lb + np.log1p(-np.exp(np.minimum(la - lb, 0.0)))
+        mass = np.where(lb > -0.6931471805599453, straddle, np.where(la == -np.inf, lb, below))
+        target = np.logaddexp(la, np.log(u) + mass)
+    z = np.clip(special.ndtri_exp(np.minimum(target, lb)), a, b)
+    return np.asarray(mu + sd * np.where(flip, -z, z))
+
+
+def truncated_normal(mu: float, sd: float, lo: float, hi: float, u: float) -> float:
+    """Scalar :func:`truncated_normal_many`."""
+    return float(truncated_normal_many(mu, sd, lo, hi, u))
 
 
 def ball_tau(eigenvalues: np.ndarray, b_rot: np.ndarray, radius: float) -> float:
@@ -95,6 +114,83 @@ def ball_tau(eigenvalues: np.ndarray, b_rot: np.ndarray, radius: float) -> float
         else:
             hi = mid
     return hi
+
+
+def _shrink_proposals(
+    lam: np.ndarray, b_rot: np.ndarray, radius: float, u: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Shrink-envelope proposals (module docstring) in the eigenbasis of P, and which of
+    them are accepted; ``u`` is (T, d + 1) uniforms."""
+    d = lam.size
+    tau = ball_tau(lam, b_rot, radius)
+    den = lam + tau
+    w_rot = b_rot / den + special.ndtri(u[:, :d]) / np.sqrt(den)
+    norm2 = np.einsum("ij,ij->i", w_rot, w_rot)
+    with np.errstate(divide="ignore"):
+        ok = (norm2 <= radius**2) & (np.log(u[:, d]) <= tau * (norm2 - radius**2) / 2)
+    return w_rot, ok
+
+
+class _HalfSpace:
+    """The half-space envelope (module docstring), in the eigenbasis of P: w0 = W n on the
+    sphere, g = b - P w0 = gamma n + g_s (gamma >= 0), delta = w - w0, t = -<delta, n>,
+    s = delta + t n; the envelope is exp(const + (c gamma n + g_s)'delta - delta'Q delta / 2)
+    on t >= 0, Q = P + (1 - c) (gamma / W) (I - nn'), an exact bound of the target on
+    the ball for any unit n with gamma >= 0 (proof, §3)."""
+
+    def __init__(self, lam: np.ndarray, b_rot: np.ndarray, radius: float, n: np.ndarray) -> None:
+        d = lam.size
+        self.radius, self.normal = radius, n
+        self.w0 = radius * n
+        g = b_rot - lam * self.w0  # gradient of the log target at w0 (exact identity)
+        self.gamma = float(g @ n)
+        self.c = 2.0 / (d + 1)
+        prec = np.diag(lam) + (1.0 - self.c) * self.gamma / radius * (np.eye(d) - np.outer(n, n))
+        cov = np.linalg.inv(prec)
+        self.cov = (cov + cov.T) / 2
+        self.chol = np.linalg.cholesky(self.cov)
+        linear = self.c * self.gamma * n + (g - self.gamma * n)
+        self.mean = self.cov @ linear  # of delta
+        self.sn = self.cov @ n
+        self.var_n = float(n @ self.sn)
+        self.mean_n = float(n @ self.mean)
+
+    @staticmethod
+    def build(lam: np.ndarray, b_rot: np.ndarray, radius: float) -> _HalfSpace | None:
+        """The envelope at the constrained mode if the unconstrained mode P^-1 b lies
+        outside the ball (else None): w* = (P + mu I)^-1 b with ||w*|| = W, mu by
+        bisection (any unit n with gamma >= 0 is valid; this one makes it tight)."""
+        if float(np.sum((b_rot / lam) ** 2)) <= radius**2:
+            return None
+        lo, hi = 0.0, 1.0
+        while float(np.sum((b_rot / (lam + hi)) ** 2)) > radius**2:
+            hi *= 4.0
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if float(np.sum((b_rot / (lam + mid)) ** 2)) > radius**2:
+                lo = mid
+            else:
+                hi = mid
+        w_star = b_rot / (lam + 0.5 * (lo + hi))
+        env = _HalfSpace(lam, b_rot, radius, w_star / np.linalg.norm(w_star))
+        return env if env.gamma >= 0 else None
+
+    def proposals(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Proposals w and which are accepted; ``u`` is (T, d + 2) uniforms."""
+        d = self.normal.size
+        # <delta, n> of N(mean, cov) restricted to <delta, n> <= 0, exactly
+        y = truncated_normal_many(self.mean_n, math.sqrt(self.var_n), -math.inf, 0.0, u[:, d])
+        z = special.ndtri(u[:, :d]) @ self.chol.T  # N(0, cov)
+        # Matheron's rule: the conditional law of N(mean, cov) given <delta, n> = y
+        delta = self.mean + z + np.outer(y - self.mean_n - z @ self.normal, self.sn / self.var_n)
+        t = -(delta @ self.normal)
+        tang = delta + np.outer(t, self.normal)
+        s2 = np.einsum("ij,ij->i", tang, tang)
+        inside = s2 + t**2 <= 2 * self.radius * t  # ||w0 + delta|| <= W
+        log_ratio = -(1.0 - self.c) * self.gamma * (t - s2 / (2 * self.radius))
+        with np.errstate(divide="ignore"):
+            ok = inside & (np.log(u[:, d + 1]) <= np.minimum(log_ratio, 0.0))
+        return self.w0 + delta, ok
 
 
 def truncated_gaussian_ball(
@@ -136,19 +232,16 @@ def truncated_gaussian_ball(
     if not lam.min() > 0:
         raise ValueError("precision must be positive definite")
     b_rot = q.T @ b
-    tau = ball_tau(lam, b_rot, radius)
-    den = lam + tau
-    mean_rot = b_rot / den
+    half = _HalfSpace.build(lam, b_rot, radius)
     for r in range(max_rounds):
         size = min(64 * 4**r, 65536)
-        u = src.uniform((size, d + 1))
-        z = special.ndtri(u[:, :d])
-        w_rot = mean_rot + z / np.sqrt(den)
-        norm2 = np.einsum("ij,ij->i", w_rot, w_rot)
-        with np.errstate(divide="ignore"):
-            ok = (norm2 <= radius**2) & (np.log(u[:, d]) <= tau * (norm2 - radius**2) / 2)
+        w_rot, ok = _shrink_proposals(lam, b_rot, radius, src.uniform((size, d + 1)))
         if ok.any():
             return np.asarray(q @ w_rot[int(np.argmax(ok))])
+        if half is not None:
+            w_rot, ok = half.proposals(src.uniform((size, d + 2)))
+            if ok.any():
+                return np.asarray(q @ w_rot[int(np.argmax(ok))])
     raise RuntimeError(
         f"truncated Gaussian (d={d}, radius={radius:.3g}): no proposal accepted in "
         f"{max_rounds} rounds; nothing was released"
