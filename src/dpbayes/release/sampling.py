@@ -31,9 +31,10 @@ from dpbayes.privacy.noise import NoiseSource
 from dpbayes.privacy.validation import check_int, check_probability
 from dpbayes.release.base import Plan, Release, register
 from dpbayes.release.bayes_net import as_rng, reject_options
-from dpbayes.release.trimmed_dirichlet import (
+from dpbayes.release.trimmed_sampler import (
     SAMPLER,
-    trimmed_rows,
+    TrimmedRowSampler,
+    check_trim,
     truncated_beta,
     truncated_dirichlet,
 )
@@ -87,19 +88,6 @@ def trim_for_epsilon(
         per_node *= 1 - 1e-12
 
 
-def _draw(
-    model: BayesNet, stats_: BayesNetStatistics, trims: dict[str, float], src: NoiseSource
-) -> dict:
-    """One draw of every CPT row from its Dirichlet posterior restricted to the trim."""
-    post = model.posterior_from(stats_)
-    cpts = {}
-    for v in model.nodes:
-        a = post.alphas[v]
-        rows = trimmed_rows(a.reshape(-1, a.shape[-1]), trims[v], src)
-        cpts[v] = rows.reshape(a.shape)
-    return cpts
-
-
 @register("sampling", BayesNet)
 def plan_sampling(
     model: BayesNet,
@@ -129,6 +117,8 @@ def plan_sampling(
         tp = check_probability(trim, "trim", open_interval=True)
         trims = {v: tp for v in model.nodes}
     lip = lipschitz_constant(model, trims)
+    for v in model.nodes:
+        check_trim(model.cardinality(v), trims[v], f"the trim of {v!r}")
     per_draw = Neighbours.parse(neighbours).lipschitz_factor * lip
     if per_draw * d > epsilon * (1 + 1e-9):
         raise ValueError(
@@ -152,8 +142,22 @@ def plan_sampling(
             simulation=simulation,
         )
 
+    post = model.posterior_from(stats_)
+    # one exact sampler per CPT (Dirichlet(alpha + counts) rows restricted to the trim),
+    # set up on the first run and reused by later runs of this plan
+    samplers: dict[str, TrimmedRowSampler] = {}
+
+    def draw(src: NoiseSource) -> dict[str, np.ndarray]:
+        out = {}
+        for v in model.nodes:
+            a = post.alphas[v]
+            if v not in samplers:
+                samplers[v] = TrimmedRowSampler(a.reshape(-1, a.shape[-1]), trims[v])
+            out[v] = samplers[v].draw(src).reshape(a.shape)
+        return out
+
     def run(src: NoiseSource) -> Release:
-        samples = [_draw(model, stats_, trims, src) for _ in range(d)]
+        samples = [draw(src) for _ in range(d)]
         mean = {v: np.mean([s[v] for s in samples], axis=0) for v in model.nodes}
         return Release(
             model=model,

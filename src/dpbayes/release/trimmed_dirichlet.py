@@ -33,23 +33,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from dpbayes.privacy.noise import as_noise_source
-from dpbayes.release.truncated_jit import trimmed_dirichlet_box, truncated_beta_many
-
-__all__ = [
-    "SAMPLER",
-    "Envelope",
-    "PiecewiseExp",
-    "envelope",
-    "propose",
-    "trimmed_rows",
-    "truncated_beta",
-    "truncated_dirichlet",
-]
+__all__ = ["Envelope", "PiecewiseExp", "envelope", "propose"]
 
 FLAT = 0.5  # mean loss (under the uniform law on S_w) below which a coordinate is flat
 TANGENTS = (-2.5, -1.0, 0.0, 1.0, 2.5)  # tangent points s* + m sigma (concave terms)
@@ -97,7 +84,8 @@ def _exp_ppf(beta: np.ndarray, width: np.ndarray, u: np.ndarray) -> np.ndarray:
         neg = z < 0
         out = np.where(neg, np.log1p(u * np.expm1(z)) / beta, out)
         pos = z > 0
-        out = np.where(pos, width + np.log(u + (1 - u) * np.exp(-z)) / beta, out)
+        # width + log(u + (1 - u) e^{-z}) / beta, without cancellation for small z
+        out = np.where(pos, width + np.log1p((1 - u) * np.expm1(-z)) / beta, out)
     return np.asarray(np.clip(out, 0.0, width))
 
 
@@ -160,22 +148,19 @@ class Envelope:
 
 def _water_fill(c: np.ndarray, p: float, w: float) -> tuple[float, np.ndarray]:
     """(nu, s*): the maximiser of sum_{c_j > 0} c_j log(p + s_j) on S_w (others at 0):
-    s_j = max(0, c_j / nu - p), nu by bisection on log nu (any nu gives a valid envelope;
-    this one only makes it tight)."""
-    pos = c > 0
+    s_j = max(0, c_j / nu - p) with sum s_j = w. With the positive c sorted decreasing,
+    the m largest are inside when nu = (c_1 + ... + c_m) / (w + m p) leaves c_m / nu > p
+    >= c_{m+1} / nu (water-filling; any nu gives a valid envelope, this one a tight one)."""
     s = np.zeros(c.size)
-    if not pos.any():
+    pos = np.flatnonzero(c > 0)
+    if pos.size == 0:
         return 0.0, s
-    cp = c[pos]
-    lo, hi = math.log(float(cp.min()) / (p + w)) - 1.0, math.log(float(cp.sum()) / p) + 1.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if float(np.maximum(0.0, cp / math.exp(mid) - p).sum()) > w:
-            lo = mid
-        else:
-            hi = mid
-    nu = math.exp(hi)
-    s[pos] = np.maximum(0.0, cp / nu - p)
+    cs = np.sort(c[pos])[::-1]
+    nus = np.cumsum(cs) / (w + p * np.arange(1, cs.size + 1))
+    nxt = np.append(cs[1:], 0.0)
+    ok = (cs / nus > p) & (nxt / nus <= p)
+    nu = float(nus[int(np.argmax(ok))] if ok.any() else nus[-1])
+    s[pos] = np.maximum(0.0, c[pos] / nu - p)
     return nu, s
 
 
@@ -283,111 +268,3 @@ def propose(env: Envelope, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             log_env = top + np.log(np.exp(per - top[:, None]).sum(axis=1))
         ok &= np.log(u[:, 2 * k + 1]) <= np.minimum(log_target - log_env, 0.0)
     return p + s, ok
-
-
-# ---------------------------------------------------------------------------------------
-# The samplers the releases call (uniforms from a noise source)
-# ---------------------------------------------------------------------------------------
-
-SAMPLER = (
-    "exact trimmed-Dirichlet posterior draws from uniforms of the noise source (the "
-    "secure source: 52-bit uniforms from the OS CSPRNG): binary rows by the inverse cdf "
-    "in log space (bisection over doubles); k >= 3 rows by rejection from piecewise-"
-    "exponential envelopes interleaved with stick-breaking box rejection; exact in real "
-    "arithmetic, not floating-point hardened (Mironov 2012); see BAYES_NET_SAMPLING_PROOF.md"
-)
-
-NO_MASS = (
-    "the truncated Beta's interval holds no computable mass (narrower than the incomplete "
-    "beta's precision): use a larger epsilon or fewer nodes"
-)
-
-# rounds of the k >= 3 sampler: round r tries min(64 * 4^r, 65536) envelope proposals,
-# then (if none was accepted) 4 stick-breaking box proposals
-MAX_ROUNDS = 64
-
-
-def truncated_beta(a: Any, b: Any, lo: Any, hi: Any, src: Any = None) -> np.ndarray:
-    """Exact Beta(a, b) draws restricted to [lo, hi] (vectorised; 0 <= lo < hi <= 1).
-
-    The inverse cdf in log space at uniforms of ``src``
-    (:func:`~.truncated_jit.truncated_beta_ppf`): exact however far the mass lies outside
-    the interval (no underflow, never the bound itself as a point mass). ``src``: a noise
-    source, or None (secure) / a seed / a Generator (simulation).
-    """
-    src = as_noise_source(src)
-    arrays = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (a, b, lo, hi)))
-    shape = arrays[0].shape
-    flat = [np.array(x.ravel(), dtype=float) for x in arrays]
-    if not np.all((flat[0] > 0) & (flat[1] > 0)):
-        raise ValueError("a and b must be > 0")
-    if not np.all((flat[2] >= 0) & (flat[2] < flat[3]) & (flat[3] <= 1)):
-        raise ValueError("the interval must satisfy 0 <= lo < hi <= 1")
-    u = src.uniform(flat[0].size)
-    x, _ = truncated_beta_many(flat[0], flat[1], flat[2], 1.0 - flat[3], u)
-    if np.isnan(x).any():
-        raise ValueError(NO_MASS)
-    return x.reshape(shape)
-
-
-def truncated_dirichlet(
-    alpha: Any, lower: float, src: Any = None, *, max_rounds: int = MAX_ROUNDS
-) -> np.ndarray:
-    """One exact draw of Dirichlet(alpha) restricted to {theta : theta_j >= lower for all j}.
-
-    k = 2: the inverse cdf (no rejection). k >= 3: rounds of proposals from the envelope
-    of :func:`envelope` and from the stick-breaking box
-    (:func:`~.truncated_jit.trimmed_dirichlet_box`, stick ordered by increasing alpha);
-    the first accepted proposal in this fixed order is returned, an exact draw whichever
-    sampler made it. RuntimeError (nothing released) if ``max_rounds`` rounds accept
-    nothing (probability (1 - A)^N for acceptance rate A over N ~ 4e6 proposals; the
-    proof, §4, gives the rates measured at the numerical edges). ``src`` as in
-    :func:`truncated_beta`.
-    """
-    src = as_noise_source(src)
-    a = np.asarray(alpha, dtype=float)
-    k = a.size
-    if a.ndim != 1 or k < 2 or not np.all(a > 0):
-        raise ValueError("alpha must be a vector of k >= 2 positive numbers")
-    if not 0.0 < lower < 1.0 / k:
-        raise ValueError(f"lower must be in (0, 1/{k}), got {lower}")
-    if k == 2:
-        return trimmed_rows(a[None, :], lower, src)[0]
-    env = envelope(a, lower)
-    order = np.argsort(a, kind="stable")
-    sorted_a = np.ascontiguousarray(a[order])
-    for r in range(max_rounds):
-        theta, ok = propose(env, src.uniform((min(64 * 4**r, 65536), 2 * k + 2)))
-        if ok.any():
-            return np.asarray(theta[int(np.argmax(ok))])
-        stick, hit = trimmed_dirichlet_box(sorted_a, float(lower), src.uniform((4, k - 1)))
-        if hit >= 0:
-            out = np.empty(k)
-            out[order] = stick
-            return out
-    raise RuntimeError(
-        f"truncated Dirichlet (k={k}, trim={lower:.3g}): no proposal accepted in "
-        f"{max_rounds} rounds; nothing was released"
-    )
-
-
-def trimmed_rows(rows: np.ndarray, lower: float, src: Any = None) -> np.ndarray:
-    """One exact draw per row of Dirichlet(row) restricted to {theta_j >= lower}.
-
-    Binary rows, vectorised: the entry with the smaller concentration is drawn by the
-    inverse cdf and the other is its exact complement (doubles are finest near 0 and the
-    kernel resolves both ends of [lower, 1 - lower]). Rows with k >= 3 entries:
-    :func:`truncated_dirichlet`.
-    """
-    src = as_noise_source(src)
-    rows = np.asarray(rows, dtype=float)
-    if rows.shape[1] != 2:
-        return np.stack([truncated_dirichlet(r, lower, src) for r in rows])
-    swap = rows[:, 0] > rows[:, 1]
-    small = np.ascontiguousarray(np.where(swap, rows[:, 1], rows[:, 0]))
-    large = np.ascontiguousarray(np.where(swap, rows[:, 0], rows[:, 1]))
-    bound = np.full(rows.shape[0], float(lower))
-    x, y = truncated_beta_many(small, large, bound, bound, src.uniform(rows.shape[0]))
-    if np.isnan(x).any():
-        raise ValueError(NO_MASS)
-    return np.stack([np.where(swap, y, x), np.where(swap, x, y)], axis=1)

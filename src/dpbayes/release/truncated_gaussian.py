@@ -59,16 +59,48 @@ SAMPLER = (
 
 # round r proposes min(64 * 4^r, 65536) points; the cap bounds the running time
 MAX_ROUNDS = 64
+SQRT2 = math.sqrt(2.0)
+
+
+def _log_phi_drop(b: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """log Phi(b - delta) - log Phi(b) for b < 0, delta >= 0, without cancellation:
+    Phi(x) = erfcx(-x / sqrt 2) e^{-x^2 / 2} / 2, so the difference is
+    b delta - delta^2 / 2 + log erfcx(-(b - delta)/sqrt 2) - log erfcx(-b/sqrt 2)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        quad = delta * (b - delta / 2)
+        out = quad + np.log(special.erfcx(-(b - delta) / SQRT2)) - np.log(special.erfcx(-b / SQRT2))
+    return np.where(np.isnan(out) | (delta == np.inf), -np.inf, out)
+
+
+def _tail_offsets(a: np.ndarray, b: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """delta in [0, b - a] with P(Z >= b - delta | a <= Z <= b) = v, for b < 0: bisection
+    over the doubles delta (ordered as their bits, at most 64 halvings) on the condition
+    log Phi(b - delta) - log Phi(b) <= log1p(v expm1(log Phi(a) - log Phi(b))), which is
+    monotone in delta, false at 0 and true at b - a."""
+    target = np.log1p(v * np.expm1(_log_phi_drop(b, b - a)))
+    left = np.zeros(b.shape, dtype=np.int64)  # bits of 0.0: the condition fails there
+    right = np.ascontiguousarray(b - a, dtype=np.float64).view(np.int64).copy()
+    for _ in range(70):
+        open_ = right - left > 1
+        if not open_.any():
+            break
+        mid = left + (right - left) // 2
+        holds = _log_phi_drop(b, mid.view(np.float64)) <= target
+        right = np.where(open_ & holds, mid, right)
+        left = np.where(open_ & ~holds, mid, left)
+    return np.asarray(right.view(np.float64))
 
 
 def truncated_normal_many(mu: Any, sd: Any, lo: Any, hi: Any, u: Any) -> np.ndarray:
     """The u-quantiles of N(mu, sd^2) restricted to [lo, hi] (elementwise; u in (0, 1);
     lo may be -inf, hi +inf), in log space.
 
-    The standardised interval [a, b] is reflected to lie mostly below 0 (if a > -b), so
-    that log Phi(a) and log Phi(b) are the small, relative-exact tail probabilities; the
-    mass is Phi(b) - Phi(a) from their logs, or 1 - Phi(a) - Phi(-b) when the interval
-    straddles the mean (both terms < 1/2).
+    The standardised interval [a, b] is reflected to lie mostly below 0 (if a > -b).
+    If it straddles the mean (b >= 0): log Phi(a) and the mass 1 - Phi(a) - Phi(-b)
+    (both terms < 1/2), the quantile by ``ndtri_exp``. Otherwise the mass sits at b, far
+    from the mean: the draw is b - delta, delta found from the exact tail law by
+    :func:`_tail_offsets`, and the output is the bound minus sd delta, so that it keeps
+    its precision however far the bound is from the mean (no cancellation, no grid).
     """
     mu, sd, lo, hi, u = np.broadcast_arrays(
         *(np.asarray(x, dtype=float) for x in (mu, sd, lo, hi, u))
@@ -78,14 +110,23 @@ def truncated_normal_many(mu: Any, sd: Any, lo: Any, hi: Any, u: Any) -> np.ndar
     a, b = (lo - mu) / sd, (hi - mu) / sd
     flip = a > -b
     a, b, u = np.where(flip, -b, a), np.where(flip, -a, b), np.where(flip, 1.0 - u, u)
-    la, lb = special.log_ndtr(a), special.log_ndtr(b)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        straddle = np.log1p(-(np.exp(la) + special.ndtr(-b)))
-        below = lb + np.log1p(-np.exp(np.minimum(la - lb, 0.0)))
-        mass = np.where(lb > -0.6931471805599453, straddle, np.where(la == -np.inf, lb, below))
-        target = np.logaddexp(la, np.log(u) + mass)
-    z = np.clip(special.ndtri_exp(np.minimum(target, lb)), a, b)
-    return np.asarray(mu + sd * np.where(flip, -z, z))
+    out = np.empty(a.shape)
+    tail = b < 0
+    if tail.any():
+        delta = _tail_offsets(a[tail], b[tail], 1.0 - u[tail])
+        bound = np.where(flip[tail], lo[tail], hi[tail])
+        step = sd[tail] * delta
+        out[tail] = np.where(flip[tail], bound + step, bound - step)
+    mid = ~tail
+    if mid.any():
+        am, bm, um = a[mid], b[mid], u[mid]
+        la = special.log_ndtr(am)
+        with np.errstate(divide="ignore"):
+            mass = np.log1p(-(np.exp(la) + special.ndtr(-bm)))
+            target = np.logaddexp(la, np.log(um) + mass)
+        z = np.clip(special.ndtri_exp(np.minimum(target, special.log_ndtr(bm))), am, bm)
+        out[mid] = mu[mid] + sd[mid] * np.where(flip[mid], -z, z)
+    return np.asarray(np.clip(out, lo, hi))
 
 
 def truncated_normal(mu: float, sd: float, lo: float, hi: float, u: float) -> float:
@@ -181,10 +222,13 @@ class _HalfSpace:
         # <delta, n> of N(mean, cov) restricted to <delta, n> <= 0, exactly
         y = truncated_normal_many(self.mean_n, math.sqrt(self.var_n), -math.inf, 0.0, u[:, d])
         z = special.ndtri(u[:, :d]) @ self.chol.T  # N(0, cov)
-        # Matheron's rule: the conditional law of N(mean, cov) given <delta, n> = y
+        # Matheron's rule: the conditional law of N(mean, cov) given <delta, n> = y; its
+        # normal part is then set to y itself (the sum would cancel to y at a loss of
+        # precision when the mean is far beyond the bound), its tangential part kept
         delta = self.mean + z + np.outer(y - self.mean_n - z @ self.normal, self.sn / self.var_n)
-        t = -(delta @ self.normal)
-        tang = delta + np.outer(t, self.normal)
+        tang = delta - np.outer(delta @ self.normal, self.normal)
+        delta = tang + np.outer(y, self.normal)
+        t = -y
         s2 = np.einsum("ij,ij->i", tang, tang)
         inside = s2 + t**2 <= 2 * self.radius * t  # ||w0 + delta|| <= W
         log_ratio = -(1.0 - self.c) * self.gamma * (t - s2 / (2 * self.radius))
