@@ -1,6 +1,7 @@
 """Exact posterior samplers at the numerical edges: acceptance rates and speed (issue 14).
 
-* Acceptance rate of the k >= 3 trimmed-Dirichlet envelope and of the stick-breaking box
+* Acceptance rate of the k >= 3 trimmed-Dirichlet envelopes (the better of the flat
+  levels) and of the stick-breaking box
   over :func:`dpbayes.audit.sampling_edges.dirichlet_edge_grid`, and of the ball
   sampler's two envelopes over ``ball_edge_grid`` and a wider regression grid (d up to
   20, n up to 1e5, eps 0.01 to 100, posteriors far outside the ball).
@@ -31,7 +32,7 @@ from dpbayes.models.linear_regression import BayesianLinearRegression
 from dpbayes.privacy.noise import SimulatedNoise
 from dpbayes.release import release
 from dpbayes.release.linear_regression import sampling_noise_variance
-from dpbayes.release.trimmed_dirichlet import envelope, propose
+from dpbayes.release.trimmed_dirichlet import FLAT_LEVELS, envelope, propose
 from dpbayes.release.truncated_gaussian import _HalfSpace, _shrink_proposals
 from dpbayes.release.truncated_jit import trimmed_dirichlet_box
 
@@ -43,8 +44,10 @@ def dirichlet_rates(quick: bool) -> list[dict[str, Any]]:
     rows = []
     grid = dirichlet_edge_grid()
     for a, p in grid[:: 4 if quick else 1]:
-        env = envelope(a, p)
-        _, ok = propose(env, src.uniform((20000, 2 * a.size + 2)))
+        rate = max(
+            propose(envelope(a, p, level), src.uniform((20000, 2 * a.size + 2)))[1].mean()
+            for level in FLAT_LEVELS
+        )
         order = np.argsort(a, kind="stable")
         sa = np.ascontiguousarray(a[order])
         u = src.uniform((200, a.size - 1))
@@ -53,9 +56,9 @@ def dirichlet_rates(quick: bool) -> list[dict[str, Any]]:
             {
                 "sampler": "trimmed-dirichlet",
                 "case": f"k={a.size} alpha={np.round(a, 3).tolist()} p={p:.4g}",
-                "envelope": float(ok.mean()),
+                "envelope": float(rate),
                 "box": float(box),
-                "best": float(max(ok.mean(), box)),
+                "best": float(max(rate, box)),
             }
         )
     return rows

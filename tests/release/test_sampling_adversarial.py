@@ -39,7 +39,7 @@ from dpbayes.privacy import Neighbours, SimulatedNoise
 from dpbayes.release import linear_regression, release
 from dpbayes.release.base import plan
 from dpbayes.release.sampling import trim_for_epsilon
-from dpbayes.release.trimmed_dirichlet import envelope, propose
+from dpbayes.release.trimmed_dirichlet import FLAT_LEVELS, envelope, propose
 from dpbayes.release.truncated_gaussian import _HalfSpace, _shrink_proposals
 from dpbayes.release.truncated_jit import trimmed_dirichlet_box, truncated_beta_many
 
@@ -240,27 +240,31 @@ def _box_draws(a: np.ndarray, p: float, n: int, seed: int) -> np.ndarray:
     return np.array(out)
 
 
+@pytest.mark.slow
 def test_trimmed_dirichlet_envelope_acceptance_on_the_edge_grid() -> None:
     """The envelope sampler over the edge grid: accepted draws in the region, all
     distinct (no point mass), and an acceptance rate (the proof, §4, lists it) bounded
     away from 0, so the capped loop never refuses in practice."""
     rates = []
     for a, p in dirichlet_edge_grid():
-        env = envelope(a, p)
-        theta, ok = propose(
-            env, SimulatedNoise(np.random.default_rng(0)).uniform((20000, 2 * a.size + 2))
-        )
-        assert np.all(theta[ok] >= p * (1 - 1e-12))
-        np.testing.assert_allclose(theta[ok].sum(axis=1), 1.0)
-        # no discretisation anywhere (a point mass of any size is a privacy leak): the
-        # entries up to 1/2 are all distinct (an entry near 1 is 1 minus the others,
-        # rounded to the doubles near 1)
-        for j in range(a.size):
-            col = theta[ok][:, j]
-            small = col[col <= 0.5]
-            assert np.unique(small).size == small.size, (a, p, j)
-        rates.append(ok.mean())
-    assert min(rates) > 1e-3
+        best = 0.0
+        for level in FLAT_LEVELS:  # the row sampler runs one envelope per flat level
+            theta, ok = propose(
+                envelope(a, p, level),
+                SimulatedNoise(np.random.default_rng(0)).uniform((20000, 2 * a.size + 2)),
+            )
+            best = max(best, ok.mean())
+            assert np.all(theta[ok] >= p * (1 - 1e-12))
+            np.testing.assert_allclose(theta[ok].sum(axis=1), 1.0)
+            # no discretisation anywhere (a point mass of any size is a privacy leak):
+            # the entries up to 1/2 are all distinct (an entry near 1 is 1 minus the
+            # others, rounded to the doubles near 1)
+            for j in range(a.size):
+                col = theta[ok][:, j]
+                small = col[col <= 0.5]
+                assert np.unique(small).size == small.size, (a, p, j)
+        rates.append(best)
+    assert min(rates) > 1e-2
 
 
 @pytest.mark.slow

@@ -182,19 +182,23 @@ def beta_edge_grid() -> list[tuple[float, float, float]]:
 
 def dirichlet_edge_grid() -> list[tuple[np.ndarray, float]]:
     """(alpha, p) for k >= 3 rows: zero-count rows with tiny priors, one category with
-    everything, two or several balanced ones, huge priors; trims for eps 0.01 to 100."""
+    everything (or all but one record), two or several balanced ones, geometric counts,
+    huge priors; trims for eps 0.01, 1 and 100 on one node and eps = 1 over 30 nodes."""
     out = []
     for k in (3, 5, 10):
+        geometric = 2.0 ** -np.arange(k)
         for prior in (1e-3, 1.0, 1e3):
             for n in (0, 1, 30, 5000):
                 patterns = [
                     [n] + [0] * (k - 1),
+                    [max(n - 1, 0), min(n, 1)] + [0] * (k - 2),
                     [n // 2, n - n // 2] + [0] * (k - 2),
                     [n // k] * k,
+                    list(np.round(n * geometric / geometric.sum()).astype(int)),
                 ]
                 for counts in patterns:
-                    for eps in (0.01, 1.0, 100.0):
-                        p = 1.0 / (math.exp(eps / 2) + k - 1)
+                    for per_node in (0.01, 1.0, 100.0, 1.0 / 30):
+                        p = 1.0 / (math.exp(per_node / 2) + k - 1)
                         out.append((prior + np.asarray(counts, dtype=float), p))
     return out
 

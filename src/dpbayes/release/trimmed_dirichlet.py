@@ -16,7 +16,7 @@ G is the multiplier of the sum constraint at the maximiser of f (water-filling),
 that every psi_j peaks where the target does.
 
 The constraint sum s = w is carried either by the "flat" coordinates F (those whose
-psi_j, averaged over the uniform distribution on S_w, is within FLAT of its maximum over
+psi_j, averaged over the uniform distribution on S_w, is within ``flat`` of its maximum over
 [0, w], which bounds it: uniform on the remaining simplex, with the volume factor
 (t / w)^{|F| - 1} accepted by a uniform), or,
 if there are none, by one remainder coordinate r (s_r = w - sum of the others, bounded
@@ -36,9 +36,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Envelope", "PiecewiseExp", "envelope", "propose"]
+__all__ = ["FLAT_LEVELS", "Envelope", "PiecewiseExp", "envelope", "propose"]
 
-FLAT = 0.5  # mean loss (under the uniform law on S_w) below which a coordinate is flat
+# mean losses (under the uniform law on S_w) below which a coordinate is treated as flat:
+# the row samplers use one envelope per level (neither level alone suits every edge case)
+FLAT_LEVELS = (0.25, 0.5)
 TANGENTS = (-2.5, -1.0, 0.0, 1.0, 2.5)  # tangent points s* + m sigma (concave terms)
 
 
@@ -164,8 +166,9 @@ def _water_fill(c: np.ndarray, p: float, w: float) -> tuple[float, np.ndarray]:
     return nu, s
 
 
-def envelope(a: np.ndarray, p: float) -> Envelope:
-    """Build the envelope of Dirichlet(a) on {theta_j >= p} (module docstring)."""
+def envelope(a: np.ndarray, p: float, flat_level: float = FLAT_LEVELS[-1]) -> Envelope:
+    """Build the envelope of Dirichlet(a) on {theta_j >= p} (module docstring), with
+    coordinates whose mean loss is at most ``flat_level`` treated as flat."""
     c = np.asarray(a, dtype=float) - 1.0
     k = c.size
     w = 1.0 - k * p
@@ -181,7 +184,7 @@ def envelope(a: np.ndarray, p: float) -> Envelope:
         top = c[j] * math.log(p + s_star[j]) - g * s_star[j] if c[j] > 0 else -math.inf
         sup[j] = max(top, float(at_ends.max()))
         loss[j] = sup[j] - float(np.mean(c[j] * np.log(p + typical) - g * typical))
-    flat = loss <= FLAT
+    flat = loss <= flat_level
     pieces: list[PiecewiseExp | None] = []
     for j in range(k):
         if flat[j]:

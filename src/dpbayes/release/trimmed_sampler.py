@@ -7,9 +7,10 @@ Dirichlet(alpha + counts) restricted to {theta_j >= p} is drawn exactly:
   vectorised over rows; the entry with the smaller concentration is drawn and the other
   is its exact complement;
 * rows with k >= 3 entries: rounds of rejection proposals, first from the piecewise-
-  exponential envelope of :mod:`.trimmed_dirichlet`, then (if none was accepted) from the
-  stick-breaking box (:func:`~.truncated_jit.trimmed_dirichlet_box`, stick ordered by
-  increasing alpha); the first accepted proposal in this fixed order is returned.
+  exponential envelopes of :mod:`.trimmed_dirichlet` (one per flat level), then (if none
+  was accepted) from the stick-breaking box (:func:`~.truncated_jit.trimmed_dirichlet_box`,
+  stick ordered by increasing alpha); the first accepted proposal in this fixed order is
+  returned.
 
 A :class:`TrimmedRowSampler` is set up once per table (envelopes) and drawn many times
 (``draws > 1``, audits). Randomness: uniforms of a noise source only.
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dpbayes.privacy.noise import as_noise_source
-from dpbayes.release.trimmed_dirichlet import Envelope, envelope, propose
+from dpbayes.release.trimmed_dirichlet import FLAT_LEVELS, Envelope, envelope, propose
 from dpbayes.release.truncated_jit import trimmed_dirichlet_box, truncated_beta_many
 
 __all__ = [
@@ -52,8 +53,9 @@ NO_MASS = (
 # inverse cdf's error (about 1e-16 / (alpha (1 - k p))) is no longer negligible
 MIN_WIDTH = 1e-6
 
-# rounds of the k >= 3 sampler: round r tries min(64 * 4^r, 65536) envelope proposals,
-# then (if none was accepted) 4 stick-breaking box proposals: about 4e6 proposals in all
+# rounds of the k >= 3 sampler: round r tries min(64 * 4^r, 65536) proposals from each
+# envelope, then (if none was accepted) 4 stick-breaking box proposals: about 4e6 or more
+# proposals in all
 MAX_ROUNDS = 64
 
 
@@ -83,7 +85,7 @@ class TrimmedRowSampler:
         self.lower = check_trim(self.k, lower, "lower")
         self.rows = r
         self.max_rounds = int(max_rounds)
-        self._envelopes: list[Envelope | None] = [None] * r.shape[0]
+        self._envelopes: list[list[Envelope] | None] = [None] * r.shape[0]
         if self.k == 2:
             self.swap = r[:, 0] > r[:, 1]
             self.small = np.ascontiguousarray(np.where(self.swap, r[:, 1], r[:, 0]))
@@ -104,15 +106,24 @@ class TrimmedRowSampler:
 
     def _draw_row(self, i: int, src: Any) -> np.ndarray:
         a, k, p = self.rows[i], self.k, self.lower
-        env = self._envelopes[i]
-        if env is None:
-            env = self._envelopes[i] = envelope(a, p)
+        envs = self._envelopes[i]
+        if envs is None:
+            envs = self._envelopes[i] = [envelope(a, p, FLAT_LEVELS[-1])]
         order = np.argsort(a, kind="stable")
         sorted_a = np.ascontiguousarray(a[order])
         for r in range(self.max_rounds):
-            theta, ok = propose(env, src.uniform((min(64 * 4**r, 65536), 2 * k + 2)))
-            if ok.any():
-                return np.asarray(theta[int(np.argmax(ok))])
+            if r == 1 and len(envs) == 1:
+                # the first round found nothing: add the envelopes of the other flat
+                # levels (a schedule chosen from past rejections keeps every draw exact)
+                for level in FLAT_LEVELS[:-1]:
+                    e = envelope(a, p, level)
+                    if not any(np.array_equal(e.flat, f.flat) for f in envs):
+                        envs.append(e)
+            size = min(64 * 4**r, 65536)
+            for env in envs:
+                theta, ok = propose(env, src.uniform((size, 2 * k + 2)))
+                if ok.any():
+                    return np.asarray(theta[int(np.argmax(ok))])
             stick, hit = trimmed_dirichlet_box(sorted_a, p, src.uniform((4, k - 1)))
             if hit == -2:
                 raise ValueError(NO_MASS)
