@@ -40,7 +40,7 @@ from dpbayes.release import linear_regression, release
 from dpbayes.release.base import plan
 from dpbayes.release.sampling import trim_for_epsilon
 from dpbayes.release.trimmed_dirichlet import FLAT_LEVELS, envelope, propose
-from dpbayes.release.truncated_gaussian import _HalfSpace, _shrink_proposals
+from dpbayes.release.truncated_gaussian import _HalfSpace, _shrink_proposals, truncated_normal_many
 from dpbayes.release.truncated_jit import trimmed_dirichlet_box, truncated_beta_many
 
 ALPHA = 1e-4  # level of every statistical test (fixed seeds)
@@ -192,6 +192,30 @@ def test_truncated_beta_quantiles_match_mpmath_on_the_edge_grid() -> None:
             exact = exact_trimmed_beta_cdf(a, b, p, p, xi, None if xi <= 0.5 else yi)
             worst = max(worst, abs(exact - u))
     assert worst < 1e-9
+
+
+def test_truncated_normal_quantiles_match_mpmath_far_in_the_tail() -> None:
+    """The 1-d sampler x(u) against the exact restricted cdf (mpmath): within 1e-13 plus
+    the rounding of the output (g(x) ulp(x)); the old sampler returned the bound (issue
+    14) and a mean - sd z form cancels to a few hundred values when the bound is 1e6 sd
+    from the mean (the half-space envelope's normal coordinate)."""
+    us = np.array([1e-9, 0.01, 0.5, 0.99, 1 - 1e-9])
+    for mu, sd, lo, hi in [
+        (666.0, 1e-4, -np.inf, 0.0),  # bound 6.7e6 sd below the mean
+        (0.9994, 0.0239, -0.1, 0.1),  # the regression reproduction
+        (-1e5, 1.0, 0.0, np.inf),
+        (0.0, 1.0, -0.5, 2.0),
+        (0.0, 1e-3, 0.5, 0.6),
+    ]:
+        x = truncated_normal_many(mu, sd, lo, hi, us)
+        for u, xi in zip(us, x, strict=True):
+            exact = exact_truncated_normal_cdf(mu, sd, lo, hi, float(xi))
+            # rounding of the output: density (<= |b| / sd near a far bound) times ulp
+            z = max(abs(lo - mu), abs(hi - mu) if np.isfinite(hi) else 0) / sd
+            slack = 1e-13 + (z + 1) / sd * np.spacing(abs(xi) + 1e-300) * 4
+            assert abs(exact - u) <= slack, (mu, sd, lo, hi, u)
+    wide = truncated_normal_many(666.0, 1e-4, -np.inf, 0.0, np.linspace(1e-6, 1 - 1e-6, 5000))
+    assert np.unique(wide).size == 5000
 
 
 def test_bayes_net_edge_cases_never_collapse_to_a_point_mass() -> None:

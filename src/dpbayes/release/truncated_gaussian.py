@@ -53,8 +53,9 @@ SAMPLER = (
     "exact draws of the Gaussian posterior restricted to the weight ball from uniforms of "
     "the noise source (the secure source: 52-bit uniforms from the OS CSPRNG): d = 1 by "
     "the inverse cdf in log space, d >= 2 by rejection from a Gaussian with extra "
-    "isotropic precision; exact in real arithmetic, not floating-point hardened (Mironov "
-    "2012); see REGRESSION_SAMPLING_PROOF.md"
+    "isotropic precision interleaved with a half-space envelope at the constrained mode; "
+    "exact in real arithmetic, not floating-point hardened (Mironov 2012); see "
+    "REGRESSION_SAMPLING_PROOF.md"
 )
 
 # round r proposes min(64 * 4^r, 65536) points; the cap bounds the running time
