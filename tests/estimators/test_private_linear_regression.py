@@ -36,18 +36,22 @@ def test_close_to_least_squares_at_moderate_epsilon() -> None:
     design = np.hstack([x, np.ones((len(x), 1))])
     ols = np.linalg.lstsq(design, y, rcond=None)[0]
     mse_ols = np.mean((np.hstack([xt, np.ones((len(xt), 1))]) @ ols - yt) ** 2)
-    est = PrivateBayesianLinearRegression(
-        epsilon=5.0,
-        feature_bounds=(0, 10),
-        label_bounds=(-5, 10),
-        weight_bound=1.0,
-        prior_precision=1.0,
-        random_state=0,
-    ).fit(x, y)
-    pred = est.predict(xt)
-    assert pred.min() >= -5 and pred.max() <= 10
-    mse = np.mean((pred - yt) ** 2)
-    assert mse < 1.5 * mse_ols
+    # one release is one random draw: the utility claim is about its law, so it is
+    # checked on the median over ten seeded draws
+    mses = []
+    for seed in range(10):
+        est = PrivateBayesianLinearRegression(
+            epsilon=5.0,
+            feature_bounds=(0, 10),
+            label_bounds=(-5, 10),
+            weight_bound=1.0,
+            prior_precision=1.0,
+            random_state=seed,
+        ).fit(x, y)
+        pred = est.predict(xt)
+        assert pred.min() >= -5 and pred.max() <= 10
+        mses.append(np.mean((pred - yt) ** 2))
+    assert np.median(mses) < 1.5 * mse_ols
     assert est.guarantee_.epsilon == pytest.approx(5.0)
     assert est.guarantee_.details["noise_variance"] > 0
 

@@ -53,16 +53,19 @@ def test_draws_follow_the_posterior_when_the_ball_does_not_bind() -> None:
     x, y = data()
     eps = 1e5
     s2 = sampling_noise_variance(m, eps)
-    post = m.posterior_from(m.statistics((x, y)), noise_variance=s2)
+    st = m.statistics((x, y))
+    post = m.posterior_from(st, noise_variance=s2)
+    prec = m.prior_precision * np.eye(2) + st.xtx / s2
     g = np.random.default_rng(1)
-    ws = np.array([truncated_gaussian_ball(post.mean(), post.cov, 50.0, g) for _ in range(2000)])
+    ws = np.array([truncated_gaussian_ball(prec, st.xty / s2, 50.0, g) for _ in range(2000)])
     sd = np.sqrt(np.diag(post.cov))
     assert np.all(np.abs(ws.mean(axis=0) - post.mean()) <= Z * sd / np.sqrt(2000))
 
 
-def test_gibbs_fallback_stays_in_the_ball() -> None:
+def test_posterior_far_outside_the_ball_stays_in_the_ball() -> None:
     g = np.random.default_rng(2)
-    w = truncated_gaussian_ball(np.array([10.0, 0.0]), np.eye(2) * 1e-4, 1.0, g, sweeps=20)
+    prec = np.eye(2) * 1e4  # N((10, 0), 1e-4 I): all its mass far outside the unit ball
+    w = truncated_gaussian_ball(prec, prec @ np.array([10.0, 0.0]), 1.0, g)
     assert np.linalg.norm(w) <= 1.0 + 1e-12
     assert w[0] > 0.99
 

@@ -77,10 +77,16 @@ def test_truncated_beta_matches_the_truncated_distribution() -> None:
     assert res3.pvalue > 1e-4 and w.min() >= 0.1
 
 
-def test_truncated_beta_underflow_returns_bound() -> None:
+def test_truncated_beta_far_outside_is_exact_not_the_bound() -> None:
+    """Beta(1e5, 1) on [0.1, 0.2]: the mass e^-160944 underflows a double, but the law
+    (x / 0.2)^1e5 on the interval is still drawn exactly (issue 14: the bound itself was
+    returned every time)."""
     g = np.random.default_rng(0)
-    x = truncated_beta(np.array([1e5]), np.array([1.0]), 0.1, 0.2, g)
-    assert x[0] == pytest.approx(0.2)
+    x = truncated_beta(np.full(3000, 1e5), np.full(3000, 1.0), 0.1, 0.2, g)
+    assert np.all((x >= 0.1) & (x <= 0.2)) and np.unique(x).size == x.size
+    # exact cdf on the interval: (x / 0.2)^1e5 (the mass below 0.1 is e^-69315 of it)
+    res = stats.kstest(x, lambda t: np.exp(1e5 * np.log(np.clip(t, 0.1, 0.2) / 0.2)))
+    assert res.pvalue > 1e-4
 
 
 def test_truncated_dirichlet_constraints_and_mean() -> None:
@@ -90,8 +96,8 @@ def test_truncated_dirichlet_constraints_and_mean() -> None:
     np.testing.assert_allclose(draws.sum(axis=1), 1.0)
     mean, var = alpha / alpha.sum(), stats.dirichlet(alpha).var()
     assert np.all(np.abs(draws.mean(axis=0) - mean) <= Z * np.sqrt(var / 1500))
-    # rejection would fail here (mass below the trim): the Gibbs fallback respects it
-    hard = truncated_dirichlet(np.array([1.0, 1.0, 5000.0]), 0.1, g, sweeps=50)
+    # plain rejection would fail here (mass below the trim); the exact sampler does not
+    hard = truncated_dirichlet(np.array([1.0, 1.0, 5000.0]), 0.1, g)
     assert hard.min() >= 0.1 - 1e-12 and hard.sum() == pytest.approx(1.0)
     assert hard[2] > 0.75
 

@@ -12,6 +12,12 @@ Two sources share one interface:
   reproducible, for experiments and tests. Results made with it say ``simulation=True``
   and must not be published.
 
+Both also give plain uniforms (:meth:`NoiseSource.uniform`) on the grid
+(2m + 1) 2^-53, m uniform on 0..2^52 - 1: the secure source takes the 52 bits of m from
+the operating system's CSPRNG (``secrets``), the simulation from its Generator. The exact
+posterior samplers (``dpbayes.release.sampling``, ``.truncated_gaussian``) build every
+draw from these uniforms by inverse CDFs and rejection.
+
 Use :func:`noise_source` to get the right one from an ``rng`` argument.
 """
 
@@ -32,7 +38,7 @@ from dpbayes.privacy.validation import (
     check_rng,
 )
 
-__all__ = ["NoiseSource", "SecureNoise", "SimulatedNoise", "noise_source"]
+__all__ = ["NoiseSource", "SecureNoise", "SimulatedNoise", "as_noise_source", "noise_source"]
 
 
 class NoiseSource(Protocol):
@@ -61,9 +67,14 @@ class NoiseSource(Protocol):
         otherwise replaced by one of the other k-1 categories uniformly."""
         ...
 
+    def uniform(self, size: int | tuple[int, ...]) -> np.ndarray:
+        """I.i.d. uniforms on the grid (2m + 1) 2^-53, m = 0..2^52 - 1: in (0, 1), never
+        0 or 1, and 1 - u is on the same grid (exactly), so either tail can be inverted."""
+        ...
+
     def generator(self) -> np.random.Generator:
-        """A numpy Generator for draws that are not additive noise (posterior sampling,
-        MCMC). The secure source seeds it from the operating system's entropy."""
+        """A numpy Generator for draws that are not additive noise (MCMC, simulations).
+        The secure source seeds it from the operating system's entropy."""
         ...
 
 
@@ -90,6 +101,19 @@ def _check_rr(values: Any, k: Any, keep: Any) -> tuple[np.ndarray, int, float]:
     if v.size and (v.min() < 0 or v.max() >= k):
         raise ValueError(f"values must be category indices in 0..{k - 1}")
     return v.astype(np.int64), k, keep
+
+
+UNIFORM_BITS = 52
+
+
+def _check_size(size: Any) -> tuple[int, ...]:
+    shape = (size,) if isinstance(size, int | np.integer) else tuple(size)
+    return tuple(check_int(s, "size", minimum=0) for s in shape)
+
+
+def _grid_uniform(bits: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """(2m + 1) 2^-53 for 52-bit integers m: exact doubles (2m + 1 < 2^53)."""
+    return ((2 * bits + 1).astype(np.float64) * 2.0**-53).reshape(shape)
 
 
 def _opendp() -> Any:
@@ -203,6 +227,12 @@ class SecureNoise:
         out = _opendp_call("randomized response", lambda xs: [meas(x) for x in xs], flat)
         return np.asarray(out, dtype=np.int64).reshape(v.shape)
 
+    def uniform(self, size: int | tuple[int, ...]) -> np.ndarray:
+        shape = _check_size(size)
+        count = int(np.prod(shape, dtype=np.int64))
+        words = np.frombuffer(secrets.token_bytes(8 * count), dtype=np.uint64)
+        return _grid_uniform(words >> np.uint64(64 - UNIFORM_BITS), shape)
+
     def generator(self) -> np.random.Generator:
         return np.random.default_rng(secrets.randbits(128))
 
@@ -243,6 +273,11 @@ class SimulatedNoise:
         shift = self.rng.integers(1, k, size=v.shape)
         return np.where(flip, (v + shift) % k, v).astype(np.int64)
 
+    def uniform(self, size: int | tuple[int, ...]) -> np.ndarray:
+        shape = _check_size(size)
+        bits = self.rng.integers(0, 1 << UNIFORM_BITS, size=shape, dtype=np.uint64)
+        return _grid_uniform(bits, shape)
+
     def generator(self) -> np.random.Generator:
         return self.rng
 
@@ -251,3 +286,11 @@ def noise_source(rng: Any = None) -> NoiseSource:
     """The secure source for ``rng=None``; a seeded simulation for an int or Generator."""
     gen = check_rng(rng)
     return SecureNoise() if gen is None else SimulatedNoise(gen)
+
+
+def as_noise_source(value: Any) -> NoiseSource:
+    """``value`` itself if it is a noise source, else :func:`noise_source` of it (None,
+    an int seed or a numpy Generator)."""
+    if isinstance(value, SecureNoise | SimulatedNoise):
+        return value
+    return noise_source(value)

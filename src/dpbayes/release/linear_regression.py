@@ -9,7 +9,10 @@ al. 2014; see ``dpbayes.release.sampling``).
 
 Given eps, the release uses the smallest noise variance that meets it,
 ``sigma^2 = max(model sigma^2, factor * draws * (B_y + B_x W)^2 / (2 eps))``: a tempered
-posterior. Draws come from ``noise_source(rng).generator()`` (not floating-point hardened).
+posterior. The draw is exact (:mod:`.truncated_gaussian`): the guarantee holds only for
+exact draws from the truncated posterior. Its uniforms come from the noise source
+(``rng=None``: the OS CSPRNG). Proof of the guarantee and of the sampler:
+``REGRESSION_SAMPLING_PROOF.md`` beside this file.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import linalg, special
 
 from dpbayes.models.linear_regression import BayesianLinearRegression, RegressionStatistics
 from dpbayes.privacy import Guarantee, Neighbours
@@ -27,7 +29,8 @@ from dpbayes.privacy.noise import NoiseSource
 from dpbayes.privacy.validation import check_int
 from dpbayes.release.base import Plan, Release, register
 from dpbayes.release.bayes_net import reject_options
-from dpbayes.release.sampling import NOT_HARDENED, posterior_sampling_guarantee
+from dpbayes.release.sampling import posterior_sampling_guarantee
+from dpbayes.release.truncated_gaussian import SAMPLER, truncated_gaussian_ball
 
 __all__ = [
     "RegressionWeights",
@@ -78,51 +81,6 @@ def sampling_noise_variance(
     return max(model.noise_variance, need)
 
 
-def truncated_gaussian_ball(
-    mean: np.ndarray, cov: np.ndarray, radius: float, gen: np.random.Generator, *, sweeps: int = 200
-) -> np.ndarray:
-    """One draw of N(mean, cov) restricted to ||w||_2 <= radius.
-
-    Exact rejection sampling (up to 100,272 proposals); if none is accepted, ``sweeps``
-    sweeps of a Gibbs sampler with exact truncated-normal conditionals (approximate).
-    """
-    d = mean.size
-    chol = np.linalg.cholesky(cov)
-    for size in [16, 256] + [2000] * 50:
-        z = mean + gen.standard_normal((size, d)) @ chol.T
-        ok = np.einsum("ij,ij->i", z, z) <= radius**2
-        if ok.any():
-            return np.asarray(z[np.argmax(ok)])
-    prec = linalg.inv(cov)
-    norm = float(np.linalg.norm(mean))
-    w = mean * min(1.0, 0.99 * radius / max(norm, 1e-300))
-    for _ in range(sweeps):
-        for j in range(d):
-            rest = float(w @ w - w[j] ** 2)
-            half = np.sqrt(max(radius**2 - rest, 0.0))
-            sd = 1.0 / np.sqrt(prec[j, j])
-            mu = mean[j] - (prec[j] @ (w - mean) - prec[j, j] * (w[j] - mean[j])) / prec[j, j]
-            w[j] = _truncated_normal(mu, sd, -half, half, float(gen.random()))
-    return w
-
-
-def _truncated_normal(mu: float, sd: float, lo: float, hi: float, u: float) -> float:
-    """Inverse-CDF draw of N(mu, sd^2) restricted to [lo, hi], computed in the lower tail
-    (reflected when the interval lies above the mean) so that it stays precise."""
-    a, b = (lo - mu) / sd, (hi - mu) / sd
-    flip = a > 0
-    if flip:
-        a, b = -b, -a
-    pa, pb = special.ndtr(a), special.ndtr(b)
-    if pb - pa <= 0:
-        z = b  # all the mass beyond the interval: the nearest bound
-    else:
-        z = float(np.clip(special.ndtri(pa + u * (pb - pa)), a, b))
-    if flip:
-        z = -z
-    return float(np.clip(mu + sd * z, lo, hi))
-
-
 @register("sampling", BayesianLinearRegression)
 def plan_regression_sampling(
     model: BayesianLinearRegression,
@@ -154,7 +112,7 @@ def plan_regression_sampling(
         "bounds": {"feature": bx, "label": by, "weight": wb},
         "lipschitz": lip,
         "draws": d,
-        "sampler": NOT_HARDENED,
+        "sampler": SAMPLER,
     }
 
     def guarantee(simulation: bool) -> Guarantee:
@@ -168,11 +126,13 @@ def plan_regression_sampling(
             simulation=simulation,
         )
 
-    post = model.posterior_from(stats_, noise_variance=s2)
+    # the posterior N(P^-1 b, P^-1) with the prior N(0, I / lambda) truncated to the ball
+    dim = stats_.xtx.shape[0]
+    precision = model.prior_precision * np.eye(dim) + stats_.xtx / s2
+    linear = stats_.xty / s2
 
     def run(src: NoiseSource) -> Release:
-        gen = src.generator()
-        ws = [truncated_gaussian_ball(post.mean_, post.cov, wb, gen) for _ in range(d)]
+        ws = [truncated_gaussian_ball(precision, linear, wb, src) for _ in range(d)]
         return Release(
             model=model,
             mechanism="sampling",

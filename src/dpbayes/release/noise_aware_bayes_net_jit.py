@@ -35,6 +35,7 @@ __all__ = [
     "CUTOFF",
     "grid_log_z",
     "log_beta_cdf",
+    "log_beta_tails",
     "log_trim_mass",
     "run_sweeps",
     "trim_mass_table",
@@ -51,28 +52,31 @@ _betacf = njit(cache=True)(betainc_cf)
 
 
 @njit(cache=True)
+def log_beta_tails(a, b, x, y):  # type: ignore[no-untyped-def]
+    """(log I_x(a, b), log(1 - I_x(a, b))), the log cdf and log survival function of
+    Beta(a, b) at x, given x and y = 1 - x with the smaller of the two exact (so that x
+    near 0 and x near 1 both keep their precision), with no underflow: the continued
+    fraction of the tail on x's side of (a + 1) / (a + b + 2) (relative error ~1e-14
+    however small that tail), log1p of minus it for the other."""
+    if x <= 0.0:
+        return -math.inf, 0.0
+    if y <= 0.0:
+        return 0.0, -math.inf
+    log_x = math.log(x) if x <= y else math.log1p(-y)
+    log_y = math.log(y) if y <= x else math.log1p(-x)
+    front = a * log_x + b * log_y - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
+    if x < (a + 1.0) / (a + b + 2.0):
+        low = min(front - math.log(a) + math.log(_betacf(a, b, x)), 0.0)
+        return low, math.log1p(-math.exp(low))
+    high = min(front - math.log(b) + math.log(_betacf(b, a, y)), 0.0)
+    return math.log1p(-math.exp(high)), high
+
+
+@njit(cache=True)
 def log_beta_cdf(a, b, x):  # type: ignore[no-untyped-def]
     """log I_x(a, b), accurate in relative terms however small (no underflow): the
     continued fraction below the mean, log1p(-I_{1-x}(b, a)) above it."""
-    if x <= 0.0:
-        return -math.inf
-    if x >= 1.0:
-        return 0.0
-    if x < (a + 1.0) / (a + b + 2.0):
-        front = (
-            a * math.log(x)
-            + b * math.log1p(-x)
-            - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
-            - math.log(a)
-        )
-        return front + math.log(_betacf(a, b, x))
-    other = (
-        b * math.log1p(-x)
-        + a * math.log(x)
-        - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
-        - math.log(b)
-    ) + math.log(_betacf(b, a, 1.0 - x))
-    return math.log1p(-math.exp(other))
+    return log_beta_tails(a, b, x, 1.0 - x)[0]
 
 
 @njit(cache=True)

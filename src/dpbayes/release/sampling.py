@@ -12,21 +12,18 @@ constants. Categorical likelihoods are not Lipschitz near 0, so the prior of nod
 trimmed to CPT rows with every entry >= p_i; then log theta lies in
 [log p_i, log(1 - (k_i - 1) p_i)] and ``L_i = log((1 - (k_i - 1) p_i) / p_i)``. Given eps
 the constant is split evenly over the |I| nodes, which gives ``p_i = 1 / (e^{L/|I|} + k_i - 1)``.
-The released draw is from the Dirichlet posterior truncated to the trimmed region.
-
-Draws come from ``noise_source(rng).generator()``: the secure source seeds a numpy
-Generator from the OS's entropy; these Beta/Dirichlet draws are not floating-point
-hardened (Mironov 2012), unlike the additive-noise mechanisms.
+The released draw is from the Dirichlet posterior truncated to the trimmed region,
+exactly (:mod:`.trimmed_dirichlet`): Lemma 2 holds only for exact draws. The uniforms
+come from the noise source (``rng=None``: the OS CSPRNG). Proof of the guarantee and of
+each sampler: ``BAYES_NET_SAMPLING_PROOF.md`` beside this file.
 """
 
 from __future__ import annotations
 
 import math
-from itertools import combinations
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from dpbayes.models.bayes_net import BayesNet, BayesNetParameters, BayesNetStatistics
 from dpbayes.privacy import ExponentialMechanism, Guarantee, Neighbours, compose_sequential
@@ -34,9 +31,17 @@ from dpbayes.privacy.noise import NoiseSource
 from dpbayes.privacy.validation import check_int, check_probability
 from dpbayes.release.base import Plan, Release, register
 from dpbayes.release.bayes_net import as_rng, reject_options
+from dpbayes.release.trimmed_sampler import (
+    SAMPLER,
+    TrimmedRowSampler,
+    check_trim,
+    truncated_beta,
+    truncated_dirichlet,
+)
 
 __all__ = [
     "lipschitz_constant",
+    "map_grid",
     "plan_map",
     "plan_sampling",
     "sampling_epsilon",
@@ -44,11 +49,6 @@ __all__ = [
     "truncated_beta",
     "truncated_dirichlet",
 ]
-
-NOT_HARDENED = (
-    "posterior draw from a numpy Generator (seeded from OS entropy when secure); "
-    "not floating-point hardened"
-)
 
 
 def lipschitz_constant(model: BayesNet, trims: dict[str, float]) -> float:
@@ -88,72 +88,6 @@ def trim_for_epsilon(
         per_node *= 1 - 1e-12
 
 
-def truncated_beta(a: Any, b: Any, lo: Any, hi: Any, gen: np.random.Generator) -> np.ndarray:
-    """Exact Beta(a, b) draws truncated to [lo, hi] by the inverse CDF (vectorised).
-
-    Uses the lower or upper tail, whichever keeps precision; if the interval's mass
-    underflows (all the mass is far outside), the draw is the bound on the mass's side.
-    """
-    a, b, lo, hi = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (a, b, lo, hi)))
-    u = gen.random(a.shape)
-    f_lo, f_hi = special.betainc(a, b, lo), special.betainc(a, b, hi)
-    s_lo, s_hi = special.betainc(b, a, 1 - lo), special.betainc(b, a, 1 - hi)
-    use_sf = f_lo > 0.5
-    with np.errstate(all="ignore"):
-        x_cdf = special.betaincinv(a, b, f_lo + u * (f_hi - f_lo))
-        x_sf = 1.0 - special.betaincinv(b, a, s_hi + u * (s_lo - s_hi))
-    x = np.where(use_sf, x_sf, x_cdf)
-    mass = np.where(use_sf, s_lo - s_hi, f_hi - f_lo)
-    nearest = np.clip(a / (a + b), lo, hi)  # the bound on the side of the mass
-    x = np.where((mass > 0) & np.isfinite(x), x, nearest)
-    return np.clip(x, lo, hi)
-
-
-def truncated_dirichlet(
-    alpha: np.ndarray, lower: float, gen: np.random.Generator, *, sweeps: int = 300
-) -> np.ndarray:
-    """One draw of Dirichlet(alpha) restricted to {theta : theta_j >= lower for all j}.
-
-    k = 2: exact inverse CDF. k >= 3: exact rejection from Dirichlet(alpha) (up to 20,272
-    proposals), else ``sweeps`` sweeps of a pairwise Gibbs sampler whose conditionals
-    are exact truncated Betas (approximate; see docs/bayes-net.md).
-    """
-    a = np.asarray(alpha, dtype=float)
-    k = a.size
-    if k == 2:
-        t = float(truncated_beta(a[0], a[1], lower, 1 - lower, gen))
-        return np.array([t, 1 - t])
-    for size in [16, 256] + [1000] * 20:
-        prop = gen.dirichlet(a, size=size)
-        ok = np.all(prop >= lower, axis=1)
-        if ok.any():
-            return np.asarray(prop[np.argmax(ok)])
-    theta = lower + (1 - k * lower) * a / a.sum()
-    pairs = list(combinations(range(k), 2))
-    for _ in range(sweeps):
-        for i, j in pairs:
-            s = theta[i] + theta[j]
-            frac = truncated_beta(a[i], a[j], lower / s, 1 - lower / s, gen)
-            theta[i], theta[j] = s * float(frac), s * (1 - float(frac))
-    return theta / theta.sum()
-
-
-def _draw(model: BayesNet, stats_: BayesNetStatistics, trims: dict[str, float], gen: Any) -> dict:
-    post = model.posterior_from(stats_)
-    cpts = {}
-    for v in model.nodes:
-        a = post.alphas[v]
-        rows = a.reshape(-1, a.shape[-1])
-        p = trims[v]
-        if rows.shape[1] == 2:
-            t = truncated_beta(rows[:, 0], rows[:, 1], p, 1 - p, gen)
-            out = np.stack([t, 1 - t], axis=1)
-        else:
-            out = np.stack([truncated_dirichlet(r, p, gen) for r in rows])
-        cpts[v] = out.reshape(a.shape)
-    return cpts
-
-
 @register("sampling", BayesNet)
 def plan_sampling(
     model: BayesNet,
@@ -183,6 +117,8 @@ def plan_sampling(
         tp = check_probability(trim, "trim", open_interval=True)
         trims = {v: tp for v in model.nodes}
     lip = lipschitz_constant(model, trims)
+    for v in model.nodes:
+        check_trim(model.cardinality(v), trims[v], f"the trim of {v!r}")
     per_draw = Neighbours.parse(neighbours).lipschitz_factor * lip
     if per_draw * d > epsilon * (1 + 1e-9):
         raise ValueError(
@@ -192,7 +128,7 @@ def plan_sampling(
         "trims": trims,
         "lipschitz": lip,
         "draws": d,
-        "sampler": NOT_HARDENED,
+        "sampler": SAMPLER,
     }
 
     def guarantee(simulation: bool) -> Guarantee:
@@ -206,9 +142,22 @@ def plan_sampling(
             simulation=simulation,
         )
 
+    post = model.posterior_from(stats_)
+    # one exact sampler per CPT (Dirichlet(alpha + counts) rows restricted to the trim),
+    # set up on the first run and reused by later runs of this plan
+    samplers: dict[str, TrimmedRowSampler] = {}
+
+    def draw(src: NoiseSource) -> dict[str, np.ndarray]:
+        out = {}
+        for v in model.nodes:
+            a = post.alphas[v]
+            if v not in samplers:
+                samplers[v] = TrimmedRowSampler(a.reshape(-1, a.shape[-1]), trims[v])
+            out[v] = samplers[v].draw(src).reshape(a.shape)
+        return out
+
     def run(src: NoiseSource) -> Release:
-        gen = src.generator()
-        samples = [_draw(model, stats_, trims, gen) for _ in range(d)]
+        samples = [draw(src) for _ in range(d)]
         mean = {v: np.mean([s[v] for s in samples], axis=0) for v in model.nodes}
         return Release(
             model=model,

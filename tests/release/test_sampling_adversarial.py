@@ -1,0 +1,407 @@
+"""Posterior sampling at its numerical edges (issue 14, defect 1).
+
+The releases draw exactly from the trimmed / truncated posterior, so (Lemma 2) one draw
+is eps-DP; the old samplers returned the trim bound as a point mass when the mass
+underflowed and fell back to Gibbs sweeps. Each reproduction of the issue is a test here
+(they fail on the old samplers); the edge grids check the samplers' laws against
+references computed independently (mpmath quadrature, or a second exact sampler), that
+no output collapses to a point mass, and the auditor on neighbouring data.
+Case builders: :mod:`dpbayes.audit.sampling_edges`.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpbayes.audit.auditor import NeighbourPair, audit
+from dpbayes.audit.sampling_edges import (
+    SamplingEdgeCase,
+    ball_edge_grid,
+    bayes_net_edge_cases,
+    beta_edge_grid,
+    binary_reproduction,
+    dirichlet_edge_grid,
+    draws_vector,
+    exact_one_node_epsilon,
+    exact_regression_1d_epsilon,
+    exact_trimmed_beta_cdf,
+    exact_truncated_normal_cdf,
+    regression_edge_cases,
+    regression_reproduction,
+    ternary_reproduction,
+)
+from dpbayes.audit.targets import release_mechanism
+from dpbayes.privacy import Neighbours, SimulatedNoise
+from dpbayes.release import linear_regression, release
+from dpbayes.release.base import plan
+from dpbayes.release.sampling import trim_for_epsilon
+from dpbayes.release.trimmed_dirichlet import FLAT_LEVELS, envelope, propose
+from dpbayes.release.truncated_gaussian import _HalfSpace, _shrink_proposals, truncated_normal_many
+from dpbayes.release.truncated_jit import trimmed_dirichlet_box, truncated_beta_many
+
+ALPHA = 1e-4  # level of every statistical test (fixed seeds)
+
+
+def draws(case: SamplingEdgeCase, data: object, size: int, seed: int) -> np.ndarray:
+    """``size`` seeded releases of ``data``: their draws as rows."""
+    planned = plan(case.model, data, mechanism="sampling", epsilon=case.epsilon, delta=0.0)
+    src = SimulatedNoise(np.random.default_rng(seed))
+    return np.array([draws_vector(planned.run(src)) for _ in range(size)])
+
+
+def chi_square_against(sample: np.ndarray, cdf: object, bins: int = 12) -> float:
+    """p-value of a chi-square test of ``sample`` against the exact cdf, with bin edges at
+    quantiles of an independent first half (so the edges do not depend on what is tested)."""
+    half = sample.size // 2
+    edges = np.unique(np.quantile(sample[:half], np.linspace(0, 1, bins + 1)[1:-1]))
+    probs = np.diff([0.0, *[cdf(e) for e in edges], 1.0])  # type: ignore[operator]
+    counts = np.bincount(np.searchsorted(edges, sample[half:]), minlength=probs.size)
+    return float(stats.chisquare(counts, probs * counts.sum()).pvalue)
+
+
+# ----------------------------------------------------------------------------- issue 14
+
+
+@pytest.mark.parametrize("reproduction", [binary_reproduction, ternary_reproduction])
+def test_issue_reproduction_bayes_net_secure_path_is_no_point_mass(reproduction: object) -> None:
+    case = reproduction()  # type: ignore[operator]
+    for data in (case.data, case.data_prime):
+        vals = [
+            release(case.model, data, mechanism="sampling", epsilon=case.epsilon).released["draws"][
+                0
+            ]["c"][1]
+            for _ in range(100)
+        ]
+        assert len(set(vals)) == 100  # the old secure path: one value, 100 times
+
+
+def test_issue_reproduction_binary_law_is_the_trimmed_posterior() -> None:
+    case = binary_reproduction()
+    p = trim_for_epsilon(case.model, case.epsilon)["c"]
+    for data, ones in ((case.data, 1), (case.data_prime, 2)):
+        theta1 = draws(case, data, 3000, seed=ones)[:, 1]
+        assert np.all((theta1 >= p) & (theta1 <= 1 - p))
+        # Beta(1 + ones, 1 + n - ones) restricted to [p, 1 - p], cdf by mpmath
+        a, b = 1.0 + ones, 1.0 + 1570 - ones
+        pval = chi_square_against(theta1, lambda x, a=a, b=b: exact_trimmed_beta_cdf(a, b, p, p, x))
+        assert pval > ALPHA
+
+
+def test_issue_reproduction_ternary_law_matches_the_marginal() -> None:
+    """theta_1 of the 3-category reproduction against its exact marginal cdf: the density
+    of theta_1 = t is t^{a1-1} (1-t)^{a0+a2-1} times the mass of Beta(a0, a2) on
+    [p/(1-t), 1 - p/(1-t)] (nested mpmath quadrature)."""
+    import mpmath as mp
+
+    case = ternary_reproduction()
+    p = trim_for_epsilon(case.model, case.epsilon)["c"]
+    theta = draws(case, case.data_prime, 2000, seed=3)
+    assert np.all(theta >= p - 1e-12)
+    a0, a1 = 1.0 + 1568, 1.0 + 2  # a2 = 1: the inner mass has a closed form
+    mp.mp.dps = 30
+    pm = mp.mpf(p)
+    top = 1 - 2 * pm
+
+    def density(t: object) -> object:
+        r = 1 - t  # type: ignore[operator]
+        inner = ((1 - pm / r) ** a0 - (pm / r) ** a0) / a0
+        return t ** (a1 - 1) * r ** (a0 - 1) * inner  # type: ignore[operator]
+
+    grid = sorted({pm, top, *[pm + (top - pm) * mp.mpf(2) ** -j for j in range(40)]})
+
+    def integral(lo: object, hi: object) -> object:
+        pts = [lo, *[g for g in grid if lo < g < hi], hi]  # type: ignore[operator]
+        return mp.fsum(mp.quad(density, [u, v]) for u, v in itertools.pairwise(pts))
+
+    whole = integral(pm, top)
+
+    def cdf(x: float) -> float:
+        return float(integral(pm, mp.mpf(x)) / whole)
+
+    assert chi_square_against(theta[:, 1], cdf, bins=8) > ALPHA
+
+
+def test_issue_reproduction_regression_1d() -> None:
+    case = regression_reproduction()
+    for data in (case.data, case.data_prime):  # the secure path: no point mass
+        vals = [
+            release(case.model, data, mechanism="sampling", epsilon=1.0).released["draws"][0][0]
+            for _ in range(100)
+        ]
+        assert len(set(vals)) == 100 and max(vals) <= 0.1
+    s2 = linear_regression.sampling_noise_variance(case.model, 1.0)
+    for seed, data in enumerate((case.data, case.data_prime)):
+        x, y = data
+        prec = 1.0 + float(x[:, 0] @ x[:, 0]) / s2
+        mu, sd = float(x[:, 0] @ y) / s2 / prec, prec**-0.5
+        w = draws(case, data, 3000, seed=seed)[:, 0]
+        pval = chi_square_against(
+            w, lambda t, mu=mu, sd=sd: exact_truncated_normal_cdf(mu, sd, -0.1, 0.1, t)
+        )
+        assert pval > ALPHA
+
+
+def test_issue_reproductions_exact_privacy_loss_within_the_claim() -> None:
+    """The exact privacy loss of the stated law (mpmath), next to the claim."""
+    case = binary_reproduction()
+    p = trim_for_epsilon(case.model, case.epsilon)["c"]
+    assert exact_one_node_epsilon([1569, 1], (0, 1), 1.0, p) <= case.epsilon
+    reg = regression_reproduction()
+    s2 = linear_regression.sampling_noise_variance(reg.model, reg.epsilon)
+    assert exact_regression_1d_epsilon(reg, s2) <= reg.epsilon
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "reproduction", [binary_reproduction, ternary_reproduction, regression_reproduction]
+)
+def test_issue_reproductions_pass_the_auditor(reproduction: object) -> None:
+    """The empirical lower bound on eps from neighbouring data (the old samplers give
+    about log(samples), far above the claim)."""
+    case = reproduction()  # type: ignore[operator]
+    run = release_mechanism(case.model, "sampling", epsilon=case.epsilon)
+    res = audit(
+        run,
+        [NeighbourPair(case.data, case.data_prime, case.name)],
+        epsilon=case.epsilon,
+        samples=6000,
+        batch=True,
+        rng=0,
+        statistic=draws_vector,
+    )
+    assert res.passed and res.epsilon_lower_bound <= case.epsilon
+
+
+# ----------------------------------------------------------------------------- edge grids
+
+
+@pytest.mark.slow
+def test_truncated_beta_quantiles_match_mpmath_on_the_edge_grid() -> None:
+    """The sampler is x(u), a deterministic function of its uniform: the exact restricted
+    cdf at x(u) must be u (up to the cdf's floating-point error, < 1e-9; the old sampler
+    returned the bound, where the cdf is 0 or 1)."""
+    us = np.array([1e-9, 0.3, 0.7, 1 - 1e-9])
+    worst = 0.0
+    for a, b, p in beta_edge_grid():
+        x, y = truncated_beta_many(np.full(4, a), np.full(4, b), np.full(4, p), np.full(4, p), us)
+        for u, xi, yi in zip(us, x, y, strict=True):
+            exact = exact_trimmed_beta_cdf(a, b, p, p, xi, None if xi <= 0.5 else yi)
+            worst = max(worst, abs(exact - u))
+    assert worst < 1e-9
+
+
+def test_truncated_normal_quantiles_match_mpmath_far_in_the_tail() -> None:
+    """The 1-d sampler x(u) against the exact restricted cdf (mpmath): within 1e-13 plus
+    the rounding of the output (g(x) ulp(x)); the old sampler returned the bound (issue
+    14) and a mean - sd z form cancels to a few hundred values when the bound is 1e6 sd
+    from the mean (the half-space envelope's normal coordinate)."""
+    us = np.array([1e-9, 0.01, 0.5, 0.99, 1 - 1e-9])
+    for mu, sd, lo, hi in [
+        (666.0, 1e-4, -np.inf, 0.0),  # bound 6.7e6 sd below the mean
+        (0.9994, 0.0239, -0.1, 0.1),  # the regression reproduction
+        (-1e5, 1.0, 0.0, np.inf),
+        (0.0, 1.0, -0.5, 2.0),
+        (0.0, 1e-3, 0.5, 0.6),
+    ]:
+        x = truncated_normal_many(mu, sd, lo, hi, us)
+        for u, xi in zip(us, x, strict=True):
+            exact = exact_truncated_normal_cdf(mu, sd, lo, hi, float(xi))
+            # rounding of the output: density (<= |b| / sd near a far bound) times ulp
+            z = max(abs(lo - mu), abs(hi - mu) if np.isfinite(hi) else 0) / sd
+            slack = 1e-13 + (z + 1) / sd * np.spacing(abs(xi) + 1e-300) * 4
+            assert abs(exact - u) <= slack, (mu, sd, lo, hi, u)
+    wide = truncated_normal_many(666.0, 1e-4, -np.inf, 0.0, np.linspace(1e-6, 1 - 1e-6, 5000))
+    assert np.unique(wide).size == 5000
+
+
+def test_bayes_net_edge_cases_never_collapse_to_a_point_mass() -> None:
+    for case in bayes_net_edge_cases():
+        p = trim_for_epsilon(case.model, case.epsilon)["c"]
+        for seed, data in enumerate((case.data, case.data_prime)):
+            theta = draws(case, data, 100, seed=seed)
+            assert np.all(theta >= p * (1 - 1e-12)), case.name
+            np.testing.assert_allclose(theta.sum(axis=1), 1.0)
+            # the smallest entry carries the information: 100 distinct values
+            small = np.min(theta, axis=1)
+            assert np.unique(small).size == 100, case.name
+
+
+def test_regression_edge_cases_never_collapse_to_a_point_mass() -> None:
+    for case in regression_edge_cases():
+        for seed, data in enumerate((case.data, case.data_prime)):
+            w = draws(case, data, 50, seed=seed)
+            assert np.all(np.linalg.norm(w, axis=1) <= case.model.weight_bound * (1 + 1e-12))
+            assert np.unique(w[:, 0]).size == 50, case.name
+
+
+def _envelope_draws(a: np.ndarray, p: float, n: int, seed: int) -> tuple[np.ndarray, float]:
+    env = envelope(a, p)
+    src = SimulatedNoise(np.random.default_rng(seed))
+    out, tried = [], 0
+    while sum(len(o) for o in out) < n:
+        theta, ok = propose(env, src.uniform((20000, 2 * a.size + 2)))
+        out.append(theta[ok])
+        tried += ok.size
+    got = np.concatenate(out)
+    return got[:n], got.shape[0] / tried
+
+
+def _box_draws(a: np.ndarray, p: float, n: int, seed: int) -> np.ndarray:
+    order = np.argsort(a, kind="stable")
+    sa = np.ascontiguousarray(a[order])
+    src = SimulatedNoise(np.random.default_rng(seed))
+    out = []
+    while len(out) < n:
+        theta, hit = trimmed_dirichlet_box(sa, p, src.uniform((256, a.size - 1)))
+        if hit >= 0:
+            row = np.empty(a.size)
+            row[order] = theta
+            out.append(row)
+    return np.array(out)
+
+
+@pytest.mark.slow
+def test_trimmed_dirichlet_envelope_acceptance_on_the_edge_grid() -> None:
+    """The envelope sampler over the edge grid: accepted draws in the region, all
+    distinct (no point mass), and an acceptance rate (the proof, §4, lists it) bounded
+    away from 0, so the capped loop never refuses in practice."""
+    rates = []
+    for a, p in dirichlet_edge_grid():
+        best = 0.0
+        for level in FLAT_LEVELS:  # the row sampler runs one envelope per flat level
+            theta, ok = propose(
+                envelope(a, p, level),
+                SimulatedNoise(np.random.default_rng(0)).uniform((20000, 2 * a.size + 2)),
+            )
+            best = max(best, ok.mean())
+            assert np.all(theta[ok] >= p * (1 - 1e-12))
+            np.testing.assert_allclose(theta[ok].sum(axis=1), 1.0)
+            # no discretisation anywhere (a point mass of any size is a privacy leak):
+            # the entries up to 1/2 are all distinct (an entry near 1 is 1 minus the
+            # others, rounded to the doubles near 1)
+            for j in range(a.size):
+                col = theta[ok][:, j]
+                small = col[col <= 0.5]
+                assert np.unique(small).size == small.size, (a, p, j)
+        rates.append(best)
+    assert min(rates) > 1e-2
+
+
+@pytest.mark.slow
+def test_trimmed_dirichlet_two_exact_samplers_agree() -> None:
+    """The envelope sampler against the stick-breaking box sampler (an independent exact
+    method) on edge cases where both accept often enough: two-sample KS per entry."""
+    cases = [
+        (np.array([1.0 + 1568, 3.0, 1.0]), 0.2741),  # the ternary reproduction
+        (np.array([1e-3, 2.001, 1e-3, 1e-3]), 0.01),  # zero counts, tiny prior
+        (np.array([1e-3, 1e-3, 1e-3]), 1e-12),  # U-shaped, eps ~ 50
+        (np.array([1001.0, 1.0, 1.0, 1.0, 1.0, 1.0]), 0.15),  # everything in one
+        (np.array([300.0, 300.0, 2.0, 1.0]), 0.2),  # two balanced, two empty
+        (np.array([1000.0, 1000.0, 1000.0]), 0.33),  # tiny region, concentrated
+    ]
+    for i, (a, p) in enumerate(cases):
+        env, _ = _envelope_draws(a, p, 2000, seed=i)
+        box = _box_draws(a, p, 2000, seed=100 + i)
+        for j in range(a.size):
+            assert stats.ks_2samp(env[:, j], box[:, j]).pvalue > ALPHA, (a, p, j)
+
+
+def test_trimmed_dirichlet_matches_plain_rejection_where_it_works() -> None:
+    """Against numpy's Dirichlet kept only inside the region (exact, slow in general)."""
+    for i, (a, p) in enumerate(
+        [(np.array([3.0, 5.0, 2.0]), 0.1), (np.array([0.5, 4.0, 1.5, 2.0]), 0.05)]
+    ):
+        env, _ = _envelope_draws(a, p, 3000, seed=i)
+        raw = np.random.default_rng(50 + i).dirichlet(a, size=200000)
+        ref = raw[np.all(raw >= p, axis=1)][:3000]
+        for j in range(a.size):
+            assert stats.ks_2samp(env[:, j], ref[:, j]).pvalue > ALPHA
+
+
+def test_ball_samplers_agree_and_accept_on_the_edge_grid() -> None:
+    """The two envelopes of the d >= 2 ball sampler (shrink, half-space) against each
+    other where both apply (two exact methods), and the better one's acceptance rate."""
+    src = SimulatedNoise(np.random.default_rng(7))
+    for prec, lin, radius in ball_edge_grid():
+        lam, q = np.linalg.eigh(prec)
+        b_rot = q.T @ lin
+        w1, ok1 = _shrink_proposals(lam, b_rot, radius, src.uniform((20000, lam.size + 1)))
+        half = _HalfSpace.build(lam, b_rot, radius)
+        rate = ok1.mean()
+        assert np.unique(w1[ok1], axis=0).shape[0] == ok1.sum()  # no point mass
+        if half is not None:
+            w2, ok2 = half.proposals(src.uniform((20000, lam.size + 2)))
+            rate = max(rate, ok2.mean())
+            assert np.all(np.linalg.norm(w2[ok2], axis=1) <= radius * (1 + 1e-12))
+            assert np.unique(w2[ok2], axis=0).shape[0] == ok2.sum()
+            if ok1.sum() >= 500 and ok2.sum() >= 500:
+                for j in range(min(lam.size, 3)):
+                    pv = stats.ks_2samp(w1[ok1][:, j], w2[ok2][:, j]).pvalue
+                    assert pv > ALPHA, (prec[0, 0], radius, j)
+        assert rate > 0.02, (prec[0, 0], lin[0], radius, lam.size)
+
+
+def test_regression_law_in_two_dimensions_far_outside() -> None:
+    """d = 2, posterior far outside the ball: the release's draws against an independent
+    exact reference, rejection from the uniform law on the disc."""
+    case = [c for c in regression_edge_cases() if "d=2 lambda=1000 W=0.1 eps=1 " in c.name + " "]
+    assert case
+    c = case[0]
+    x, y = c.data
+    s2 = linear_regression.sampling_noise_variance(c.model, c.epsilon)
+    prec = c.model.prior_precision * np.eye(2) + x.T @ x / s2
+    lin = x.T @ y / s2
+    got = draws(c, c.data, 1000, seed=11)
+    # reference: uniform proposals on the disc, accepted with density / its maximum on
+    # the disc (at the constrained mode, on the circle: found on a fine grid of angles,
+    # then padded so that it is an upper bound)
+    g = np.random.default_rng(12)
+    wb = c.model.weight_bound
+    t = np.linspace(-np.pi, np.pi, 200001)
+    circ = wb * np.stack([np.cos(t), np.sin(t)], axis=1)
+    log_max = float(np.max(-0.5 * np.einsum("ij,jk,ik->i", circ, prec, circ) + circ @ lin)) + 1e-3
+    ref: list[np.ndarray] = []
+    while sum(len(r) for r in ref) < 1000:
+        r = wb * np.sqrt(g.random(400000))
+        ang = 2 * np.pi * g.random(400000)
+        w = np.stack([r * np.cos(ang), r * np.sin(ang)], axis=1)
+        logd = -0.5 * np.einsum("ij,jk,ik->i", w, prec, w) + w @ lin
+        assert logd.max() <= log_max
+        ref.append(w[np.log(g.random(400000)) <= logd - log_max])
+    ref_arr = np.concatenate(ref)[:1000]
+    for j in range(2):
+        assert stats.ks_2samp(got[:, j], ref_arr[:, j]).pvalue > ALPHA
+
+
+def test_secure_source_uniforms() -> None:
+    """The uniforms the samplers use: on the grid (2m + 1) 2^-53, never 0 or 1."""
+    from dpbayes.privacy.noise import SecureNoise
+
+    u = SecureNoise().uniform((1000, 3))
+    assert u.shape == (1000, 3) and np.all((u > 0) & (u < 1))
+    assert np.all(np.mod(u * 2.0**53, 2) == 1)
+    assert stats.kstest(u.ravel(), "uniform").pvalue > ALPHA
+    s = SimulatedNoise(np.random.default_rng(0)).uniform(5)
+    np.testing.assert_array_equal(s, SimulatedNoise(np.random.default_rng(0)).uniform(5))
+
+
+def test_refuses_a_trim_too_narrow_from_public_facts_only() -> None:
+    case = binary_reproduction()
+    with pytest.raises(ValueError, match="too narrow"):
+        release(case.model, case.data, mechanism="sampling", epsilon=1e-7, rng=0)
+    with pytest.raises(ValueError, match="too narrow"):
+        release(case.model, case.data_prime, mechanism="sampling", epsilon=1e-7, rng=0)
+    # the neighbours relation is irrelevant to the refusal
+    with pytest.raises(ValueError, match="too narrow"):
+        release(
+            case.model,
+            case.data,
+            mechanism="sampling",
+            epsilon=1e-7,
+            rng=0,
+            neighbours=Neighbours.ADD_REMOVE,
+        )
