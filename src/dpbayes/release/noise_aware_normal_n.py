@@ -154,8 +154,10 @@ def normal_mean_private_n_posterior(
     det = rel.guarantee.details
     gaussian = rel.mechanism == "gaussian"
     noise = float(det["sigma"] if gaussian else det["scale"])
-    centre = float(rel.public.get("centre", det.get("centre")))
-    half = float(rel.public.get("half_width", det.get("half_width")))
+    centre = float(rel.public.get("centre", det.get("centre", math.nan)))
+    half = float(rel.public.get("half_width", det.get("half_width", math.nan)))
+    if not (math.isfinite(centre) and half > 0):
+        raise ValueError("the release must carry the public centre and half_width of its bounds")
     n_obs = float(rel.released["count"])
     t_obs = float(rel.released["centred_sum"])
     ns, lw, dropped = _n_window(n_obs, noise, gaussian, prior)

@@ -132,7 +132,7 @@ def n_prior(spec: Any = None) -> NPrior:
             out = np.asarray(logpmf(n), dtype=float)
         else:
             with np.errstate(divide="ignore"):
-                out = np.log(np.asarray(pmf(n), dtype=float))  # type: ignore[misc]
+                out = np.log(np.asarray(pmf(n), dtype=np.float64))  # type: ignore[misc]
         if out.shape != np.shape(n) or np.any(np.isnan(out)) or np.any(out == np.inf):
             raise ValueError("n_prior's logpmf/pmf must give a finite or -inf value per n")
         return out
@@ -266,7 +266,9 @@ class CountPairBetaMixture:
         inner = np.flatnonzero((flat > 0.0) & (flat < 1.0))
         with self._lock:
             for i in inner[np.argsort(flat[inner])]:
-                c, d = cdf_pdf(float(flat[i]), *self._args(), self._lstart, self._lsum, self._inv)
+                c, d = cdf_pdf(  # type: ignore[call-arg]
+                    float(flat[i]), *self._args(), self._lstart, self._lsum, self._inv
+                )
                 cdf[i], pdf[i] = c, d
         return cdf.reshape(xs.shape), pdf.reshape(xs.shape)
 
@@ -293,7 +295,9 @@ class CountPairBetaMixture:
         starts = np.clip(self._mean + sd * z, 1e-300, 1.0 - 1e-16)
         with self._lock:
             return np.asarray(
-                quantiles(qs, starts, sd, *self._args(), self._lstart, self._lsum, self._inv)
+                quantiles(  # type: ignore[call-arg]
+                    qs, starts, sd, *self._args(), self._lstart, self._lsum, self._inv
+                )
             )
 
     def ppf(self, q: Any) -> Any:

@@ -34,7 +34,8 @@ from dpbayes.release.noise_aware_coin_jit import betainc_cf
 
 __all__ = ["cdf_pdf", "convolve", "quantiles", "slice_moments"]
 
-_cf = njit(cache=True)(betainc_cf)
+# (the coin's ``kernels()`` may already have replaced it by its compiled version)
+_cf = njit(cache=True)(getattr(betainc_cf, "py_func", betainc_cf))
 
 
 @njit(cache=True)
