@@ -106,9 +106,7 @@ def _exact_nodes(rel: Release, scale: float, prior: NPrior) -> dict[str, Any]:
 
     model: BayesNet = rel.model
     evidence: dict[str, tuple[int, np.ndarray, float]] = {}
-    released = {
-        v: np.asarray(rel.released["counts"][v], dtype=float).ravel() for v in model.nodes
-    }
+    released = {v: np.asarray(rel.released["counts"][v], dtype=float).ravel() for v in model.nodes}
 
     def lik(r: float) -> Any:
         return lambda x: count_log_likelihood(r, x, "laplace", scale, None)
@@ -148,6 +146,7 @@ def _exact_nodes(rel: Release, scale: float, prior: NPrior) -> dict[str, Any]:
             scale,
             prior,
             extra_log_g=other_nodes(v),
+            dirichlet=True,
         )
     return out
 

@@ -540,6 +540,7 @@ def private_n_counts(
     scale: float,
     prior: NPrior,
     extra_log_g: Any = None,
+    dirichlet: bool = False,
 ) -> CountPairBetaMixture | PrivateNDirichletMixture:
     """The posterior of theta ~ Dir(alpha) given independently noised counts of every
     category and no n (module docstring): the coin's (m = 2) is the
@@ -547,7 +548,8 @@ def private_n_counts(
 
     ``log_liks[j](x)`` is log P(released_j | c_j = x); ``scale`` the noise's scale (its
     sigma for Gaussian noise) bounds the weights' tails; ``extra_log_g(N)`` adds a factor
-    of the total (the other tables of a Bayesian network).
+    of the total (the other tables of a Bayesian network); ``dirichlet=True`` returns the
+    :class:`PrivateNDirichletMixture` for m = 2 too.
     """
     al = np.asarray(alpha, dtype=float)
     starts, weights, dropped, tops = [], [], [], []
@@ -565,7 +567,7 @@ def private_n_counts(
             f"lies outside the counts' windows: omitted share bound {omitted:.3g}); choose "
             "a prior on n that agrees with the release (n_prior=None for the flat prior)"
         )
-    if al.size == 2:
+    if al.size == 2 and not dirichlet:
         n = starts[0] + starts[1] + np.arange(weights[0].size + weights[1].size - 1)
         return CountPairBetaMixture(
             float(al[0]),
