@@ -20,7 +20,7 @@ the substitute target of :mod:`.noise_aware_bayes_net` with n = sum_i N_i free.
   moves and relabelling moves, which keep n) alternate, every 5 sweeps, with Metropolis
   moves that add or remove up to W records in one joint cell
   (:func:`~.noise_aware_bayes_net_jit.resize_moves`, W tuned per chain in burn-in); n
-  is capped at n_max = the largest table sum + 60 noise scales x sqrt(cells) + 100 (the
+  is capped at n_max = the tables' mean sum + 60 noise scales x sqrt(cells) + 100 (the
   prior's mass beyond is below e^-60). Same chains, R-hat/ESS and warnings as there.
 """
 
