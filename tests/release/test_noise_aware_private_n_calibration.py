@@ -19,7 +19,7 @@ import dpbayes as dpb
 from dpbayes.data import Table, load_bundled
 from dpbayes.models import BetaBernoulli
 
-RUNS = 300
+RUNS = 200
 LEVEL = 0.9
 
 
