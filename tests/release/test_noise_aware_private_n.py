@@ -364,3 +364,9 @@ def test_direct_builder_validates_windows():
     assert post.cdf(0.5) == pytest.approx(0.5, abs=1e-12)
     d = post.to_dict()
     assert d["family"] == "count-pair-beta-mixture" and d["n_prior"]["kind"] == "flat"
+
+
+def test_noise_too_large_for_the_exact_sum_is_refused_by_name():
+    lik = [lambda x: count_log_likelihood(1e6, x, "laplace", 2e4, None)] * 2
+    with pytest.raises(ValueError, match="too large for the exact sum"):
+        private_n_counts(np.array([1.0, 1.0]), lik, [1e6, 1e6], 2e4, n_prior(None))
