@@ -232,3 +232,25 @@ def test_demo_record_level_opt_out(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "protect one person-year (one row), not one person" in r.stdout
     assert r.stdout.count("substitute one record") == 3
+
+
+def test_posterior_of_the_default_person_level_release(tmp_path: Path, capsys) -> None:
+    """The CLI's default release (one person, n private) has a noise-aware posterior."""
+    rel = dpbayes("release", "--epsilon", "0.05", "--json", "--seed", "3")
+    assert rel.returncode == 0, rel.stderr
+    path = tmp_path / "rel.json"
+    path.write_text(rel.stdout)
+    assert json.loads(rel.stdout)["public"]["n"] is None  # add/remove one user: n private
+    r = dpbayes("posterior", "--release", str(path), "--level", "0.9", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)["noise_aware_posterior"]
+    lo, hi = out["credible_interval"]["bounds"]
+    assert 0.0 < lo < out["mean"] < hi < 0.1
+    assert out["n_prior"]["kind"] == "flat" and out["omitted_mass"] < 1e-9
+    assert main(["posterior", "--release", str(path)]) == 0
+    assert "prior on n: flat (improper uniform) prior on n >= 0" in capsys.readouterr().out
+    assert main(["posterior", "--release", str(path), "--n-prior", "20190", "100", "--json"]) == 0
+    normal = json.loads(capsys.readouterr().out)["noise_aware_posterior"]
+    assert normal["n_prior"]["kind"] == "normal"
+    assert main(["posterior", "--release", str(path), "--n-prior", "20190", "-1"]) == 2
+    assert "n_prior sd" in capsys.readouterr().err

@@ -263,12 +263,9 @@ def test_release_method_round_trip_and_errors():
     post = rel.noise_aware_posterior()
     again = mixture_from_dict(json.loads(json.dumps(post.to_dict())))
     assert again.interval(0.9) == pytest.approx(post.interval(0.9))
-    with pytest.raises(ValueError, match="add/remove"):
-        noise_aware_posterior(
-            release(
-                BetaBernoulli(), x, mechanism="laplace", epsilon=0.5, rng=4, neighbours="add-remove"
-            )
-        )
+    # a prior on n is for releases whose n is private only
+    with pytest.raises(ValueError, match="n_prior applies only"):
+        noise_aware_posterior(rel, n_prior=(100, 10))
     with pytest.raises(ValueError, match="format"):
         Release.from_dict({"model": {}})
     with pytest.raises(TypeError, match="rel must be"):

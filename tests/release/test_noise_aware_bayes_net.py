@@ -162,8 +162,8 @@ def test_short_chain_warns():
 def test_refusals_name_why():
     model = BayesNet({"A": [0, 1], "B": [0, 1]}, [("A", "B")])
     rel = release(model, DATA, mechanism="laplace", epsilon=1.0, rng=5, neighbours="add-remove")
-    with pytest.raises(ValueError, match="public n"):
-        rel.noise_aware_posterior()
+    with pytest.raises(ValueError, match="n is private"):  # a prior on n, not a value
+        rel.noise_aware_posterior(n=len(DATA))
     r = release(model, DATA, mechanism="map", epsilon=1.0, rng=5)  # no longer refused
     assert r.public["n"] == len(DATA) and r.public["scale"] == r.guarantee.details["scale"]
     r = release(model, DATA, mechanism="map", epsilon=1.0, rng=5, neighbours="add-remove")

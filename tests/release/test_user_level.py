@@ -104,8 +104,11 @@ def test_normal_mean_at_user_level_noises_count_and_sum(person_k3):
     assert g.details["neighbouring_relation"] == "add/remove one user (<= 3 rows)"
     assert rel.public["n"] is None and set(rel.released) == {"count", "centred_sum"}
     assert abs(rel.released["count"] - 16_952) < 6.0 * 20  # Laplace(6) tail ~ 2e-9
-    with pytest.raises(ValueError, match="add/remove release"):
-        rel.noise_aware_posterior()
+    # n is private: the noise-aware posterior states its prior on n (flat by default)
+    post = rel.noise_aware_posterior()
+    assert post.n_prior.kind == "flat" and post.omitted_mass < 1e-9
+    lo, hi = post.interval(0.9)
+    assert lo < post.mean() < hi
     gauss = dpb.release(
         model, person_k3, column="mdvis", mechanism="gaussian", epsilon=1.0, delta=1e-6, rng=1
     )

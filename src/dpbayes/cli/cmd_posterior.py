@@ -28,6 +28,15 @@ def register(sub: Any) -> None:
         help="number of records, for releases that do not write it (Bayesian-network "
         "`sampling`, or `map` under add/remove; public under substitute neighbours)",
     )
+    p.add_argument(
+        "--n-prior",
+        type=float,
+        nargs=2,
+        metavar=("MEAN", "SD"),
+        default=None,
+        help="for releases whose n is private (add/remove, user level): a Normal prior on "
+        "the number of records (default: flat, the improper uniform on n >= 0)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -97,7 +106,11 @@ def run(args: argparse.Namespace) -> int:
 
     level = check_probability(args.level, "--level", open_interval=True)
     rel = _read(args.release)
-    aware = noise_aware_posterior(rel, **({} if args.n is None else {"n": args.n}))
+    options: dict[str, Any] = {} if args.n is None else {"n": args.n}
+    if args.n_prior is not None:
+        options["n_prior"] = tuple(args.n_prior)
+    aware = noise_aware_posterior(rel, **options)
+    n_prior = getattr(aware, "n_prior", None)
     if isinstance(aware, BayesNetNoiseAwarePosterior):
         out = {
             "mechanism": rel.mechanism,
@@ -117,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
                 "chains": aware.diagnostics.chains,
             },
             "normaliser": aware.normaliser,
+            "n_prior": None if n_prior is None else n_prior.to_dict(),
         }
         if args.json:
             json.dump({"noise_aware_posterior": out}, sys.stdout)
@@ -129,13 +143,15 @@ def run(args: argparse.Namespace) -> int:
         for v in rel.model.nodes:
             print(f"  {v}: mean {_fmt(out['mean'][v])}")
             print(f"  {v}: {level:.0%} intervals {_fmt(out['credible_interval']['bounds'][v])}")
+        if n_prior is not None:
+            print(f"  n is private; prior on n: {n_prior.to_dict()['text']}")
         if out["diagnostics"] is not None:
             print(f"  diagnostics: {out['diagnostics']}")
         if aware.normaliser is not None:
             what = "grid normaliser" if rel.mechanism == "map" else "trimmed-region normaliser"
             print(f"  {what}: {aware.normaliser}")
         return 0
-    summary = {
+    summary: dict[str, Any] = {
         "mean": _plain(aware.mean()),
         "sd": _plain(aware.std()),
         "credible_interval": {
@@ -144,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
             "bounds": _plain(aware.interval(level)),
         },
     }
+    if n_prior is not None:
+        summary["n_prior"] = n_prior.to_dict()
+        summary["omitted_mass"] = float(getattr(aware, "omitted_mass", 0.0))
     naive = None
     if rel.posterior is not None and hasattr(rel.posterior, "interval"):
         naive = {
@@ -178,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"  {level:.0%} credible interval (central): {_fmt(summary['credible_interval']['bounds'])}"
     )
+    if n_prior is not None:
+        print(f"  n is private; prior on n: {n_prior.to_dict()['text']}")
     if naive is not None:
         print("naive posterior (noise ignored, over-confident):")
         print(f"  mean:      {_fmt(naive['mean'])}")

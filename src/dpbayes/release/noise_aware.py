@@ -43,7 +43,7 @@ import numpy as np
 from scipy import special
 
 from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
-from dpbayes.models.mixtures import BetaMixture, SeparableDirichletMixture
+from dpbayes.models.mixtures import SeparableDirichletMixture
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware_coin import coin_count_posterior
 
@@ -181,14 +181,13 @@ def count_posterior(
     return SeparableDirichletMixture(al, n, lf)
 
 
+def _n_private(rel: Release) -> bool:
+    pub = rel.public
+    return pub.get("n") is None or pub.get("neighbours", "substitute") != "substitute"
+
+
 def _counts_from_release(rel: Release, alpha: np.ndarray) -> SeparableDirichletMixture:
     pub = rel.public
-    if pub.get("n") is None or pub.get("neighbours", "substitute") != "substitute":
-        raise ValueError(
-            "the noise-aware posterior of noisy counts needs a public n (neighbours="
-            "'substitute'); under add/remove (and at user level, add/remove one user) n is "
-            "private and would need its own prior, which the release does not carry"
-        )
     upper = pub.get("truncation", [0.0, None])[1]
     return count_posterior(
         alpha,
@@ -201,12 +200,53 @@ def _counts_from_release(rel: Release, alpha: np.ndarray) -> SeparableDirichletM
     )
 
 
-def _coin(rel: Release) -> BetaMixture:
-    """The coin: weights h_0(k) h_1(n - k) over k = 0..n, the fast ladder mixture."""
+def private_n_count_posterior(rel: Release, n_prior: Any = None) -> Any:
+    """Noise-aware posterior of a count release with a private n (add/remove; user
+    level): every count noised, truncated to [0, inf); ``n_prior`` the prior on the true
+    total (:func:`~dpbayes.release.noise_aware_private_n.n_prior`; default flat)."""
+    from dpbayes.release.noise_aware_private_n import n_prior as make_prior
+    from dpbayes.release.noise_aware_private_n import private_n_counts
+
+    model = rel.model
+    alpha = (
+        np.array([model.alpha, model.beta], dtype=float)
+        if isinstance(model, BetaBernoulli)
+        else np.asarray(model.alpha, dtype=float)
+    )
+    counts = [float(v) for v in rel.released["counts"]]
+    noised = int(rel.public.get("noised_coordinates", len(counts)))
+    if noised != alpha.size or len(counts) != alpha.size:
+        raise ValueError(
+            f"a release with a private n must noise all {alpha.size} counts, "
+            f"got {noised} noised of {len(counts)}"
+        )
+    upper = rel.public.get("truncation", [0.0, None])[1]
+    if upper is not None:
+        raise ValueError("a release with a private n is truncated to [0, inf) only")
+    kind, scale = rel.mechanism, _noise_scale(rel)
+
+    def lik(r: float) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda x: count_log_likelihood(r, x, kind, scale, None)
+
+    return private_n_counts(alpha, [lik(r) for r in counts], counts, scale, make_prior(n_prior))
+
+
+def _check_no_prior(rel: Release, n_prior: Any) -> None:
+    if n_prior is not None:
+        raise ValueError(
+            "n_prior applies only to releases whose n is private (add/remove, user level); "
+            f"this release publishes n = {rel.public.get('n')}"
+        )
+
+
+def _coin(rel: Release, *, n_prior: Any = None) -> Any:
+    """The coin: weights h_0(k) h_1(n - k) over k = 0..n, the fast ladder mixture; with a
+    private n the exact mixture over both counts (:mod:`.noise_aware_private_n`)."""
     model = rel.model
     pub = rel.public
-    if pub.get("n") is None or pub.get("neighbours", "substitute") != "substitute":
-        return _counts_coin_generic(rel)
+    if _n_private(rel):
+        return private_n_count_posterior(rel, n_prior)
+    _check_no_prior(rel, n_prior)
     n = int(pub["n"])
     upper = pub.get("truncation", [0.0, None])[1]
     x = _arange(n)
@@ -228,14 +268,6 @@ def _coin(rel: Release) -> BetaMixture:
     return coin_count_posterior(float(model.alpha), float(model.beta), n, log_lik)
 
 
-def _counts_coin_generic(rel: Release) -> BetaMixture:
-    model = rel.model
-    mix = _counts_from_release(rel, np.array([model.alpha, model.beta]))
-    k = np.arange(mix.n + 1, dtype=float)
-    log_w = mix.log_factors[0] + mix.log_factors[1][::-1]
-    return BetaMixture.from_log_weights(log_w, model.alpha + k, model.beta + mix.n - k)
-
-
 @lru_cache(maxsize=16)
 def _arange(n: int) -> np.ndarray:
     x = np.arange(n + 1, dtype=float)
@@ -243,7 +275,10 @@ def _arange(n: int) -> np.ndarray:
     return x
 
 
-def _die(rel: Release) -> SeparableDirichletMixture:
+def _die(rel: Release, *, n_prior: Any = None) -> Any:
+    if _n_private(rel):
+        return private_n_count_posterior(rel, n_prior)
+    _check_no_prior(rel, n_prior)
     return _counts_from_release(rel, np.asarray(rel.model.alpha, dtype=float))
 
 

@@ -211,6 +211,7 @@ def bayes_net_noise_aware(
     chains: int = 4,
     rng: Any = None,
     n: int | None = None,
+    n_prior: Any = None,
 ) -> BayesNetNoiseAwarePosterior:
     """The noise-aware posterior of a ``laplace``, ``fourier``, ``sampling`` or ``map``
     Bayesian-network release (module docstring).
@@ -220,9 +221,26 @@ def bayes_net_noise_aware(
     privacy noise). Unused for a ``laplace`` release of a network without edges. ``n``:
     the number of records (``sampling`` and ``map`` only; default the release's public n,
     which ``sampling`` does not write and ``map`` writes under substitute neighbours).
+    ``n_prior``: the prior on n of a ``laplace`` or ``fourier`` release under add/remove
+    (n private; :mod:`.noise_aware_bayes_net_n`; default flat).
     """
     model: BayesNet = rel.model
     pub = rel.public
+    if rel.mechanism in ("laplace", "fourier") and pub.get("neighbours") == "add-remove":
+        from dpbayes.release.noise_aware_bayes_net_n import bayes_net_private_n
+
+        if n is not None:
+            raise ValueError(
+                "n is private in an add/remove release: give a prior on it (n_prior=...), "
+                "not a value"
+            )
+        return bayes_net_private_n(  # type: ignore[no-any-return]
+            rel, iterations=iterations, chains=chains, rng=rng, n_prior=n_prior
+        )
+    if n_prior is not None:
+        raise ValueError(
+            "n_prior applies only to laplace and fourier releases under add/remove (n private)"
+        )
     if rel.mechanism == "sampling":
         return _sampling_posterior(rel, iterations=iterations, chains=chains, rng=rng, n=n)
     if rel.mechanism == "map":
@@ -230,8 +248,7 @@ def bayes_net_noise_aware(
     if pub.get("n") is None or pub.get("neighbours") != "substitute":
         raise ValueError(
             "the noise-aware posterior of noisy Bayesian-network counts needs a public n "
-            "(neighbours='substitute'); under add/remove (and at user level, add/remove one "
-            "user) n is private"
+            "or the add/remove relation, got neither"
         )
     if n is not None and check_int(n, "n", minimum=1) != int(pub["n"]):
         raise ValueError(f"n must be the release's public n = {pub['n']}, got {n}")

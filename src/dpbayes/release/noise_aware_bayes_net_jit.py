@@ -714,3 +714,82 @@ def run_sweeps(  # type: ignore[no-untyped-def]
             )
             for f in range(famc.shape[1]):
                 out[c, s, f] = famc[c, f]
+
+
+@njit(cache=True)
+def resize_moves(  # type: ignore[no-untyped-def]
+    state,
+    famc,
+    rowc,
+    obsv,
+    fam_idx,
+    row_idx,
+    lg_alpha,
+    lg_big_a,
+    lg_fact,
+    log_prior_n,
+    obs_matrix,
+    released,
+    inv_scale,
+    widths,
+    uniforms,
+    tried,
+    accepted,
+):
+    """Metropolis moves that change the number of records n (add/remove releases, n private).
+
+    For noisy counts or Fourier coefficients (bd_w = 1, no other terms) with a prior
+    ``log_prior_n`` on n (length n_max + 1; n above n_max has probability 0). A move picks
+    a joint cell i uniformly and d uniformly in {-W..-1, 1..W} (W = widths[c]) and
+    proposes N_i + d (rejected below 0 or above n_max): a symmetric proposal, accepted with
+    the target's ratio, whose log is
+
+        log pi(n') - log pi(n) + lgamma(n' + 1) - lgamma(n + 1) - lgamma(N_i' + 1)
+        + lgamma(N_i + 1) + sum_v [lgamma(alpha + c_f') - lgamma(alpha + c_f)
+        - lgamma(A_v + c_r') + lgamma(A_v + c_r)] - sum_o (|r_o - x_o'| - |r_o - x_o|) / b
+
+    (the multinomial coefficient, the Bayesian-Dirichlet terms of the family cell f and
+    parent row r of i in every node v, and the Laplace factors of the released statistics
+    x_o = obs_matrix[o] . N). uniforms (m, moves, 3); tried, accepted (m,) counters.
+    """
+    m = state.shape[0]
+    cells = state.shape[1]
+    nodes = fam_idx.shape[0]
+    n_obs = obs_matrix.shape[0]
+    n_max = log_prior_n.shape[0] - 1
+    for c in range(m):
+        n = 0
+        for i in range(cells):
+            n += state[c, i]
+        w = widths[c]
+        for mv in range(uniforms.shape[1]):
+            i = min(int(uniforms[c, mv, 0] * cells), cells - 1)
+            k = min(int(uniforms[c, mv, 1] * 2 * w), 2 * w - 1)
+            d = k - w if k < w else k - w + 1
+            tried[c] += 1
+            old = state[c, i]
+            new = old + d
+            n_new = n + d
+            if new < 0 or n_new > n_max or n_new < 0:
+                continue
+            delta = log_prior_n[n_new] - log_prior_n[n] + lg_fact[n_new] - lg_fact[n]
+            delta -= lg_fact[new] - lg_fact[old]
+            for v in range(nodes):
+                f = fam_idx[v, i]
+                r = row_idx[v, i]
+                delta += lg_alpha[famc[c, f] + d] - lg_alpha[famc[c, f]]
+                delta -= lg_big_a[v, rowc[c, r] + d] - lg_big_a[v, rowc[c, r]]
+            for o in range(n_obs):
+                mo = obs_matrix[o, i]
+                if mo != 0.0:
+                    x = obsv[c, o]
+                    delta -= (abs(released[o] - x - mo * d) - abs(released[o] - x)) * inv_scale
+            if math.log(max(uniforms[c, mv, 2], 1e-300)) < delta:
+                accepted[c] += 1
+                state[c, i] = new
+                n = n_new
+                for v in range(nodes):
+                    famc[c, fam_idx[v, i]] += d
+                    rowc[c, row_idx[v, i]] += d
+                for o in range(n_obs):
+                    obsv[c, o] += obs_matrix[o, i] * d

@@ -169,11 +169,16 @@ def normal_mean_posterior(
 
 @register_noise_aware("laplace", NormalMean)
 @register_noise_aware("gaussian", NormalMean)
-def _normal_mean(rel: Release) -> Any:
+def _normal_mean(rel: Release, *, clamp: str = "ignore", n_prior: Any = None) -> Any:
+    """Substitute (n public): the noisy posterior mean; add/remove and user level (n
+    private): the noisy count and centred sum (:mod:`.noise_aware_normal_n`)."""
     if "posterior_mean" not in rel.released:
+        from dpbayes.release.noise_aware_normal_n import normal_mean_private_n_posterior
+
+        return normal_mean_private_n_posterior(rel, clamp=clamp, n_prior=n_prior)
+    if n_prior is not None:
         raise ValueError(
-            "rel must be a substitute-neighbour Normal-mean release (n public): the "
-            "noise-aware posterior of the add/remove release (noisy count and sum, n "
-            "private) is not implemented"
+            "n_prior applies only to releases whose n is private (add/remove, user level); "
+            f"this release publishes n = {rel.public.get('n')}"
         )
-    return normal_mean_posterior(rel)
+    return normal_mean_posterior(rel, clamp=clamp)
