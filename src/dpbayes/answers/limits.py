@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-from dpbayes.privacy.validation import check_positive
+from dpbayes.privacy.validation import check_finite
 
 __all__ = ["TimeLimitExceeded", "check_time", "time_limit"]
 
@@ -29,14 +29,15 @@ class TimeLimitExceeded(TimeoutError):
 
 @contextlib.contextmanager
 def time_limit(seconds: float | None) -> Iterator[None]:
-    """Run the block with a time limit of ``seconds`` (``None``: no limit).
+    """Run the block with a time limit of ``seconds`` (``None``: no limit; <= 0: the limit
+    has already passed, so the first check raises).
 
     Nested limits keep the earlier deadline. The limit is per thread (a context variable).
     """
     if seconds is None:
         yield
         return
-    s = check_positive(seconds, "seconds")
+    s = check_finite(seconds, "seconds")
     deadline = min(_DEADLINE.get(), time.monotonic() + s)
     token = _DEADLINE.set(deadline)
     try:

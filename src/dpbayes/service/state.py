@@ -281,7 +281,9 @@ class QueryService:
             raise ValueError("give exactly one of 'where' (a predicate) or 'coefficients'")
         if where is not None:
             return self.cube.query(where)
-        c = check_coefficients(np.asarray(coefficients, dtype=float), self.cube.n_cells, "query")
+        c = check_coefficients(
+            np.asarray(coefficients, dtype=float), self.cube.n_cells, "coefficients"
+        )
         return Query(c, "coefficients")
 
     def _plan(self, snap: _Snapshot, q: Query, d: float, p: float) -> _Planned:
