@@ -23,13 +23,14 @@ Concurrency (see docs/service.md):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
-import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -60,10 +61,10 @@ from dpbayes.privacy.validation import (
 )
 from dpbayes.service import db
 from dpbayes.service.config import EngineConfig, counts_digest, counts_hmac, describe_unit
+from dpbayes.service.keys import AnalystKeys, check_admin
 
 __all__ = ["Busy", "Conflict", "QueryService", "Reply", "check_admin"]
 
-_KEY_PREFIX = "dpb"
 _TOLERANCE = 1e-9  # the accountant's relative slack
 _MAX_ATTEMPTS = 8  # plans of one request redone because another answer was committed
 _METHOD_ACCURACY = 1e-6
@@ -107,10 +108,6 @@ def _unit_flags(unit: dict[str, Any] | None) -> str:
     if unit is None:
         return "--record-level"
     return f"--user-column {unit['user_column']} --max-rows-per-user {unit['max_rows_per_user']}"
-
-
-def _digest(salt: str, secret: str) -> str:
-    return hashlib.sha256(f"{salt}:{secret}".encode()).hexdigest()
 
 
 def _density(plan: Plan) -> tuple[list[float], list[float]]:
@@ -160,7 +157,7 @@ class QueryService:
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], _Planned] = OrderedDict()
         self._cache_size = cache_size
-        self._keys: dict[str, tuple[str, str, str]] = {}
+        self.keys = AnalystKeys(self.db, self.reader)
         self._stale = False
         k = self.cube.rows_per_user_bound
         self._user: dict[str, Any] = user_level(k, Neighbours.ADD_REMOVE)[1]
@@ -270,9 +267,20 @@ class QueryService:
         with self._write_lock:  # a commit in this process also updates the snapshot
             snap = self._snap
             if int(version) > snap.version or self._stale:
-                with self.reader.connect() as con:  # one read transaction: consistent
+                with self._consistent_read() as con:
                     snap = self._snap = self._load(con, snap)
             return snap
+
+    @contextlib.contextmanager
+    def _consistent_read(self) -> Iterator[sa.Connection]:
+        """A read transaction that sees one state of the database for all its statements
+        (SQLite: any transaction in WAL mode; PostgreSQL: REPEATABLE READ). The budget row
+        is read before the answers, so a state is never labelled newer than its rows."""
+        with self.reader.connect() as con:
+            if self.postgres:
+                con = con.execution_options(isolation_level="REPEATABLE READ")
+            with con.begin():
+                yield con
 
     # ------------------------------------------------------------------ queries
     def make_query(self, where: str | None, coefficients: list[float] | None) -> Query:
@@ -289,6 +297,7 @@ class QueryService:
     def _plan(self, snap: _Snapshot, q: Query, d: float, p: float) -> _Planned:
         key = (
             snap.version,
+            snap.last_id,
             q.text,
             hashlib.blake2b(q.coefficients.tobytes(), digest_size=16).digest(),
             d,
@@ -559,41 +568,11 @@ class QueryService:
 
     def add_analyst(self, name: str) -> str:
         """Create an analyst; returns the API key (shown once, stored as a salted hash)."""
-        if not isinstance(name, str) or not name.strip() or len(name) > 100:
-            raise ValueError("name must be a non-empty string of at most 100 characters")
-        key_id, salt = secrets.token_hex(8), secrets.token_hex(16)
-        secret = secrets.token_urlsafe(32)
-        with self.db.begin() as con:
-            if con.execute(sa.select(db.analysts).where(db.analysts.c.name == name)).first():
-                raise Conflict(f"an analyst named {name!r} exists already")
-            con.execute(
-                db.analysts.insert().values(
-                    name=name,
-                    key_id=key_id,
-                    salt=salt,
-                    key_sha256=_digest(salt, secret),
-                    created=time.time(),
-                )
-            )
-        return f"{_KEY_PREFIX}_{key_id}_{secret}"
+        return self.keys.add(name, Conflict)
 
     def analyst(self, key: str | None) -> str | None:
         """The analyst's name for a valid API key, else None (constant-time comparison)."""
-        if not key or not key.startswith(_KEY_PREFIX + "_") or len(key) > 200:
-            return None
-        key_id, _, secret = key[len(_KEY_PREFIX) + 1 :].partition("_")
-        entry = self._keys.get(key_id)
-        if entry is None:
-            with self.reader.connect() as con:
-                r = con.execute(
-                    sa.select(db.analysts).where(db.analysts.c.key_id == key_id)
-                ).first()
-            if r is None:
-                return None
-            entry = (r.name, r.salt, r.key_sha256)
-            self._keys[key_id] = entry
-        name, salt, digest = entry
-        return name if hmac.compare_digest(_digest(salt, secret), digest) else None
+        return self.keys.name(key)
 
     def close(self) -> None:
         self.db.dispose()
@@ -602,9 +581,3 @@ class QueryService:
 
 class _Fits(Exception):
     """Internal: a spend that was about to be refused fits after all."""
-
-
-def check_admin(given: str | None, expected_sha256: str) -> bool:
-    if not given:
-        return False
-    return hmac.compare_digest(hashlib.sha256(given.encode()).hexdigest(), expected_sha256)
