@@ -228,22 +228,29 @@ class QueryService:
         return con.execute(stmt).one()
 
     def _load(self, con: sa.Connection, snap: _Snapshot | None) -> _Snapshot:
-        """The state as of the database seen by ``con``: only the rows after ``snap``'s
-        unless there is none, it is stale, or the total budget changed (then all rows)."""
+        """The state as of the database seen by ``con``: ``snap`` plus the rows after it;
+        the history from all rows if there is no ``snap`` or it is stale, the accountant
+        from all spends then and when the total budget changed."""
         b = self._budget_row(con, lock=False)
         total = (float(b.total_epsilon), float(b.total_delta))
-        full = snap is None or self._stale or snap.total != total
-        after = 0 if full or snap is None else snap.last_id
-        stmt = sa.select(db.answers).where(db.answers.c.id > after).order_by(db.answers.c.id)
-        rows = con.execute(stmt).all()
-        if full:
-            acc = Accountant(*total)
-            hist = History.from_cube(self.cube)
-            last = 0
-        else:
-            assert snap is not None
-            acc, hist, last = self.accountant, snap.history.copy(), snap.last_id
+        fresh_history = snap is None or self._stale
+        fresh_accountant = fresh_history or snap is None or snap.total != total
+        after = 0 if fresh_history or snap is None else snap.last_id
+        a = db.answers.c
+        rows = con.execute(sa.select(db.answers).where(a.id > after).order_by(a.id)).all()
         try:
+            if fresh_history:
+                hist, last = History.from_cube(self.cube), 0
+            else:
+                assert snap is not None
+                hist, last = snap.history.copy(), snap.last_id
+            if fresh_accountant:
+                acc = Accountant(*total)
+                older = sa.select(a.epsilon, a.scope, a.query).where(a.id <= after)
+                for r in con.execute(older.order_by(a.id)):
+                    acc.spend(r.epsilon, scope=json.loads(r.scope), label=r.query)
+            else:
+                acc = self.accountant
             for r in rows:
                 rec = AnswerRecord.from_dict(json.loads(r.record))
                 check_record(rec, self.cube)
