@@ -17,7 +17,7 @@ from dpbayes.answers import LaplaceSum, QueryEngine
 from dpbayes.answers import planning as planning_mod
 from dpbayes.answers.blue import COEFFICIENT_RANGE, History
 from dpbayes.answers.limits import TimeLimitExceeded, check_time, time_limit
-from dpbayes.answers.planning import plan_answer, required_epsilon, still_valid
+from dpbayes.answers.planning import carry_over, plan_answer, required_epsilon, still_valid
 from dpbayes.answers.queries import Query
 from dpbayes.privacy import Accountant
 from dpbayes.privacy.noise import noise_source
@@ -177,6 +177,16 @@ def test_a_plan_stays_valid_when_unrelated_answers_are_added() -> None:
     assert lone.history_scales is None and still_valid(lone, h)
     h.add(e[9], 1.0, 1.0)
     assert not still_valid(lone, h)
+    # carried over: the same plan for a fresh answer, a history plan with the new BLUE
+    assert carry_over(plan, h) is plan and carry_over(lone, h) is None
+    free = plan_answer(h, Query(e[0], "cell 0"), 50.0, 0.9, sensitivity=1.0)
+    assert free.status == "history"
+    later = h.copy()
+    later.add(e[12], 2.0, 1.0)
+    moved = carry_over(free, later)
+    assert moved is not None and moved.status == "history" and moved.error is free.error
+    assert moved.posterior.estimate == pytest.approx(free.posterior.estimate, rel=1e-12)
+    assert moved.posterior.error is free.posterior.error  # no new error distribution
 
 
 def test_history_copy_and_set_noisy_answer() -> None:

@@ -16,7 +16,7 @@ bounded (error_distribution.py), and checks the time limit (``limits.py``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ __all__ = [
     "MIN_EPSILON",
     "Answer",
     "Plan",
+    "carry_over",
     "combined_error",
     "fresh_answer",
     "history_answer",
@@ -297,6 +298,27 @@ def plan_answer(
     )
 
 
+def _same_blue(plan: Plan, history: History) -> tuple[bool, BLUE | None]:
+    """(whether the query's BLUE from ``history`` is the plan's, that BLUE or None)."""
+    try:
+        blue = history.blue(plan.query.coefficients)
+    except NotEstimable:
+        return plan.history_scales is None, None
+    old = plan.history_scales
+    if old is None:
+        return False, blue
+    new = blue.scales
+    n = old.size
+    if new.size < n:
+        return False, blue
+    top = float(np.max(old, initial=0.0))
+    same = bool(
+        np.all(np.abs(new[n:]) <= 1e-12 * top)
+        and np.allclose(new[:n], old, rtol=1e-9, atol=1e-12 * top)
+    )
+    return same, blue
+
+
 def still_valid(plan: Plan, history: History) -> bool:
     """Whether ``plan`` (made on an earlier state) holds for ``history`` unchanged.
 
@@ -306,22 +328,27 @@ def still_valid(plan: Plan, history: History) -> bool:
     query inside it), or the query is still not estimable. Then the eps, the error
     distribution and the interval are the same. O(r^2 + k r): no error distribution.
     """
-    try:
-        blue = history.blue(plan.query.coefficients)
-    except NotEstimable:
-        return plan.history_scales is None
-    old = plan.history_scales
-    if old is None:
-        return False
-    new = blue.scales
-    n = old.size
-    if new.size < n:
-        return False
-    top = float(np.max(old, initial=0.0))
-    return bool(
-        np.all(np.abs(new[n:]) <= 1e-12 * top)
-        and np.allclose(new[:n], old, rtol=1e-9, atol=1e-12 * top)
-    )
+    return _same_blue(plan, history)[0]
+
+
+def carry_over(plan: Plan, history: History) -> Plan | None:
+    """``plan`` for the same query and requirement on a later ``history``, or None.
+
+    If :func:`still_valid`, the eps search and the error distribution carry over; a plan
+    from the history gets the estimate of the BLUE from ``history`` (the same up to
+    rounding). Else None: plan again.
+    """
+    same, blue = _same_blue(plan, history)
+    if not same:
+        return None
+    if plan.status != "history" or blue is None:
+        return plan
+    post = plan.posterior
+    assert post is not None
+    if post.support != "real":
+        return None  # the posterior's mass function depends on the estimate: plan again
+    fresh = Posterior.from_blue(blue, error=post.error, coefficients=plan.query.coefficients)
+    return replace(plan, posterior=fresh, history_scales=blue.scales)
 
 
 def refused_answer(plan: Plan, reason: str = "") -> Answer:

@@ -44,6 +44,7 @@ from dpbayes.answers.limits import check_time, time_limit
 from dpbayes.answers.planning import (
     Answer,
     Plan,
+    carry_over,
     fresh_answer,
     history_answer,
     plan_answer,
@@ -98,9 +99,11 @@ class _Snapshot:
 
 @dataclass
 class _Planned:
-    """A cached plan and, once asked for, its posterior density around the estimate."""
+    """A cached plan, the state it holds for, and once asked for, its posterior density
+    around the estimate."""
 
     plan: Plan
+    state: tuple[int, int, tuple[float, float]]  # version, last_id, total of the snapshot
     density: tuple[list[float], list[float]] | None = None
 
 
@@ -302,19 +305,24 @@ class QueryService:
         return Query(c, "coefficients")
 
     def _plan(self, snap: _Snapshot, q: Query, d: float, p: float) -> _Planned:
-        key = (
-            snap.version,
-            snap.last_id,
-            q.text,
-            hashlib.blake2b(q.coefficients.tobytes(), digest_size=16).digest(),
-            d,
-            p,
-        )
+        """The plan for (query, requirement) on ``snap``: cached per history version, and
+        carried over to a later version when the query's BLUE did not change (the answers
+        committed since read other cells or other directions), so the eps search runs
+        once per query, requirement and BLUE."""
+        key = (q.text, hashlib.blake2b(q.coefficients.tobytes(), digest_size=16).digest(), d, p)
+        state = (snap.version, snap.last_id, snap.total)
         with self._cache_lock:
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
-                return hit
+        if hit is not None and hit.state == state:
+            return hit
+        if hit is not None and hit.state[2] == snap.total and hit.state[:2] < state[:2]:
+            carried = carry_over(hit.plan, snap.history)
+            if carried is not None:
+                planned = _Planned(carried, state, hit.density)
+                self._remember(key, planned)
+                return planned
         total = snap.total[0]
         plan = plan_answer(
             snap.history,
@@ -327,12 +335,18 @@ class QueryService:
             cap=total * (1 + _TOLERANCE),
             cap_reason=f"budget exceeded: the total budget is eps={total:.6g}",
         )
-        planned = _Planned(plan)
+        planned = _Planned(plan, state)
+        self._remember(key, planned)
+        return planned
+
+    def _remember(self, key: tuple[Any, ...], planned: _Planned) -> None:
         with self._cache_lock:
-            self._cache[key] = planned
+            old = self._cache.get(key)
+            if old is None or old.state[:2] <= planned.state[:2]:
+                self._cache[key] = planned
+                self._cache.move_to_end(key)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
-        return planned
 
     def ask(
         self,
