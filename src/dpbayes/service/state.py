@@ -269,8 +269,7 @@ class QueryService:
 
     def _current(self) -> _Snapshot:
         """The snapshot, brought up to date if the database changed (one unlocked read)."""
-        with self.reader.connect() as con:
-            version = con.execute(sa.select(db.budget.c.version)).scalar_one()
+        version = self._read_version()
         snap = self._snap
         if int(version) == snap.version and not self._stale:
             return snap
@@ -280,6 +279,23 @@ class QueryService:
                 with self._consistent_read() as con:
                     snap = self._snap = self._load(con, snap)
             return snap
+
+    def _read_version(self) -> int:
+        """The budget row's version: one SELECT on a pooled driver connection (no
+        SQLAlchemy transaction; SQLite reads it in autocommit mode, without any lock)."""
+        con = self.reader.raw_connection()
+        try:
+            cur = con.cursor()
+            try:
+                cur.execute("SELECT version FROM budget WHERE id = 1")
+                row = cur.fetchone()
+            finally:
+                cur.close()
+        finally:
+            con.close()  # back to the pool
+        if row is None:
+            raise RuntimeError("the budget row is missing from the database")
+        return int(row[0])
 
     @contextlib.contextmanager
     def _consistent_read(self) -> Iterator[sa.Connection]:
