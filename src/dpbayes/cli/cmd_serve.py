@@ -51,7 +51,11 @@ def register(sub: Any) -> None:
     p.add_argument("--db", default="sqlite:///dpbayes-service.db", help="SQLAlchemy URL")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--admin-key-file", help="file holding the admin key (created if missing)")
+    p.add_argument(
+        "--admin-key-file",
+        help="file holding the admin key (created if missing); keep it: the key also keys "
+        "the database's digest of the counts, so a restart needs it",
+    )
     p.add_argument("--max-epsilon", type=float, help="cap on the eps of one fresh answer")
     p.add_argument(
         "--workers", type=int, default=1, help="worker processes on the one database (default 1)"
