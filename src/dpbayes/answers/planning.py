@@ -387,23 +387,27 @@ def history_answer(plan: Plan, guarantee: Guarantee, reason: str) -> Answer:
 
 def fresh_answer(
     plan: Plan,
-    history_after: History,
+    history_after: History | None,
     guarantee: Guarantee,
     reason: str,
     *,
     method: str = "auto",
     accuracy: float = 1e-6,
     support: str = "real",
+    blue: BLUE | None = None,
 ) -> Answer:
     """The answer of a ``"fresh"`` plan once its noisy answer is in ``history_after``.
 
-    The estimate is the BLUE from ``history_after`` (so a later answer from the history
-    repeats it exactly); on the real line its error distribution is the plan's, computed
-    before the noise was drawn (it does not depend on the noisy value).
+    The estimate is the BLUE from ``history_after`` (or ``blue``, that BLUE computed
+    already), so a later answer from the history repeats it; on the real line its error
+    distribution is the plan's, computed before the noise was drawn (it does not depend
+    on the noisy value).
     """
     assert plan.status == "fresh" and plan.error is not None
     q = plan.query
-    blue = history_after.blue(q.coefficients)
+    if blue is None:
+        assert history_after is not None
+        blue = history_after.blue(q.coefficients)
     if support == "real":
         post = Posterior.from_blue(blue, error=plan.error, coefficients=q.coefficients)
         d_half = plan.interval_half_width

@@ -31,7 +31,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,11 +49,9 @@ from dpbayes.answers.planning import (
     history_answer,
     plan_answer,
     refused_answer,
-    still_valid,
 )
 from dpbayes.privacy.accountant import Accountant, BudgetExceeded
 from dpbayes.privacy.guarantee import Neighbours, user_level
-from dpbayes.privacy.mechanisms import LaplaceMechanism
 from dpbayes.privacy.validation import (
     check_delta,
     check_epsilon,
@@ -61,6 +59,7 @@ from dpbayes.privacy.validation import (
     check_probability,
 )
 from dpbayes.service import db
+from dpbayes.service.commits import FreshJob, commit_batch, outcome
 from dpbayes.service.config import EngineConfig, counts_digest, counts_hmac, describe_unit
 from dpbayes.service.keys import AnalystKeys, check_admin
 
@@ -157,9 +156,12 @@ class QueryService:
         db.migrate(self.db, rekey_cube=self._rekey(mac, key_id))
         self._mac, self._key_id = mac, key_id
         self._write_lock = threading.Lock()
+        self._pending_lock = threading.Lock()
+        self._pending: list[FreshJob] = []  # fresh answers waiting for the write lock
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], _Planned] = OrderedDict()
         self._cache_size = cache_size
+        self._queries: OrderedDict[str, Query] = OrderedDict()  # parsed predicates
         self.keys = AnalystKeys(self.db, self.reader)
         self._stale = False
         k = self.cube.rows_per_user_bound
@@ -314,7 +316,14 @@ class QueryService:
         if (where is None) == (coefficients is None):
             raise ValueError("give exactly one of 'where' (a predicate) or 'coefficients'")
         if where is not None:
-            return self.cube.query(where)
+            hit = self._queries.get(where)  # parsing a predicate is the costliest step
+            if hit is None:
+                hit = self.cube.query(where)  # (raises before anything is cached)
+                with self._cache_lock:
+                    self._queries[where] = hit
+                    while len(self._queries) > self._cache_size:
+                        self._queries.popitem(last=False)
+            return hit
         c = check_coefficients(
             np.asarray(coefficients, dtype=float), self.cube.n_cells, "coefficients"
         )
@@ -446,79 +455,28 @@ class QueryService:
         index: int,
         analyst: str,
     ) -> Answer | None:
-        """Charge, draw, insert, bump the version, commit; ``None`` if the state moved on
-        since ``snap`` in a way that changes the plan (the caller plans again). Only this
-        runs under the write lock: a check of the plan against the newer state if there
-        is one (a BLUE, no error distribution), the noise and the database writes."""
-        q, eps, sens = plan.query, plan.epsilon, plan.sensitivity
-        mech = LaplaceMechanism(
-            epsilon=eps,
-            sensitivity=sens,
-            neighbours=Neighbours.ADD_REMOVE,
-            name="laplace (query engine)",
-        )
-        true = self.cube.true_answer(q)
+        """Commit one fresh answer (with whatever others are waiting: commits.py); ``None``
+        if the state moved on since ``snap`` in a way that changes the plan (the caller
+        plans again). Only the commit runs under the write lock: a check of each plan
+        against the newer state (a BLUE, no error distribution), the noise, the writes."""
+        job = FreshJob(snap, plan, scope, after, index, analyst, self.cube.true_answer(plan.query))
+        with self._pending_lock:
+            self._pending.append(job)
         with self._write_lock:
-            try:
-                with self.db.begin() as con:
-                    cur = self._snap
-                    b = self._budget_row(con, lock=True)
-                    if int(b.version) != cur.version:  # another process wrote
-                        cur = self._snap = self._load(con, cur)
-                    if cur is not snap:
-                        # Answers were added since the plan: usually to other queries,
-                        # which leave this query's BLUE (hence the plan) unchanged.
-                        if cur.total != snap.total or not still_valid(plan, cur.history):
-                            return None
-                        after = cur.history.copy()
-                        index = after.add(q.coefficients, 0.0, eps, sensitivity=sens)
-                    try:
-                        with self.accountant.charge(eps, scope=scope, label=q.text[:80]):
-                            noisy = mech.release(true)  # secure noise: the service never seeds
-                            y = float(np.asarray(noisy.value))
-                            g = replace(
-                                noisy.guarantee,
-                                details={**noisy.guarantee.details, **self._user},
-                            )
-                            rec = AnswerRecord.from_dense(
-                                q.coefficients,
-                                noisy_answer=y,
-                                epsilon=eps,
-                                sensitivity=sens,
-                                label=q.text,
-                                guarantee=g.to_dict(),
-                                time=time.time(),
-                            )
-                            key = con.execute(
-                                db.answers.insert().values(
-                                    record=json.dumps(rec.to_dict()),
-                                    epsilon=eps,
-                                    scope=json.dumps(scope),
-                                    analyst=analyst,
-                                    query=q.text,
-                                    noisy_answer=y,
-                                    created=rec.time,
-                                )
-                            ).inserted_primary_key
-                            assert key is not None
-                            new_id = key[0]
-                            con.execute(
-                                db.budget.update()
-                                .where(db.budget.c.id == 1)
-                                .values(version=db.budget.c.version + 1)
-                            )
-                    except BudgetExceeded as exc:
-                        # the version did not change, so the snapshot's accountant is exact
-                        return refused_answer(
-                            plan, f"needs eps={eps:.6g} on the cells it reads: {exc}"
-                        )
-            except BaseException:
-                self._stale = True  # the accountant may be ahead of the database
-                raise
-            after.set_noisy_answer(index, y)
-            self._snap = _Snapshot(cur.version + 1, int(new_id), after, cur.total)
-        reason = fresh_reason(eps, sens, self._user, self.cube.rows_per_user_bound)
-        return fresh_answer(plan, after, g, reason, accuracy=_METHOD_ACCURACY)
+            if not job.done:  # else an earlier holder of the lock committed it
+                with self._pending_lock:
+                    batch, self._pending = self._pending, []
+                commit_batch(self, batch)
+        res = outcome(job)
+        if not isinstance(res, FreshJob):
+            return res  # None (plan again) or a refusal
+        assert res.guarantee is not None and res.blue is not None
+        reason = fresh_reason(
+            plan.epsilon, plan.sensitivity, self._user, self.cube.rows_per_user_bound
+        )
+        return fresh_answer(
+            plan, None, res.guarantee, reason, blue=res.blue, accuracy=_METHOD_ACCURACY
+        )
 
     # ------------------------------------------------------------------ reading
     def budget(self) -> dict[str, Any]:
