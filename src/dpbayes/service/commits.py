@@ -110,18 +110,20 @@ def commit_batch(svc: QueryService, batch: list[FreshJob]) -> None:
             last_id = cur.last_id
             for job in batch:
                 plan = job.plan
-                if not svc.accountant.can_spend(plan.epsilon, scope=job.scope):
-                    job.refusal = svc._budget_refusal(plan, job.scope)
-                    continue
-                if hist is None and job.snap is cur:
-                    hist, index = job.after, job.index  # planned on this very state
-                else:
+                prebuilt = hist is None and job.snap is cur  # planned on this very state
+                if not prebuilt:
                     # Answers were added since the plan: usually to other queries, which
                     # leave this query's BLUE (hence the plan) unchanged.
                     base = cur.history if hist is None else hist
                     if job.snap.total != cur.total or not still_valid(plan, base):
                         job.replan = True
                         continue
+                if not svc.accountant.can_spend(plan.epsilon, scope=job.scope):
+                    job.refusal = svc._budget_refusal(plan, job.scope)
+                    continue
+                if prebuilt:
+                    hist, index = job.after, job.index
+                else:
                     if hist is None:
                         hist = cur.history.copy()
                     index = hist.add(
