@@ -148,7 +148,7 @@ def create_app(
     *,
     service: Any = None,
     time_limit: float | None = 10.0,
-    query_threads: int = 16,
+    query_threads: int = 8,
 ) -> FastAPI:
     """The FastAPI app: opens (and migrates) the database, restores budget and history.
 

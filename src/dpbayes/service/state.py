@@ -52,6 +52,7 @@ from dpbayes.answers.planning import (
 )
 from dpbayes.privacy.accountant import Accountant, BudgetExceeded
 from dpbayes.privacy.guarantee import Neighbours, user_level
+from dpbayes.privacy.noise import prepare_secure_noise
 from dpbayes.privacy.validation import (
     check_delta,
     check_epsilon,
@@ -152,6 +153,7 @@ class QueryService:
         self.reader = db.make_engine(db_url, writer=False)
         self.postgres = self.db.dialect.name == "postgresql"
         self.cube = config.build_cube()
+        prepare_secure_noise()
         mac, key_id = counts_hmac(self.cube, digest_key)
         db.migrate(self.db, rekey_cube=self._rekey(mac, key_id))
         self._mac, self._key_id = mac, key_id
