@@ -234,6 +234,23 @@ class Database:
             self.admin.dispose()
 
 
+def source_label(src: str | None) -> str:
+    """Which service ran: ``DIR``'s name for ``--src DIR``, else this checkout's commit."""
+    if src is not None:
+        return Path(src).resolve().name
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except OSError:
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -495,7 +512,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
 
         row: dict[str, Any] = {
             "server": "service",
-            "source": "" if a.src is None else Path(a.src).name,
+            "source": source_label(a.src),
             "workers": a.workers,
             "db": base.kind,
             "mode": "fault" if a.fault else "load",
