@@ -1,8 +1,22 @@
 """Load and fault test of the query service on loopback (bounded): N clients x M queries.
 
-    python benchmarks/bench_service.py --clients 50 --queries 200            # SQLite file
-    python benchmarks/bench_service.py --db postgresql://dpbayes:dpbayes@127.0.0.1:5432/dpbayes_test
+    python benchmarks/bench_service.py --clients 20 --queries 200 --repeat 3 # SQLite file
+    python benchmarks/bench_service.py --workers 2 \
+        --db postgresql://dpbayes:dpbayes@127.0.0.1:5432/dpbayes_test
     python benchmarks/bench_service.py --fault --clients 20 --kill-after 5   # SIGKILL + restart
+    python benchmarks/bench_service.py --src OLD_CHECKOUT                    # an older service
+
+The floor: in the same run (``--server both``, the default) the same clients send the same
+request mix to a minimal FastAPI + SQLite endpoint (``service_floor.py``: uvicorn, one
+process, a synchronous handler that does one INSERT, committed with ``synchronous=FULL``
+in WAL mode -- one fsync -- under a process-wide lock, per request, and answers a small
+JSON object). It is what any service that records every request durably costs on this
+machine; the service's throughput is reported as a ratio to it (``ratio_to_floor``, from
+the floor run just before), with p50/p99 latency, and the write ratio (fresh answers /
+requests: the only requests the service must commit; the floor commits every request).
+``--src DIR`` runs ``dpbayes serve`` from the source tree ``DIR/src`` (e.g. an export of
+an older commit) for before/after comparisons in one session; ``--workers N`` starts the
+service with N worker processes on the one database (``dpbayes serve --workers``).
 
 Starts ``dpbayes serve`` on a fresh database: a temporary SQLite file, or, for a
 PostgreSQL URL, a throwaway schema ``bench_<hex>`` in that database (dropped afterwards,
@@ -32,9 +46,10 @@ Checks (both modes), against the ``answers`` table read directly from the databa
    (restarted) server reports, and is <= the total; no reply ever showed remaining < 0;
 4. the server's history (API) has as many rows as the table.
 
-Writes one row per run to benchmarks/results/bench_service.csv (throughput and latency
-over the requests completed before the kill in fault mode). Timings depend on the
-machine's load: the 1-minute load average at start and end is recorded.
+Writes one row per run and server to benchmarks/results/bench_service.csv (throughput and
+latency over the requests completed before the kill in fault mode). Timings depend on the
+machine's load: the 1-minute load average at start and end is recorded; ``--repeat``
+alternates floor and service runs to show the spread.
 """
 
 from __future__ import annotations
@@ -73,6 +88,9 @@ PREDICATES = [
 ]
 REQUIREMENTS = [(20.0, 0.9), (10.0, 0.9), (5.0, 0.95)]
 FIELDS = [
+    "server",
+    "source",
+    "workers",
     "db",
     "mode",
     "clients",
@@ -90,6 +108,8 @@ FIELDS = [
     "p50_ms",
     "p90_ms",
     "p99_ms",
+    "write_ratio",
+    "ratio_to_floor",
     "after_restart_rps",
     "kill_at_s",
     "restart_s",
@@ -114,21 +134,43 @@ class Result:
 
 
 class Server:
-    """``dpbayes serve`` in a subprocess on a fixed loopback port."""
+    """A server in a subprocess on a fixed loopback port (``dpbayes serve`` or the floor)."""
 
-    def __init__(self, db_url: str, port: int, key_file: Path, epsilon: float, log: Path):
-        self.cmd = [sys.executable, "-m", "dpbayes.cli", "serve", "--db", db_url]
-        self.cmd += ["--port", str(port), "--admin-key-file", str(key_file)]
-        self.cmd += ["--epsilon", str(epsilon)]
+    def __init__(self, cmd: list[str], port: int, log: Path, env: dict[str, str] | None = None):
+        self.cmd = cmd
         self.url = f"http://127.0.0.1:{port}"
         self.log = log
+        self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def service(
+        cls, a: argparse.Namespace, db_url: str, port: int, key_file: Path, log: Path
+    ) -> Server:
+        cmd = [sys.executable, "-m", "dpbayes.cli", "serve", "--db", db_url]
+        cmd += ["--port", str(port), "--admin-key-file", str(key_file)]
+        cmd += ["--epsilon", str(a.epsilon)]
+        if a.workers > 1:
+            cmd += ["--workers", str(a.workers)]
+        env = None
+        if a.src is not None:
+            env = {**os.environ, "PYTHONPATH": str(Path(a.src).resolve() / "src")}
+        return cls(cmd, port, log, env)
+
+    @classmethod
+    def floor(cls, db_path: Path, port: int, log: Path) -> Server:
+        cmd = [sys.executable, str(Path(__file__).with_name("service_floor.py"))]
+        cmd += ["--port", str(port), "--db", str(db_path)]
+        return cls(cmd, port, log)
 
     def start(self, timeout: float = 120.0) -> float:
         """Start and wait until it answers; returns the seconds it took."""
         t0 = time.perf_counter()
         with self.log.open("ab") as fh:
-            self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT)
+            # a session of its own: kill and stop reach the worker processes too
+            self.proc = subprocess.Popen(
+                self.cmd, stdout=fh, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+            )
         while time.perf_counter() - t0 < timeout:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {self.log.read_text()[-2000:]}")
@@ -143,12 +185,12 @@ class Server:
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
+            os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
+            os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
@@ -190,6 +232,23 @@ class Database:
             with self.admin.begin() as con:
                 con.exec_driver_sql(f"DROP SCHEMA {self.schema} CASCADE")
             self.admin.dispose()
+
+
+def source_label(src: str | None) -> str:
+    """Which service ran: ``DIR``'s name for ``--src DIR``, else this checkout's commit."""
+    if src is not None:
+        return Path(src).resolve().name
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except OSError:
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def free_port() -> int:
@@ -238,6 +297,155 @@ def spent_from_rows(rows: list[dict[str, Any]]) -> float:
     return max((math.fsum(v) for v in per_cell.values()), default=0.0)
 
 
+def request_body(c: int, i: int) -> dict[str, Any]:
+    """Client c's i-th query: a predicate and a requirement (the same mix for both servers)."""
+    k = c * 7919 + i * 104729
+    d, p = REQUIREMENTS[k % len(REQUIREMENTS)]
+    return {"where": PREDICATES[(k // 3) % len(PREDICATES)], "half_width": d, "confidence": p}
+
+
+@dataclass
+class Load:
+    """What the clients saw in one run."""
+
+    results: list[Result]
+    wall: float
+    t_start: float
+    kill_at: float = math.inf
+    ready_at: float = math.inf
+
+
+def drive(a: argparse.Namespace, srv: Server, key: dict[str, str], fault: bool) -> Load:
+    """N client threads x M queries (one HTTP connection each); SIGKILL + restart if fault."""
+    results: list[Result] = []
+    lock = threading.Lock()
+    up = threading.Event()
+    up.set()
+    load = Load(results, 0.0, 0.0)
+
+    def client(c: int) -> None:
+        with httpx.Client(timeout=120) as cl:
+            i = 0
+            while i < a.queries:
+                body = request_body(c, i)
+                up.wait()
+                t0 = time.perf_counter()
+                try:
+                    resp = cl.post(srv.url + "/api/query", json=body, headers=key)
+                except httpx.TransportError:
+                    t1 = time.perf_counter()
+                    if not fault:
+                        with lock:
+                            results.append(Result(t0, t1, -1))
+                        i += 1
+                        continue
+                    if t0 < load.kill_at or up.is_set():
+                        # sent before the kill (or the kill is being noticed): lost
+                        with lock:
+                            results.append(Result(t0, t1, -1))
+                    time.sleep(0.05)
+                    continue  # retry the same query once the server is back
+                t1 = time.perf_counter()
+                try:
+                    out = resp.json()
+                except ValueError:
+                    out = {"text": resp.text[:200]}
+                with lock:
+                    results.append(Result(t0, t1, resp.status_code, out))
+                i += 1
+
+    def killer() -> None:
+        while True:
+            time.sleep(0.02)
+            elapsed = time.perf_counter() - load.t_start
+            with lock:
+                n = sum(1 for x in results if x.code > 0)
+            done = all(not th.is_alive() for th in threads)
+            if done or (a.kill_after_answers and n >= a.kill_after_answers):
+                break
+            if not a.kill_after_answers and elapsed >= a.kill_after:
+                break
+        if done:
+            return
+        up.clear()
+        srv.kill()
+        load.kill_at = time.perf_counter()  # the process is dead: nothing commits after
+        srv.start()
+        load.ready_at = time.perf_counter()
+        up.set()
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(a.clients)]
+    load.t_start = time.perf_counter()
+    for th in threads:
+        th.start()
+    kt = threading.Thread(target=killer) if fault else None
+    if kt is not None:
+        kt.start()
+    for th in threads:
+        th.join()
+    if kt is not None:
+        kt.join()
+    load.wall = time.perf_counter() - load.t_start
+    return load
+
+
+def timing(load: Load) -> dict[str, Any]:
+    """Throughput and latency percentiles over the requests completed before any kill."""
+    killed = math.isfinite(load.kill_at)
+    before = [x for x in load.results if x.t1 <= load.kill_at and x.code > 0]
+    span = load.kill_at - load.t_start if killed else load.wall
+    q = np.percentile(np.array([x.t1 - x.t0 for x in before]) * 1000, [50, 90, 99])
+    after = [x for x in load.results if x.t0 >= load.ready_at and x.code > 0]
+    after_span = max(x.t1 for x in after) - load.ready_at if after else math.nan
+    return {
+        "requests": len(load.results),
+        "wall_s": round(load.wall, 2),
+        "throughput_rps": round(len(before) / span, 1),
+        "p50_ms": round(float(q[0]), 1),
+        "p90_ms": round(float(q[1]), 1),
+        "p99_ms": round(float(q[2]), 1),
+        "after_restart_rps": round(len(after) / after_span, 1) if after else "",
+        "kill_at_s": round(load.kill_at - load.t_start, 2) if killed else "",
+        "restart_s": round(load.ready_at - load.kill_at, 2) if killed else "",
+    }
+
+
+def run_floor(a: argparse.Namespace) -> dict[str, Any]:
+    """The same clients and request mix against the floor endpoint."""
+    load_start = os.getloadavg()[0]
+    tmp = Path(tempfile.mkdtemp(prefix="bench_floor_"))
+    srv = Server.floor(tmp / "floor.db", free_port(), tmp / "floor.log")
+    try:
+        srv.start()
+        load = drive(a, srv, {"Authorization": "Bearer floor-client-key"}, fault=False)
+        rows = httpx.get(srv.url + "/api/rows", timeout=60).json()["rows"]
+    finally:
+        srv.stop()
+    ok = sum(1 for x in load.results if x.code == 200)
+    problems = []
+    if ok != len(load.results) or rows != ok:
+        problems.append(f"{ok} of {len(load.results)} requests answered, {rows} rows")
+    row: dict[str, Any] = {
+        "server": "floor",
+        "source": "",
+        "workers": 1,
+        "db": "sqlite",
+        "mode": "load",
+        "clients": a.clients,
+        "queries_per_client": a.queries,
+        "ok": ok,
+        "ledger_rows": rows,
+        "write_ratio": round(rows / max(1, len(load.results)), 4),
+        **timing(load),
+        "load_start": round(load_start, 2),
+        "load_end": round(os.getloadavg()[0], 2),
+        "checks": "passed" if not problems else "FAILED: " + "; ".join(problems),
+    }
+    if not problems:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return row
+
+
 def run(a: argparse.Namespace) -> dict[str, Any]:
     load_start = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="bench_service_"))
@@ -245,86 +453,15 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     admin = secrets.token_urlsafe(24)
     key_file.write_text(admin)
     base = Database(a.db, tmp)
-    srv = Server(base.url, free_port(), key_file, a.epsilon, tmp / "server.log")
+    srv = Server.service(a, base.url, free_port(), key_file, tmp / "server.log")
     ah = {"Authorization": f"Bearer {admin}"}
     keep = True  # the temporary directory (server log, SQLite file) unless all checks pass
     try:
         srv.start()
         r = httpx.post(srv.url + "/api/admin/analysts", json={"name": "bench"}, headers=ah)
         key = {"Authorization": f"Bearer {r.json()['api_key']}"}
-        results: list[Result] = []
-        lock = threading.Lock()
-        up = threading.Event()
-        up.set()
-        kill_at = [math.inf]
-        ready_at = [math.inf]
-
-        def client(c: int) -> None:
-            with httpx.Client(timeout=120) as cl:
-                i = 0
-                while i < a.queries:
-                    k = c * 7919 + i * 104729
-                    d, p = REQUIREMENTS[k % len(REQUIREMENTS)]
-                    body = {"where": PREDICATES[(k // 3) % len(PREDICATES)], "half_width": d}
-                    body["confidence"] = p
-                    up.wait()
-                    t0 = time.perf_counter()
-                    try:
-                        resp = cl.post(srv.url + "/api/query", json=body, headers=key)
-                    except httpx.TransportError:
-                        t1 = time.perf_counter()
-                        if not a.fault:
-                            with lock:
-                                results.append(Result(t0, t1, -1))
-                            i += 1
-                            continue
-                        if t0 < kill_at[0] or up.is_set():
-                            # sent before the kill (or the kill is being noticed): lost
-                            with lock:
-                                results.append(Result(t0, t1, -1))
-                        time.sleep(0.05)
-                        continue  # retry the same query once the server is back
-                    t1 = time.perf_counter()
-                    try:
-                        out = resp.json()
-                    except ValueError:
-                        out = {"text": resp.text[:200]}
-                    with lock:
-                        results.append(Result(t0, t1, resp.status_code, out))
-                    i += 1
-
-        def killer() -> None:
-            while True:
-                time.sleep(0.02)
-                elapsed = time.perf_counter() - t_start
-                with lock:
-                    n = sum(1 for x in results if x.code > 0)
-                done = all(not th.is_alive() for th in threads)
-                if done or (a.kill_after_answers and n >= a.kill_after_answers):
-                    break
-                if not a.kill_after_answers and elapsed >= a.kill_after:
-                    break
-            if done:
-                return
-            up.clear()
-            srv.kill()
-            kill_at[0] = time.perf_counter()  # the process is dead: nothing commits after
-            srv.start()
-            ready_at[0] = time.perf_counter()
-            up.set()
-
-        threads = [threading.Thread(target=client, args=(c,)) for c in range(a.clients)]
-        t_start = time.perf_counter()
-        for th in threads:
-            th.start()
-        kt = threading.Thread(target=killer) if a.fault else None
-        if kt is not None:
-            kt.start()
-        for th in threads:
-            th.join()
-        if kt is not None:
-            kt.join()
-        wall = time.perf_counter() - t_start
+        load = drive(a, srv, key, a.fault)
+        results = load.results
 
         # ------------------------------------------------------------ checks
         budget = httpx.get(srv.url + "/api/budget", headers=ah, timeout=60).json()
@@ -366,40 +503,30 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         low = min((x.body["remaining_epsilon"] for x in ok), default=0.0)
         if low < -1e-12:
             problems.append(f"a reply showed remaining epsilon {low!r} < 0")
-        if a.fault and not math.isfinite(kill_at[0]):
+        if a.fault and not math.isfinite(load.kill_at):
             problems.append("the load ended before the kill: raise --queries or lower --kill-after")
         if not fresh or not refused:
             problems.append(f"{len(fresh)} fresh, {refused} refused: the run tests too little")
         if n_hist != len(rows) or budget["answers"] != len(rows):
             problems.append(f"history {n_hist} / budget {budget['answers']} != {len(rows)} rows")
 
-        killed = math.isfinite(kill_at[0])
-        before = [x for x in results if x.t1 <= kill_at[0] and x.code > 0]
-        span = kill_at[0] - t_start if killed else wall
-        q = np.percentile(np.array([x.t1 - x.t0 for x in before]) * 1000, [50, 90, 99])
-        after = [x for x in results if x.t0 >= ready_at[0] and x.code > 0]
-        after_span = max(x.t1 for x in after) - ready_at[0] if after else math.nan
         row: dict[str, Any] = {
+            "server": "service",
+            "source": source_label(a.src),
+            "workers": a.workers,
             "db": base.kind,
             "mode": "fault" if a.fault else "load",
             "clients": a.clients,
             "queries_per_client": a.queries,
             "epsilon_total": total,
-            "requests": len(results),
             "ok": len(ok),
             "fresh": len(fresh),
             "free": free,
             "refused": refused,
             "lost_in_flight": lost,
             "other_errors": other,
-            "wall_s": round(wall, 2),
-            "throughput_rps": round(len(before) / span, 1),
-            "p50_ms": round(float(q[0]), 1),
-            "p90_ms": round(float(q[1]), 1),
-            "p99_ms": round(float(q[2]), 1),
-            "after_restart_rps": round(len(after) / after_span, 1) if after else "",
-            "kill_at_s": round(kill_at[0] - t_start, 2) if killed else "",
-            "restart_s": round(ready_at[0] - kill_at[0], 2) if killed else "",
+            "write_ratio": round(len(rows) / max(1, len(results)), 4),
+            **timing(load),
             "min_fresh_eps": round(min((f["epsilon_spent"] for f in fresh), default=0.0), 6),
             "ledger_rows": len(rows),
             "unreceived_rows": unreceived,
@@ -438,7 +565,7 @@ def write_row(row: dict[str, Any], out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--queries", type=int, default=200, help="queries per client")
     ap.add_argument(
         "--epsilon",
@@ -448,17 +575,41 @@ def main() -> None:
         "person, k = 5 rows: a fresh answer costs 5x the record-level eps)",
     )
     ap.add_argument("--db", default="", help="postgresql:// URL (default: a SQLite file)")
+    ap.add_argument(
+        "--server",
+        choices=("both", "service", "floor"),
+        default="both",
+        help="the service, the floor endpoint, or both (floor first) in each repetition",
+    )
+    ap.add_argument("--workers", type=int, default=1, help="service worker processes")
+    ap.add_argument("--src", help="run the service from DIR/src (an older source tree)")
+    ap.add_argument("--repeat", type=int, default=1, help="repetitions (to show the spread)")
     ap.add_argument("--fault", action="store_true", help="SIGKILL and restart under load")
     ap.add_argument("--kill-after", type=float, default=5.0, help="seconds of load")
     ap.add_argument("--kill-after-answers", type=int, default=0, help="or answers received")
     ap.add_argument("--out", type=Path, default=RESULTS)
     a = ap.parse_args()
-    if a.clients < 1 or a.queries < 1:
-        raise SystemExit("--clients and --queries must be >= 1")
-    row = run(a)
-    print(json.dumps(row, indent=1))
-    write_row(row, a.out)
-    if row["checks"] != "passed":
+    if a.clients < 1 or a.queries < 1 or a.repeat < 1 or a.workers < 1:
+        raise SystemExit("--clients, --queries, --repeat and --workers must be >= 1")
+    if a.fault and a.server != "service":
+        a.server = "service"  # the floor has no ledger to check after a kill
+    failed = False
+    for _ in range(a.repeat):
+        floor_rps = math.nan
+        if a.server in ("both", "floor"):
+            row = run_floor(a)
+            floor_rps = float(row["throughput_rps"])
+            print(json.dumps(row))
+            write_row(row, a.out)
+            failed |= row["checks"] != "passed"
+        if a.server in ("both", "service"):
+            row = run(a)
+            if math.isfinite(floor_rps):
+                row["ratio_to_floor"] = round(float(row["throughput_rps"]) / floor_rps, 3)
+            print(json.dumps(row))
+            write_row(row, a.out)
+            failed |= row["checks"] != "passed"
+    if failed:
         raise SystemExit("checks failed")
 
 

@@ -19,16 +19,17 @@ import sqlalchemy as sa
 from dpbayes.cli import main
 from dpbayes.service import EngineConfig
 from dpbayes.service import db as service_db
-from dpbayes.service.config import BUNDLED, DEFAULT_ATTRIBUTES, counts_digest
+from dpbayes.service.config import BUNDLED, DEFAULT_ATTRIBUTES, counts_digest, digest_key
 from dpbayes.service.state import QueryService
 
 ADMIN = "test-admin-key-" + "y" * 20
+KEY = digest_key(ADMIN)
 
 
 def _old_revision_0001_database(url: str) -> None:
     """A database as the code before privacy units wrote it: schema 0001, record level."""
     engine = service_db.make_engine(url)
-    service_db.migrate(engine)
+    service_db.migrate(engine, revision="0001")
     cfg = EngineConfig(record_level=True)
     attrs = {
         k: {kk: ["inf" if v == math.inf else v for v in vv] for kk, vv in d.items()}
@@ -40,10 +41,9 @@ def _old_revision_0001_database(url: str) -> None:
     with engine.begin() as con:
         version = con.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
         assert version == "0001"
-        con.execute(
-            service_db.cube.insert().values(
-                id=1, spec=old_spec, counts_sha256=counts_digest(cube), n_cells=cube.n_cells
-            )
+        con.execute(  # revision 0001's cube table (an unkeyed digest of the counts)
+            sa.text("INSERT INTO cube (id, spec, counts_sha256, n_cells) VALUES (1, :s, :d, :n)"),
+            {"s": old_spec, "d": counts_digest(cube), "n": cube.n_cells},
         )
         con.execute(
             service_db.budget.insert().values(id=1, total_epsilon=1.0, total_delta=0.0, version=0)
@@ -55,9 +55,9 @@ def test_old_record_level_database_opens_only_as_record_level(tmp_path: Path) ->
     url = f"sqlite:///{tmp_path / 'old.db'}"
     _old_revision_0001_database(url)
     with pytest.raises(ValueError, match="protects one record, this start asks for one user") as e:
-        QueryService(EngineConfig(), url)  # the new default on the bundled data
+        QueryService(EngineConfig(), url, digest_key=KEY)  # the new default on the bundled data
     assert "restart with --record-level or use a new --db" in str(e.value)
-    svc = QueryService(EngineConfig(record_level=True), url)
+    svc = QueryService(EngineConfig(record_level=True), url, digest_key=KEY)
     try:
         assert svc.schema()["privacy_unit"] == {
             "unit": "record",
@@ -74,7 +74,7 @@ def test_old_record_level_database_opens_only_as_record_level(tmp_path: Path) ->
 
 def test_person_level_database_refuses_another_unit(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'new.db'}"
-    svc = QueryService(EngineConfig(), url)
+    svc = QueryService(EngineConfig(), url, digest_key=KEY)
     try:
         reply = svc.ask("ann", svc.make_query("idp = 1", None), half_width=50, confidence=0.9)
         assert reply.answer.epsilon == pytest.approx(5 * math.log(10) / 50, rel=2e-3)
@@ -86,13 +86,13 @@ def test_person_level_database_refuses_another_unit(tmp_path: Path) -> None:
         (EngineConfig(max_rows_per_user=2), "asks for one user ('person', <= 2 rows)"),
     ]:
         with pytest.raises(ValueError, match=r"protects one user \('person', <= 5 rows\)") as e:
-            QueryService(other, url)
+            QueryService(other, url, digest_key=KEY)
         assert words in str(e.value)
         assert "restart with --user-column person --max-rows-per-user 5" in str(e.value)
     with sa.create_engine(url).connect() as con:  # nothing was written by the refusals
         assert con.execute(sa.select(sa.func.count()).select_from(service_db.answers)).scalar() == 1
-    svc = QueryService(EngineConfig(user_column="person", max_rows_per_user=5), url)
-    assert len(svc.engine.history) == 1  # the same unit, spelled out, continues the history
+    svc = QueryService(EngineConfig(user_column="person", max_rows_per_user=5), url, digest_key=KEY)
+    assert svc.budget()["answers"] == 1  # the same unit, spelled out, continues the history
     svc.close()
 
 
@@ -127,7 +127,7 @@ def test_serve_cli_refuses_a_restart_with_another_unit_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{tmp_path / 'svc.db'}"
-    QueryService(EngineConfig(), url).close()  # the default: person level
+    QueryService(EngineConfig(), url, digest_key=KEY).close()  # the default: person level
     key = tmp_path / "admin.key"
     key.write_text(ADMIN + "\n")
     r = subprocess.run(

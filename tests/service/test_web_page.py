@@ -94,6 +94,15 @@ def ask(page: Any) -> tuple[int, dict[str, Any]]:
 
 def test_web_page_composes_asks_and_shows_answer(browser: Any, sqlite_server: Server) -> None:
     srv = sqlite_server
+    # room for the fresh answer below, whatever the other tests in this process spent
+    bud = httpx.get(srv.url + "/api/budget", headers=srv.admin(), timeout=30).json()
+    r = httpx.put(
+        srv.url + "/api/admin/budget",
+        json={"epsilon": max(bud["total"]["epsilon"], bud["spent"]["epsilon"] + 10.0)},
+        headers=srv.admin(),
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
     name = "web-" + os.urandom(3).hex()
     key = srv.new_analyst(name)["Authorization"].removeprefix("Bearer ")
     page = browser.new_page(viewport={"width": 1180, "height": 900})

@@ -36,10 +36,20 @@ if TYPE_CHECKING:
     from dpbayes.answers.credible import Posterior
     from dpbayes.answers.cube import Cube
 
-__all__ = ["BLUE", "History", "NotEstimable", "check_coefficients", "query_sensitivity"]
+__all__ = [
+    "BLUE",
+    "COEFFICIENT_RANGE",
+    "History",
+    "NotEstimable",
+    "check_coefficients",
+    "query_sensitivity",
+]
 
 _RANK_TOL = 1e-9
 _ESTIMABLE_TOL = 1e-8
+# The largest |coefficient| of a query must lie in this range: beyond it the answer, its
+# error and their squares (variances) leave the range of double precision.
+COEFFICIENT_RANGE = (1e-100, 1e100)
 
 
 class NotEstimable(ValueError):
@@ -47,12 +57,20 @@ class NotEstimable(ValueError):
 
 
 def check_coefficients(coefficients: Any, n_cells: int, name: str = "coefficients") -> np.ndarray:
-    """A query's coefficient vector: length n_cells, finite, not all zero."""
+    """A query's coefficient vector: length n_cells, finite, not all zero, and its largest
+    |coefficient| in :data:`COEFFICIENT_RANGE` (smaller ones beside it are fine)."""
     q = check_array(coefficients, name, ndim=1)
     if q.size != n_cells:
         raise ValueError(f"{name} must have length {n_cells} (the number of cells), got {q.size}")
     if not np.any(q):
         raise ValueError(f"{name} must have at least one non-zero coefficient (empty query)")
+    top = float(np.max(np.abs(q)))
+    lo, hi = COEFFICIENT_RANGE
+    if not lo <= top <= hi:
+        raise ValueError(
+            f"{name}: the largest |coefficient| must be in [{lo:g}, {hi:g}], got {top:g} "
+            "(scale the query; its answer scales with it)"
+        )
     return q
 
 
@@ -214,6 +232,27 @@ class History:
         self._labels.append(str(label))
         self._k = k + 1
         return k
+
+    def copy(self) -> History:
+        """An independent copy (a snapshot: later ``add`` calls on either leave the other)."""
+        h = History.__new__(History)
+        h.__dict__.update(self.__dict__)
+        for name in ("_H", "_y", "_eps", "_sens", "_Q", "_R", "_L"):
+            setattr(h, name, getattr(self, name).copy())
+        h._labels = list(self._labels)
+        return h
+
+    def set_noisy_answer(self, index: int, noisy_answer: float) -> None:
+        """Set the noisy answer of row ``index``.
+
+        The factorisation depends only on the coefficients, eps and sensitivities, never on
+        the answers, so a row can be added before its noise is drawn (with a placeholder)
+        and its answer filled in afterwards.
+        """
+        i = check_int(index, "index", minimum=0)
+        if i >= self._k:
+            raise ValueError(f"index must be < {self._k} (the number of answers), got {i}")
+        self._y[i] = check_finite(noisy_answer, "noisy_answer")
 
     def _givens_append(self, row: np.ndarray) -> None:
         """Fold ``row`` into R so that R^T R gains row^T row (QR row update by Givens

@@ -56,7 +56,10 @@ class Posterior:
         support: str = "real",
         rng: Any = None,
         coefficients: np.ndarray | None = None,
+        error: LaplaceSum | None = None,
     ) -> Posterior:
+        """The posterior from a BLUE; ``error``: its error distribution if already computed
+        (``LaplaceSum(blue.scales, ...)``), else it is computed here."""
         if support not in SUPPORTS:
             raise ValueError(f"support must be one of {SUPPORTS}, got {support!r}")
         if support == "nonnegative-integers" and coefficients is not None:
@@ -65,7 +68,11 @@ class Posterior:
                     "support='nonnegative-integers' needs a query with non-negative integer "
                     "coefficients (a count)"
                 )
-        err = LaplaceSum(blue.scales, method=method, accuracy=accuracy, rng=rng)
+        err = (
+            error
+            if error is not None
+            else LaplaceSum(blue.scales, method=method, accuracy=accuracy, rng=rng)
+        )
         post = cls(blue.estimate, blue.variance, err, blue.weights, support)
         if support == "nonnegative-integers":
             post._build_integer_pmf()

@@ -7,7 +7,8 @@ paper's uninformative prior). The engine
 1. answers from the history (BLUE + exact error distribution) when that already meets
    the requirement: nothing is spent;
 2. otherwise finds the smallest eps for one fresh Laplace answer of the query such that
-   the BLUE of the history plus that answer meets it (bisection on the exact confidence);
+   the BLUE of the history plus that answer meets it (bisection on the exact confidence;
+   planning.py: pure, bounded, no noise drawn);
 3. checks the budget (sequential composition; parallel composition over disjoint cells,
    Thms 5.1-5.2: each spend is scoped to the cells its query reads), then releases the
    noisy answer through :class:`~dpbayes.privacy.LaplaceMechanism` (secure noise unless an
@@ -26,16 +27,25 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dpbayes.answers.blue import History, NotEstimable, check_coefficients
+from dpbayes.answers.blue import History, check_coefficients
 from dpbayes.answers.credible import SUPPORTS, Posterior
 from dpbayes.answers.cube import Cube
 from dpbayes.answers.error_distribution import METHODS, LaplaceSum
+from dpbayes.answers.planning import (
+    Answer,
+    Plan,
+    combined_error,
+    fresh_answer,
+    history_answer,
+    plan_answer,
+    refused_answer,
+)
 from dpbayes.answers.queries import Query
 from dpbayes.answers.store import AnswerRecord, HistoryStore, JsonlStore, MemoryStore
 from dpbayes.privacy.accountant import Accountant, BudgetExceeded
@@ -43,43 +53,34 @@ from dpbayes.privacy.guarantee import Guarantee, Neighbours, user_level
 from dpbayes.privacy.mechanisms import LaplaceMechanism
 from dpbayes.privacy.validation import check_epsilon, check_positive, check_probability, check_rng
 
-__all__ = ["Answer", "QueryEngine"]
+__all__ = ["Answer", "QueryEngine", "budget_cap", "history_guarantee"]
 
-# The requirement P(|E| <= d) >= p is checked as P - (the method's error bound) >= p - 1e-9:
-# conservative up to the method's accuracy, and an answer released to meet (d, p) exactly
-# meets the same requirement again from the history.
-_SLACK = 1e-9
-
-
-@dataclass(frozen=True)
-class Answer:
-    """The engine's reply to one query.
-
-    ``status``: ``"history"`` (inferred from earlier answers, nothing spent), ``"fresh"``
-    (a new noisy answer was released, ``epsilon`` spent) or ``"refused"`` (``reason`` says
-    why; nothing spent). ``interval`` is the narrowest credible interval at ``level``;
-    ``confidence`` is P(|answer - estimate| <= half_width) under the posterior.
-    """
-
-    query: str
-    status: str
-    half_width: float
-    level: float
-    estimate: float | None = None
-    interval: tuple[float, float] | None = None
-    confidence: float | None = None
-    epsilon: float = 0.0
-    guarantee: Guarantee | None = None
-    reason: str = ""
-    posterior: Posterior | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def answered(self) -> bool:
-        return self.status != "refused"
+_TOLERANCE = 1e-9  # the accountant's relative slack
 
 
 def _unit(rows_per_user: Any) -> str:
     return "record" if rows_per_user is None else f"user (<= {rows_per_user} rows)"
+
+
+def budget_cap(accountant: Accountant) -> tuple[float, str]:
+    """The largest eps one fresh answer could be charged, and the refusal reason above it."""
+    total = accountant.total[0]
+    return total * (1 + _TOLERANCE), f"budget exceeded: the total budget is eps={total:.6g}"
+
+
+def history_guarantee(
+    spent: float, n_answers: int, sensitivity: float, simulated: bool, user: dict[str, Any]
+) -> Guarantee:
+    """What an answer from the history promises: the ledger's total so far, nothing new."""
+    return Guarantee(
+        epsilon=max(spent, 1e-300),
+        delta=0.0,
+        neighbours=Neighbours.ADD_REMOVE,
+        mechanism=f"post-processing (BLUE) of {n_answers} Laplace answers",
+        sensitivity=sensitivity,
+        simulation=simulated,
+        details={"new_spend": 0.0, "composition": "the ledger's total so far", **user},
+    )
 
 
 class QueryEngine:
@@ -140,16 +141,7 @@ class QueryEngine:
         self._user: dict[str, Any] = user_level(k, Neighbours.ADD_REMOVE)[1]
         for rec in self.store.load():
             self._simulated |= bool(rec.guarantee.get("simulation", False))
-            if rec.n_cells != cube.n_cells:
-                raise ValueError(
-                    f"the stored history is for {rec.n_cells} cells but the cube has {cube.n_cells}"
-                )
-            if rec.guarantee.get("details", {}).get("rows_per_user") != k:
-                raise ValueError(
-                    "the stored history was released at "
-                    f"{_unit(rec.guarantee.get('details', {}).get('rows_per_user'))} level "
-                    f"but the cube is at {_unit(k)} level"
-                )
+            check_record(rec, cube)
             self.history.add(
                 rec.dense(),
                 rec.noisy_answer,
@@ -203,64 +195,58 @@ class QueryEngine:
         )
 
     def _combined(self, scales_h: np.ndarray, var_h: float, scale_new: float) -> LaplaceSum:
-        """Error of the BLUE of history + one fresh answer of the target itself.
-
-        Appending an answer of q itself, the BLUE of q x is the inverse-variance weighted
-        mean of the history's BLUE (variance V) and the fresh answer (variance v)
-        (Sherman-Morrison on eq. 15): weights v/(V+v) and V/(V+v).
-        """
-        v = 2.0 * scale_new**2
-        lam = v / (var_h + v)
-        scales = np.concatenate([lam * scales_h, [(1.0 - lam) * scale_new]])
-        return LaplaceSum(scales, method=self.method, accuracy=self.accuracy)
+        """Error of the BLUE of history + one fresh answer of the target itself
+        (:func:`~dpbayes.answers.planning.combined_error`)."""
+        return combined_error(
+            scales_h, math.sqrt(var_h), scale_new, method=self.method, accuracy=self.accuracy
+        )
 
     def required_epsilon(self, query: Any, *, half_width: float, confidence: float) -> float:
-        """The smallest eps of one fresh answer that meets (d, p); 0 if the history does."""
+        """The smallest eps of one fresh answer that meets (d, p); 0 if the history does
+        (``math.inf`` if no eps does, within the method's accuracy)."""
         d = check_positive(half_width, "half_width")
         p = check_probability(confidence, "confidence", open_interval=True)
         q = self._query(query)
         with self._lock:
-            return self._required_epsilon(q, d, p)
+            plan = plan_answer(
+                self.history,
+                q,
+                d,
+                p,
+                sensitivity=self.sensitivity(q),
+                method=self.method,
+                accuracy=self.accuracy,
+                support=self.support,
+            )
+            return plan.epsilon if plan.status != "refused" else math.inf
 
-    def _required_epsilon(self, q: Query, d: float, p: float) -> float:
-        s = self.sensitivity(q)
-        # A fresh answer alone: P(|Lap(S/eps)| <= d) = 1 - e^{-d eps / S} >= p.
-        alone = s * math.log(1.0 / (1.0 - p)) / d
-        try:
-            blue = self.history.blue(q.coefficients)
-        except NotEstimable:
-            return alone
-        hist = LaplaceSum(blue.scales, method=self.method, accuracy=self.accuracy)
-        if hist.prob_within(d) - hist.error >= p - _SLACK:
-            return 0.0
+    def plan(
+        self, query: Any, *, half_width: float, confidence: float, cap: float | None = None
+    ) -> Plan:
+        """What :meth:`ask` would do now, computed without drawing noise or spending.
 
-        def ok(eps: float) -> bool:
-            dist = self._combined(blue.scales, blue.variance, s / eps)
-            return bool(dist.prob_within(d) - dist.error >= p - _SLACK)
-
-        hi = alone
-        while not ok(hi):
-            hi *= 1.5
-        lo = hi * 1e-4
-        if ok(lo):
-            return lo
-        # P(|E| <= d) is not monotone in eps: a little Laplace noise blunts the cusp of
-        # the history's error density and can first lower it. It starts below p (the
-        # history alone fails) and rises above p once; a coarse log-scan finds the first
-        # grid point that meets p, and bisection in log eps (to 0.1 %) the crossing
-        # before it, keeping the end that meets the requirement.
-        grid = np.geomspace(lo, hi, 25)
-        for i in range(1, grid.size):
-            if ok(float(grid[i])):
-                lo, hi = float(grid[i - 1]), float(grid[i])
-                break
-        while hi / lo > 1.0 + 1e-3:
-            mid = math.sqrt(lo * hi)
-            if ok(mid):
-                hi = mid
-            else:
-                lo = mid
-        return hi
+        ``cap``: the largest eps considered (default: the total budget).
+        """
+        d = check_positive(half_width, "half_width")
+        p = check_probability(confidence, "confidence", open_interval=True)
+        q = self._query(query)
+        limit, why = budget_cap(self.accountant)
+        if cap is not None:
+            limit, why = cap, ""
+        with self._lock:
+            return plan_answer(
+                self.history,
+                q,
+                d,
+                p,
+                sensitivity=self.sensitivity(q),
+                method=self.method,
+                accuracy=self.accuracy,
+                support=self.support,
+                max_epsilon=self.max_epsilon,
+                cap=limit,
+                cap_reason=why,
+            )
 
     # ------------------------------------------------------------------ asking
     def ask(self, query: Any, *, half_width: float, confidence: float, label: str = "") -> Answer:
@@ -271,62 +257,22 @@ class QueryEngine:
         p = check_probability(confidence, "confidence", open_interval=True)
         q = self._query(query)
         with self._lock:
-            eps = self._required_epsilon(q, d, p)
-            if eps == 0.0:
-                return self._from_history(q, d, p)
-            return self._fresh(q, d, p, eps, label)
+            plan = self.plan(q, half_width=d, confidence=p)
+            if plan.status == "history":
+                return self._from_history(plan)
+            if plan.status == "refused":
+                return refused_answer(plan)
+            return self._fresh(plan, label)
 
-    def _reply(self, q: Query, d: float, p: float, **kw: Any) -> Answer:
-        post = self.posterior(q)
-        lo, hi = post.interval(p)
-        conf = post.error.prob_within(d)
-        return Answer(
-            query=q.text,
-            half_width=d,
-            level=p,
-            estimate=post.estimate,
-            interval=(lo, hi),
-            confidence=conf,
-            posterior=post,
-            **kw,
-        )
-
-    def _from_history(self, q: Query, d: float, p: float) -> Answer:
+    def _from_history(self, plan: Plan) -> Answer:
         spent, _ = self.accountant.spent
-        g = Guarantee(
-            epsilon=max(spent, 1e-300),
-            delta=0.0,
-            neighbours=Neighbours.ADD_REMOVE,
-            mechanism=f"post-processing (BLUE) of {len(self.history)} Laplace answers",
-            sensitivity=self.sensitivity(q),
-            simulation=self._simulated,
-            details={
-                "new_spend": 0.0,
-                "composition": "the ledger's total so far",
-                **self._user,
-            },
-        )
-        return self._reply(
-            q,
-            d,
-            p,
-            status="history",
-            guarantee=g,
-            reason=f"met by the history of {len(self.history)} answers; nothing spent",
-        )
+        n = len(self.history)
+        g = history_guarantee(spent, n, plan.sensitivity, self._simulated, self._user)
+        return history_answer(plan, g, f"met by the history of {n} answers; nothing spent")
 
-    def _fresh(self, q: Query, d: float, p: float, eps: float, label: str) -> Answer:
+    def _fresh(self, plan: Plan, label: str) -> Answer:
+        q, eps, sens = plan.query, plan.epsilon, plan.sensitivity
         scope = [f"cell:{j}" for j in q.cells]
-        if self.max_epsilon is not None and eps > self.max_epsilon:
-            return Answer(
-                query=q.text,
-                status="refused",
-                half_width=d,
-                level=p,
-                reason=f"needs eps={eps:.6g} for one fresh answer, above max_epsilon="
-                f"{self.max_epsilon:.6g}; nothing spent",
-            )
-        sens = self.sensitivity(q)
         mech = LaplaceMechanism(
             epsilon=eps,
             sensitivity=sens,
@@ -338,13 +284,7 @@ class QueryEngine:
             with self.accountant.charge(eps, scope=scope, label=label or q.text[:80]):
                 noisy = mech.release(true, rng=self._rng)
         except BudgetExceeded as exc:
-            return Answer(
-                query=q.text,
-                status="refused",
-                half_width=d,
-                level=p,
-                reason=f"needs eps={eps:.6g} on the cells it reads: {exc}",
-            )
+            return refused_answer(plan, f"needs eps={eps:.6g} on the cells it reads: {exc}")
         # The spend is on the ledger; now the noisy answer goes to the history store, and
         # only then is anything returned.
         y = float(np.asarray(noisy.value))
@@ -361,20 +301,14 @@ class QueryEngine:
         self.store.append(rec)
         self._simulated |= noisy.guarantee.simulation
         self.history.add(q.coefficients, y, eps, sensitivity=sens, label=rec.label)
-        return self._reply(
-            q,
-            d,
-            p,
-            status="fresh",
-            epsilon=eps,
-            guarantee=guarantee,
-            reason=f"history insufficient; released one Laplace answer with eps={eps:.6g} "
-            + (
-                "(add/remove one record, Lemma 2.1 sensitivity)"
-                if not self._user
-                else f"({self._user['neighbouring_relation']}, {sens:g} = "
-                f"{self.cube.rows_per_user_bound} x Lemma 2.1 sensitivity)"
-            ),
+        return fresh_answer(
+            plan,
+            self.history,
+            guarantee,
+            fresh_reason(eps, sens, self._user, self.cube.rows_per_user_bound),
+            method=self.method,
+            accuracy=self.accuracy,
+            support=self.support,
         )
 
     def __repr__(self) -> str:
@@ -382,4 +316,28 @@ class QueryEngine:
         return (
             f"QueryEngine({self.cube!r}, answers={len(self.history)}, "
             f"spent={spent:.4g} of {self.accountant.total[0]:.4g})"
+        )
+
+
+def fresh_reason(eps: float, sens: float, user: dict[str, Any], k: Any) -> str:
+    """The reply's reason for a fresh answer."""
+    return f"history insufficient; released one Laplace answer with eps={eps:.6g} " + (
+        "(add/remove one record, Lemma 2.1 sensitivity)"
+        if not user
+        else f"({user['neighbouring_relation']}, {sens:g} = {k} x Lemma 2.1 sensitivity)"
+    )
+
+
+def check_record(rec: AnswerRecord, cube: Cube) -> None:
+    """A stored answer fits the cube: its number of cells and its privacy unit."""
+    k = cube.rows_per_user_bound
+    if rec.n_cells != cube.n_cells:
+        raise ValueError(
+            f"the stored history is for {rec.n_cells} cells but the cube has {cube.n_cells}"
+        )
+    if rec.guarantee.get("details", {}).get("rows_per_user") != k:
+        raise ValueError(
+            "the stored history was released at "
+            f"{_unit(rec.guarantee.get('details', {}).get('rows_per_user'))} level "
+            f"but the cube is at {_unit(k)} level"
         )

@@ -42,6 +42,7 @@ from dpbayes.answers.laplace_numerics import (
     pc_direct_pmf,
     pc_fft_pmf,
 )
+from dpbayes.answers.limits import check_time
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import (
     check_array,
@@ -97,6 +98,7 @@ class LaplaceSum:
         n_samples: int | None = None,
         rng: Any = None,
     ) -> None:
+        check_time()
         b = check_array(scales, "scales", ndim=1)
         if np.any(b < 0):
             raise ValueError("scales must be >= 0")
@@ -113,18 +115,29 @@ class LaplaceSum:
         # P(|E| <= d) by at most E|Y| / (2 b_max) <= sum(dropped) / (2 b_max) (counted in
         # the error). This removes round-off weights (~1e-16) that would otherwise give
         # the characteristic function a needlessly long tail.
-        full_var = float(2.0 * np.sum(b * b))
         b = np.sort(b)
-        keep_from = int(np.searchsorted(np.cumsum(b), 0.04 * acc * b[-1], side="right"))
-        dropped = float(b[:keep_from].sum())
-        b = b[keep_from:]
-        self.scales = b
+        # Everything is computed for E / b_max (scales in (0, 1], the largest exactly 1) and
+        # scaled back at the public methods: P(|E| <= d) = P(|E / b_max| <= d / b_max). So
+        # no scale, however small or large (subnormal or 1e300), underflows or overflows
+        # inside (b_i^2 would), and every loop below runs on numbers of order one.
+        self._unit = float(b[-1])
+        r = b / self._unit
+        var_n = float(2.0 * np.sum(r * r))  # of all the scales, dropped ones included
+        keep_from = int(np.searchsorted(np.cumsum(r), 0.04 * acc, side="right"))
+        dropped = float(r[:keep_from].sum())
+        self.scales = b[keep_from:]
+        self._b = r[keep_from:]
         self.accuracy = acc
-        self._dropped_error = dropped / (2.0 * float(b[-1]))
-        uniq, counts = np.unique(b, return_counts=True)
+        self._dropped_error = dropped / 2.0
+        uniq, counts = np.unique(self._b, return_counts=True)
         self._u, self._c = uniq, counts.astype(float)
-        self.var = full_var  # of all the scales, dropped ones included
-        self.std = math.sqrt(self.var)
+        self._sd = math.sqrt(var_n)  # std of E / b_max, in [sqrt 2, sqrt(2 k)]
+        # P(|E / b_max| > z) <= 2 exp(-z / 2 + sum r_i^2 / 3) (Chernoff at s = 1/2, with
+        # -log(1 - x) <= 4x/3 for x <= 1/4): below 1e-17 beyond _z_sure, where P(|E| <= z)
+        # is 1 in double precision whatever the method.
+        self._z_sure = var_n / 3.0 + 2.0 * (math.log(2.0) + 17.0 * math.log(10.0))
+        self.std = self._unit * self._sd
+        self.var = self.std * self.std
         self.mean = 0.0
         self.iid = bool(uniq.max() <= uniq.min() * (1 + 1e-12))
         self.details: dict[str, Any] = {}
@@ -144,7 +157,7 @@ class LaplaceSum:
             h = (
                 self._default_step()
                 if grid_step is None
-                else check_positive(grid_step, "grid_step")
+                else check_positive(grid_step, "grid_step") / self._unit
             )
             self._init_pc(h, direct=method == "pc-direct")
         else:
@@ -153,7 +166,11 @@ class LaplaceSum:
             if n is None:
                 n = int(min(10**7, max(10**4, math.ceil((1.5 / acc) ** 2))))
             n = check_int(n, "n_samples", minimum=100)
-            h = self.std / 200 if grid_step is None else check_positive(grid_step, "grid_step")
+            h = (
+                self._sd / 200
+                if grid_step is None
+                else check_positive(grid_step, "grid_step") / self._unit
+            )
             self._init_mc(n, h, rng)
         self.error += self._dropped_error
         self.details["seconds"] = time.perf_counter() - t0
@@ -192,14 +209,14 @@ class LaplaceSum:
     def _default_step(self) -> float:
         # Rounding each of the k terms to the grid adds noise of variance k h^2 / 12, which
         # moves the CDF by about (k h^2 / 24) max|f'| <= (k h^2 / 24) 0.25 / std^2.
-        k = self.scales.size
-        return self.std * min(1.0 / 64.0, math.sqrt(96.0 * self.accuracy / k))
+        k = self._b.size
+        return self._sd * min(1.0 / 64.0, math.sqrt(96.0 * self.accuracy / k))
 
     # ------------------------------------------------------------------ exact
     def _init_exact(self) -> None:
         if self.iid:
-            k = self.scales.size
-            b = float(self.scales[0])
+            k = self._b.size
+            b = float(self._b[0])
             j = np.arange(k)
             # eq. 23 as a mixture: w_j = C(k-1+j, j) 2^-(k-1+j), Gamma(k-j, b) for |E|.
             logw = (
@@ -216,7 +233,7 @@ class LaplaceSum:
             return
         # Nodes for |z| <= 3 std (levels up to ~0.98 even for a single Laplace); rebuilt
         # for a wider range on demand.
-        self._build_quadrature(3.0 * self.std)
+        self._build_quadrature(3.0 * self._sd)
         assert self._quad is not None
         self.details.update(formula="Gil-Pelaez inversion of prod 1/(1+b^2 t^2)")
 
@@ -252,8 +269,13 @@ class LaplaceSum:
         # Tail: for t >= T, phi(t) <= phi(T) (T/t)^2 (1 + 1/(bmax T)^2), so the neglected
         # part of (2/pi) int phi(t) |sin(tz)| / t dt is <= phi(T) (1 + 1/(bmax T)^2) / pi.
         target = math.log(self.accuracy * 0.05 * math.pi)
+        # Both searches terminate: bmax = 1 (normalised), log phi(t) <= -log(1 + t^2) and
+        # target >= log(1.5e-7 * accuracy), so the doubling stops before t = 2^40 for any
+        # accuracy >= 1e-300; the bisection halves hi - lo <= hi / 2 to 1e-3 hi in 9 steps.
         hi = 1.0 / bmax
-        while log_char_fn(np.array([hi]), u, c)[0] > target:
+        for _ in range(1100):
+            if log_char_fn(np.array([hi]), u, c)[0] <= target:
+                break
             hi *= 2.0
         lo = hi / 2.0 if hi > 1.0 / bmax else 0.0
         while hi - lo > 1e-3 * hi:
@@ -305,6 +327,7 @@ class LaplaceSum:
         chunk = max(1, 4_000_000 // t.size)
         wphi = w * phi / t
         for s in range(0, d.size, chunk):
+            check_time()
             out[s : s + chunk] = np.sin(np.multiply.outer(d[s : s + chunk], t)) @ wphi
         return np.clip(out * (2.0 / math.pi), 0.0, 1.0)
 
@@ -316,20 +339,22 @@ class LaplaceSum:
         chunk = max(1, 4_000_000 // q.t.size)
         wphi = q.w * q.phi
         for s in range(0, z.size, chunk):
+            check_time()
             out[s : s + chunk] = np.cos(np.multiply.outer(z[s : s + chunk], q.t)) @ wphi
         return np.maximum(out / math.pi, 0.0)
 
     def _ensure_quadrature(self, zmax: float) -> None:
         assert self._quad is not None
         if zmax > self._quad.zmax:
-            self._build_quadrature(max(zmax, 2.0 * self._quad.zmax))
+            # never beyond where P(|E| <= z) is 1 and the density 0 (see __init__)
+            self._build_quadrature(min(max(zmax, 2.0 * self._quad.zmax), self._z_sure + 1.0))
 
     # ------------------------------------------------------------------ PC (Algorithm 2)
     def _pc_fft(self, h: float) -> tuple[np.ndarray, float]:
-        return pc_fft_pmf(self._u, self._c, self.scales.size, self.std, h, self.accuracy)
+        return pc_fft_pmf(self._u, self._c, self._b.size, self._sd, h, self.accuracy)
 
     def _pc_direct(self, h: float) -> tuple[np.ndarray, float]:
-        return pc_direct_pmf(self.scales, h, self.accuracy)
+        return pc_direct_pmf(self._b, h, self.accuracy)
 
     def _init_pc(self, h: float, *, direct: bool) -> None:
         run = self._pc_direct if direct else self._pc_fft
@@ -339,14 +364,17 @@ class LaplaceSum:
         pmf2, _ = (self._pc_fft if not direct else self._pc_direct)(2 * h)
         self._set_grid(pmf2, 2 * h)
         assert grid_fine is not None and self._grid is not None
-        xs = np.linspace(-3, 3, 61) * self.std
+        xs = np.linspace(-3, 3, 61) * self._sd
         disc = float(np.max(np.abs(self._grid_cdf(xs, grid_fine) - self._grid_cdf(xs, self._grid))))
         self._grid, self._h = grid_fine, h
         # In the O(h^2) regime the error at h is about a third of |F_h - F_2h|; the whole
         # difference is reported, as a margin for being outside that regime.
         self.error = lost + disc
         self.details.update(
-            grid_step=h, grid_points=int(pmf.size), lost_mass=lost, discretisation_estimate=disc
+            grid_step=h * self._unit,
+            grid_points=int(pmf.size),
+            lost_mass=lost,
+            discretisation_estimate=disc,
         )
 
     def _set_grid(self, pmf: np.ndarray, h: float) -> None:
@@ -365,16 +393,17 @@ class LaplaceSum:
     # ------------------------------------------------------------------ MC (Algorithm 1)
     def _init_mc(self, n: int, h: float, rng: Any) -> None:
         gen = noise_source(rng).generator()
-        k = self.scales.size
-        m = math.ceil(12 * self.std / h)
+        k = self._b.size
+        m = math.ceil(12 * self._sd / h)
         edges = (np.arange(-m, m + 2) - 0.5) * h
         counts = np.zeros(edges.size - 1)
         chunk = max(1, 4_000_000 // k)
         done = 0
         outside = 0
         while done < n:
+            check_time()
             c = min(chunk, n - done)
-            y = gen.laplace(0.0, 1.0, size=(c, k)) @ self.scales
+            y = gen.laplace(0.0, 1.0, size=(c, k)) @ self._b
             hist, _ = np.histogram(y, bins=edges)
             counts += hist
             outside += c - int(hist.sum())
@@ -388,28 +417,68 @@ class LaplaceSum:
         cdf = self._grid[1]
         eq27 = float(np.sum(u * (1 - u)) / n)
         self.error = float(3.0 * np.max(np.sqrt(cdf * (1 - cdf) / n)))
-        self.details.update(n_samples=n, grid_step=h, eq27_error=eq27, simulation=True)
+        self.details.update(n_samples=n, grid_step=h * self._unit, eq27_error=eq27, simulation=True)
+
+    # ------------------------------------------------------------------ normalised
+    def _within_n(self, dd: np.ndarray) -> np.ndarray:
+        """P(|E / b_max| <= z) for z = dd >= 0 (array)."""
+        out = np.ones(dd.shape)
+        inside = dd < self._z_sure  # beyond: 1 in double precision (see __init__)
+        z = dd[inside]
+        if z.size:
+            out[inside] = self._within_method(z)
+        return np.clip(out, 0.0, 1.0)
+
+    def _within_method(self, dd: np.ndarray) -> np.ndarray:
+        if self.method == "exact" and self.iid:
+            _k, b, w, shape = self._iid
+            x = np.multiply.outer(dd / b, np.ones_like(shape))
+            return np.asarray(special.gammainc(shape, x) @ w)
+        if self.method == "exact" and self._pf is not None:
+            bs, coef = self._pf
+            return np.asarray(-np.expm1(-np.multiply.outer(dd, 1.0 / bs)) @ coef)
+        if self.method == "exact":
+            self._ensure_quadrature(float(np.max(dd, initial=0.0)))
+            return self._gp_within(dd.ravel()).reshape(dd.shape)
+        assert self._grid is not None
+        return np.asarray(self._grid_cdf(dd, self._grid) - self._grid_cdf(-dd, self._grid))
+
+    def _pdf_n(self, az: np.ndarray) -> np.ndarray:
+        """Density of E / b_max at |z| = az (array)."""
+        out = np.zeros(az.shape)
+        # E is log-concave (a sum of Laplaces), so f(z) <= P(|E| > z - 1) <= 1e-17 beyond
+        # _z_sure + 1: zero there.
+        inside = az < self._z_sure + 1.0
+        z = az[inside]
+        if not z.size:
+            return out
+        if self.method == "exact" and self.iid:
+            _k, b, w, shape = self._iid
+            x = np.multiply.outer(z / b, np.ones_like(shape))
+            # Gamma(shape) density at x; at x = 0 only shape 1 contributes.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                logg = (shape - 1) * np.log(x) - x - special.gammaln(shape)
+            g = np.where(x > 0, np.exp(logg), (shape == 1).astype(float))
+            out[inside] = (g @ w) / (2.0 * b)
+        elif self.method == "exact" and self._pf is not None:
+            bs, coef = self._pf
+            out[inside] = np.exp(-np.multiply.outer(z, 1.0 / bs)) @ (coef / (2.0 * bs))
+        elif self.method == "exact":
+            self._ensure_quadrature(float(np.max(z)))
+            out[inside] = self._gp_pdf(z)
+        else:
+            assert self._grid is not None
+            xs, cs = self._grid
+            idx = np.clip(np.searchsorted(xs, z) - 1, 0, xs.size - 2)
+            out[inside] = np.where(z > xs[-1], 0.0, (cs[idx + 1] - cs[idx]) / self._h)
+        return out
 
     # ------------------------------------------------------------------ public
     def prob_within(self, d: Any) -> Any:
         """P(|E| <= d) for d >= 0 (vectorised)."""
         arr = np.asarray(d, dtype=float)
-        dd = np.abs(arr)
-        out: Any
-        if self.method == "exact" and self.iid:
-            _k, b, w, shape = self._iid
-            x = np.multiply.outer(dd / b, np.ones_like(shape))
-            out = special.gammainc(shape, x) @ w
-        elif self.method == "exact" and self._pf is not None:
-            bs, coef = self._pf
-            out = -np.expm1(-np.multiply.outer(dd, 1.0 / bs)) @ coef
-        elif self.method == "exact":
-            self._ensure_quadrature(float(np.max(dd, initial=0.0)))
-            out = self._gp_within(dd.ravel()).reshape(dd.shape)
-        else:
-            assert self._grid is not None
-            out = self._grid_cdf(dd, self._grid) - self._grid_cdf(-dd, self._grid)
-        out = np.clip(out, 0.0, 1.0)
+        with np.errstate(over="ignore"):  # d / b_max = inf: probability 1
+            out = self._within_n(np.abs(arr) / self._unit)
         return float(out) if np.ndim(arr) == 0 else out
 
     def cdf(self, z: Any) -> Any:
@@ -427,38 +496,35 @@ class LaplaceSum:
     def pdf(self, z: Any) -> Any:
         """Density of E (eq. 23 for i.i.d. scales; inversion or grid slope otherwise)."""
         zz = np.asarray(z, dtype=float)
-        az = np.abs(zz)
-        out: Any
-        if self.method == "exact" and self.iid:
-            _k, b, w, shape = self._iid
-            x = np.multiply.outer(az / b, np.ones_like(shape))
-            # Gamma(shape) density at x; at x = 0 only shape 1 contributes.
-            with np.errstate(divide="ignore", invalid="ignore"):
-                logg = (shape - 1) * np.log(x) - x - special.gammaln(shape)
-            g = np.where(x > 0, np.exp(logg), (shape == 1).astype(float))
-            out = (g @ w) / (2.0 * b)
-        elif self.method == "exact" and self._pf is not None:
-            bs, coef = self._pf
-            out = np.exp(-np.multiply.outer(az, 1.0 / bs)) @ (coef / (2.0 * bs))
-        elif self.method == "exact":
-            self._ensure_quadrature(float(np.max(az, initial=0.0)))
-            out = self._gp_pdf(az.ravel()).reshape(az.shape)
-        else:
-            assert self._grid is not None
-            xs, cs = self._grid
-            idx = np.clip(np.searchsorted(xs, zz) - 1, 0, xs.size - 2)
-            out = np.where((zz < xs[0]) | (zz > xs[-1]), 0.0, (cs[idx + 1] - cs[idx]) / self._h)
+        with np.errstate(over="ignore"):
+            out = self._pdf_n(np.abs(zz) / self._unit) / self._unit
         return float(out) if np.ndim(zz) == 0 else np.asarray(out)
 
     def half_width(self, p: float) -> float:
-        """The smallest d with P(|E| <= d) >= p: the narrowest interval is [-d, d] (Alg. 3)."""
+        """The smallest d with P(|E| <= d) >= p: the narrowest interval is [-d, d] (Alg. 3).
+
+        Terminates: in units of b_max, P(|E| <= z) = 1 for z >= _z_sure, so the doubling
+        from z = std (>= sqrt 2) stops after at most log2(_z_sure / std) + 1 < 64 steps,
+        and Brent's method is capped at 200 iterations.
+        """
         p = check_probability(p, "p", open_interval=True)
-        lo, hi = 0.0, self.std
-        while self.prob_within(hi) < p:
+
+        def within(z: float) -> float:
+            return float(self._within_n(np.array([z]))[0])
+
+        lo, hi = 0.0, self._sd
+        for _ in range(64):
+            if within(hi) >= p:
+                break
             lo, hi = hi, 2.0 * hi
-            if hi > 1e6 * self.std:
-                raise ValueError(f"p={p} is beyond the accuracy of the method {self.method!r}")
-        return float(optimize.brentq(lambda x: self.prob_within(x) - p, lo, hi, xtol=1e-12 * hi))
+        else:  # pragma: no cover - unreachable: within(z) = 1 for z >= _z_sure
+            raise ValueError(f"p={p} is beyond the accuracy of the method {self.method!r}")
+        if within(lo) >= p:  # lo = 0 and a point mass? never for Laplace sums; be safe
+            return lo * self._unit
+        z = optimize.brentq(
+            lambda x: within(x) - p, lo, hi, xtol=1e-12 * hi, maxiter=200, disp=False
+        )
+        return float(z) * self._unit
 
     def interval(self, p: float) -> tuple[float, float]:
         d = self.half_width(p)

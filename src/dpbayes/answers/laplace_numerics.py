@@ -13,6 +13,8 @@ import math
 import numpy as np
 from scipy import optimize
 
+from dpbayes.answers.limits import check_time
+
 __all__ = [
     "CC_NODES",
     "CC_WEIGHTS",
@@ -78,6 +80,7 @@ def log_char_fn(t: np.ndarray, scales: np.ndarray, counts: np.ndarray) -> np.nda
         chunk = max(1, 2_000_000 // big.size)
         tt = np.sqrt(x)
         for s in range(0, x.size, chunk):
+            check_time()
             bt = np.multiply.outer(tt[s : s + chunk], big)
             out[s : s + chunk] -= np.log1p(bt * bt) @ cnt
     return out.reshape(t.shape)
@@ -122,7 +125,9 @@ def pc_fft_pmf(
     omega = 2.0 * math.pi * np.arange(n // 2 + 1) / n
     cosw = np.cos(omega)
     logpsi = np.zeros(omega.size)
-    for b, cnt in zip(u, c, strict=True):
+    for i, (b, cnt) in enumerate(zip(u, c, strict=True)):
+        if i % 16 == 0:
+            check_time()
         x = h / (2.0 * b)
         r = math.exp(-2.0 * x)
         p0 = -math.expm1(-x)
@@ -139,6 +144,7 @@ def pc_direct_pmf(scales: np.ndarray, h: float, accuracy: float) -> tuple[np.nda
     k = scales.size
     vecs, lost = [], 0.0
     for b in np.sort(scales):
+        check_time()
         # Cell j covers [(j - 1/2) h, (j + 1/2) h]; keep |j| <= m where the lost mass
         # e^{-(m + 1/2) h / b} <= accuracy / (20 k).
         m = max(0, math.ceil(b / h * math.log(20 * k / accuracy) - 0.5))
@@ -150,5 +156,6 @@ def pc_direct_pmf(scales: np.ndarray, h: float, accuracy: float) -> tuple[np.nda
         vecs.append(v)
     pmf = vecs[0]
     for v in vecs[1:]:
+        check_time()
         pmf = np.convolve(pmf, v)
     return pmf, lost

@@ -14,12 +14,19 @@ are given. The unit is stored with the cube: a restart with another unit on the 
 database is refused.
 
 The admin key is read from ``--admin-key-file`` (created with a new random key, mode 600,
-if missing); without the option a random key is printed once on stderr.
+if missing); without the option a random key is printed once on stderr. The admin key
+also keys the database's digest of the counts: restart with the same key.
+
+``--workers N`` serves with N processes on the one database (each worker reads the admin
+key from ``--admin-key-file``); the ledger is shared through the database. ``--time-limit``
+bounds how long one query may take to plan (then 503, nothing spent). There is no
+``--seed``: the service spends a real budget, and every answer gets secure noise.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import sys
@@ -44,9 +51,24 @@ def register(sub: Any) -> None:
     p.add_argument("--db", default="sqlite:///dpbayes-service.db", help="SQLAlchemy URL")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--admin-key-file", help="file holding the admin key (created if missing)")
+    p.add_argument(
+        "--admin-key-file",
+        help="file holding the admin key (created if missing); keep it: the key also keys "
+        "the database's digest of the counts, so a restart needs it",
+    )
     p.add_argument("--max-epsilon", type=float, help="cap on the eps of one fresh answer")
-    p.add_argument("--seed", type=int, help="seeded SIMULATION noise (tests only)")
+    p.add_argument(
+        "--workers", type=int, default=1, help="worker processes on the one database (default 1)"
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long one query may take to plan before it is answered 503 (default 10)",
+    )
+    # refused with a one-line error (a real ledger never gets simulated noise)
+    p.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     add_privacy_unit_arguments(p)
     p.set_defaults(handler=run)
 
@@ -71,6 +93,17 @@ def _admin_key(path: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.seed is not None:
+        raise ValueError(
+            "--seed is refused: the service spends a real privacy budget, so every answer "
+            "gets secure noise (seeded simulation belongs to experiments, never to a ledger)"
+        )
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if not args.time_limit > 0:
+        raise ValueError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
+    if args.workers > 1 and not args.admin_key_file:
+        raise ValueError("--workers needs --admin-key-file (each worker reads the key from it)")
     try:
         import uvicorn
 
@@ -84,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be in 1..65535, got {args.port}")
     user, k = privacy_unit(args, bundled=not args.data)
-    kw: dict[str, Any] = {"epsilon": args.epsilon, "delta": args.delta, "seed": args.seed}
+    kw: dict[str, Any] = {"epsilon": args.epsilon, "delta": args.delta}
     kw.update(user_column=user, max_rows_per_user=k, record_level=user is None)
     if args.max_epsilon is not None:
         kw["max_epsilon"] = args.max_epsilon
@@ -95,6 +128,40 @@ def run(args: argparse.Namespace) -> int:
         kw["attributes"] = dict(parse_attribute(a) for a in args.attributes)
     elif args.attributes:
         kw["attributes"] = dict(parse_attribute(a) for a in args.attributes)
-    app = create_app(EngineConfig(**kw), args.db, _admin_key(args.admin_key_file))
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    config = EngineConfig(**kw)
+    key = _admin_key(args.admin_key_file)
+    common = {"host": args.host, "port": args.port, "log_level": "warning", "access_log": False}
+    if args.workers == 1:
+        app = create_app(config, args.db, key, time_limit=args.time_limit)
+        uvicorn.run(app, timeout_graceful_shutdown=5, **common)
+        return 0
+    # Set the database up once here (migrations, first rows, one-line errors), then start
+    # the workers; each opens the database and catches up from its ledger.
+    from dpbayes.service.app import WORKER_ENV
+    from dpbayes.service.config import digest_key
+    from dpbayes.service.state import QueryService
+
+    QueryService(config, args.db, digest_key=digest_key(key)).close()
+    os.environ[WORKER_ENV] = json.dumps(
+        {
+            "config": worker_config(config),
+            "db": args.db,
+            "admin_key_file": str(Path(args.admin_key_file).resolve()),
+            "time_limit": args.time_limit,
+        }
+    )
+    uvicorn.run(
+        "dpbayes.service.app:worker_app",
+        factory=True,
+        workers=args.workers,
+        timeout_graceful_shutdown=5,
+        **common,
+    )
     return 0
+
+
+def worker_config(config: Any) -> dict[str, Any]:
+    """The EngineConfig as keyword arguments that survive JSON (for the workers)."""
+    import dataclasses
+
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}

@@ -32,6 +32,11 @@ is drawn. Experiments and tests that want budget bookkeeping for seeded releases
 explicit simulation accountant, ``Accountant(eps, simulation=True)``, which accepts only
 simulation releases (a real release charged there would be missing from the real ledger)
 and keeps no ledger file.
+
+The accountant keeps running totals (the unscoped sum and one sum per part, with their
+maximum), so a check or a spend costs O(parts it reads), not O(ledger). The sums are
+exact: each is kept as a non-overlapping expansion (Shewchuk's, as ``math.fsum``) and
+read rounded once, so they equal ``math.fsum`` of the spends bit for bit.
 """
 
 from __future__ import annotations
@@ -94,23 +99,63 @@ class Spend:
         )
 
 
-def _composed(spends: Iterable[Spend]) -> tuple[float, float]:
-    """Budget consumed by ``spends`` under sequential + parallel composition."""
-    glob_eps: list[float] = []
-    glob_delta: list[float] = []
-    part_eps: dict[str, list[float]] = {}
-    part_delta: dict[str, list[float]] = {}
-    for s in spends:
+def _grow(partials: list[float], x: float) -> None:
+    """Add x to the non-overlapping expansion ``partials`` exactly (Shewchuk 1997)."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
+
+
+class _Totals:
+    """Running totals of the spends: sum(unscoped) and, per part, sum(scoped spends reading
+    it), each exact; ``composed`` is sum(unscoped) + max over parts (Thms 5.1-5.2)."""
+
+    def __init__(self, spends: Iterable[Spend] = ()) -> None:
+        self.glob: tuple[list[float], list[float]] = ([], [])
+        self.parts: dict[str, tuple[list[float], list[float]]] = {}
+        self.top = [0.0, 0.0]  # max over parts of the rounded part sums (spends are >= 0)
+        for s in spends:
+            self.add(s)
+
+    def add(self, s: Spend) -> None:
         if s.scope is None:
-            glob_eps.append(s.epsilon)
-            glob_delta.append(s.delta)
-        else:
+            _grow(self.glob[0], s.epsilon)
+            _grow(self.glob[1], s.delta)
+            return
+        for p in set(s.scope):
+            sums = self.parts.setdefault(p, ([], []))
+            for i, x in enumerate((s.epsilon, s.delta)):
+                _grow(sums[i], x)
+                self.top[i] = max(self.top[i], math.fsum(sums[i]))
+
+    def composed(self, extra: Iterable[Spend] = ()) -> tuple[float, float]:
+        """Budget consumed by the spends so far plus ``extra``, O(parts ``extra`` reads)."""
+        glob = [list(self.glob[0]), list(self.glob[1])]
+        touched: dict[str, list[list[float]]] = {}
+        for s in extra:
+            if s.scope is None:
+                _grow(glob[0], s.epsilon)
+                _grow(glob[1], s.delta)
+                continue
             for p in set(s.scope):
-                part_eps.setdefault(p, []).append(s.epsilon)
-                part_delta.setdefault(p, []).append(s.delta)
-    eps = math.fsum(glob_eps) + max((math.fsum(v) for v in part_eps.values()), default=0.0)
-    dlt = math.fsum(glob_delta) + max((math.fsum(v) for v in part_delta.values()), default=0.0)
-    return eps, dlt
+                if p not in touched:
+                    old = self.parts.get(p, ([], []))
+                    touched[p] = [list(old[0]), list(old[1])]
+                _grow(touched[p][0], s.epsilon)
+                _grow(touched[p][1], s.delta)
+        out = []
+        for i in (0, 1):
+            top = max([self.top[i], *(math.fsum(v[i]) for v in touched.values())])
+            out.append(math.fsum(glob[i]) + top)
+        return out[0], out[1]
 
 
 def _checksum(body: dict[str, Any]) -> str:
@@ -171,6 +216,7 @@ class Accountant:
         self._simulation = simulation
         self._total = total
         self._spends = spends
+        self._totals = _Totals(spends)
         self._path = path
         self._lock = threading.RLock()
         # Spends whose charge block is running (outermost first); guarded by _lock, and
@@ -276,15 +322,16 @@ class Accountant:
     @property
     def spent(self) -> tuple[float, float]:
         with self._lock:
-            return _composed(self._spends)
+            return self._totals.composed()
 
     @property
     def remaining(self) -> tuple[float, float]:
         eps, dlt = self.spent
         return max(0.0, self._total[0] - eps), max(0.0, self._total[1] - dlt)
 
-    def _fits(self, spends: list[Spend]) -> bool:
-        eps, dlt = _composed(spends)
+    def _fits(self, extra: list[Spend]) -> bool:
+        """Whether the recorded spends plus ``extra`` fit the total."""
+        eps, dlt = self._totals.composed(extra)
         return eps <= self._total[0] * (1 + _TOLERANCE) and dlt <= self._total[1] * (1 + _TOLERANCE)
 
     def can_spend(
@@ -293,7 +340,7 @@ class Accountant:
         """Whether a spend would fit now (advisory; :meth:`charge` checks again)."""
         spend = self._make_spend(epsilon, delta, "", scope)
         with self._lock:
-            return self._fits([*self._spends, *self._pending, spend])
+            return self._fits([*self._pending, spend])
 
     @staticmethod
     def _make_spend(epsilon: float, delta: float, label: str, scope: Iterable[str] | None) -> Spend:
@@ -350,8 +397,9 @@ class Accountant:
             with contextlib.nullcontext() if nested else self._file_lock():
                 if self._path is not None and not nested:
                     self._total, self._spends = self._read(self._path)
-                if not self._fits([*self._spends, *self._pending, spend]):
-                    eps_used, dlt_used = _composed([*self._spends, *self._pending])
+                    self._totals = _Totals(self._spends)
+                if not self._fits([*self._pending, spend]):
+                    eps_used, dlt_used = self._totals.composed(self._pending)
                     eps_left = max(0.0, self._total[0] - eps_used)
                     dlt_left = max(0.0, self._total[1] - dlt_used)
                     raise BudgetExceeded(
@@ -372,6 +420,7 @@ class Accountant:
                     except BaseException:
                         self._spends.pop()
                         raise
+                self._totals.add(spend)
 
     def spend(
         self,

@@ -38,7 +38,14 @@ from dpbayes.privacy.validation import (
     check_rng,
 )
 
-__all__ = ["NoiseSource", "SecureNoise", "SimulatedNoise", "as_noise_source", "noise_source"]
+__all__ = [
+    "NoiseSource",
+    "SecureNoise",
+    "SimulatedNoise",
+    "as_noise_source",
+    "noise_source",
+    "prepare_secure_noise",
+]
 
 
 class NoiseSource(Protocol):
@@ -136,6 +143,12 @@ def _opendp() -> Any:
         zero_concentrated_divergence=measures.zero_concentrated_divergence,
         OpenDPException=mod.OpenDPException,
     )
+
+
+def prepare_secure_noise() -> None:
+    """Load the secure samplers' library now (a server calls this at start, so that its
+    first answers do not all wait for the import). Draws nothing."""
+    _opendp()
 
 
 def _opendp_call(what: str, fn: Any, *args: Any) -> Any:

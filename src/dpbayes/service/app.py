@@ -7,20 +7,30 @@ at ``/``; the OpenAPI document at ``/openapi.json``. No endpoint returns records
 counts: only the attribute domains, noisy answers and what is inferred from them.
 """
 
+import asyncio
+import contextlib
 import hashlib
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from dpbayes.service.config import EngineConfig
-from dpbayes.service.state import Conflict, QueryService, Reply, check_admin
+from dpbayes.answers.limits import TimeLimitExceeded
+from dpbayes.service.config import EngineConfig, digest_key
+from dpbayes.service.state import Busy, Conflict, QueryService, Reply, check_admin
 
-__all__ = ["MAX_BODY_BYTES", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "WORKER_ENV", "create_app", "worker_app"]
+
+WORKER_ENV = "DPBAYES_SERVE_WORKER"  # the workers' configuration (JSON, never the key)
 
 MAX_BODY_BYTES = 64 * 1024
 STATIC = Path(__file__).with_name("static")
@@ -99,7 +109,7 @@ class _BodyLimit:
         await self.app(scope, replay, send)
 
 
-def _reply_json(r: Reply, density: bool) -> dict[str, Any]:
+def _reply_json(r: Reply) -> dict[str, Any]:
     a = r.answer
     out: dict[str, Any] = {
         "query": a.query,
@@ -115,14 +125,8 @@ def _reply_json(r: Reply, density: bool) -> dict[str, Any]:
         "reason": a.reason,
         "guarantee": a.guarantee.describe() if a.guarantee else None,
     }
-    if density and a.posterior is not None and a.interval is not None:
-        lo, hi = a.interval
-        w = max(hi - lo, 1e-9)
-        x = np.linspace(lo - w, hi + w, 121)
-        c = np.asarray(a.posterior.cdf(x), dtype=float)
-        mid = 0.5 * (x[1:] + x[:-1])
-        pdf = np.diff(c) / np.diff(x)
-        out["density"] = {"x": mid.tolist(), "pdf": [max(0.0, float(v)) for v in pdf]}
+    if r.density is not None:
+        out["density"] = r.density
     return out
 
 
@@ -138,18 +142,40 @@ def _first_error(exc: RequestValidationError) -> tuple[int, str]:
 
 
 def create_app(
-    engine_config: EngineConfig | None, db_url: str, admin_key: str, *, service: Any = None
+    engine_config: EngineConfig | None,
+    db_url: str,
+    admin_key: str,
+    *,
+    service: Any = None,
+    time_limit: float | None = 10.0,
+    query_threads: int = 8,
 ) -> FastAPI:
-    """The FastAPI app: opens (and migrates) the database, restores budget and history."""
-    if not isinstance(admin_key, str) or len(admin_key) < 16:
-        raise ValueError("admin_key must be a string of at least 16 characters")
-    svc: QueryService = service or QueryService(engine_config or EngineConfig(), db_url)
+    """The FastAPI app: opens (and migrates) the database, restores budget and history.
+
+    ``time_limit``: seconds a query may take from its arrival to the end of its planning
+    (then 503, nothing spent). Queries run on their own ``query_threads`` threads, so a
+    flood of slow ones cannot starve the page, the schema, the budget or the history.
+    """
+    key = digest_key(admin_key)  # checks the admin key too
+    svc: QueryService = service or QueryService(
+        engine_config or EngineConfig(), db_url, digest_key=key, time_limit=time_limit
+    )
     admin_sha = hashlib.sha256(admin_key.encode()).hexdigest()
+    pool = ThreadPoolExecutor(max_workers=query_threads, thread_name_prefix="dpbayes-query")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
     app = FastAPI(
         title="dpbayes query service",
         version="1",
         description="Differentially private answers to counting queries with guaranteed "
         "accuracy (paper 000 §5). Every answer is noisy or inferred from noisy answers.",
+        lifespan=lifespan,
     )
     app.state.service = svc
 
@@ -185,12 +211,33 @@ def create_app(
         """The attributes and their values (the cube's cells); no counts."""
         return svc.schema()
 
+    def _ask(body: QueryIn, authorization: str | None, deadline: float | None) -> Reply:
+        who = analyst(authorization)  # here, on the query's thread: one hop per request
+        q = svc.make_query(body.where, body.coefficients)
+        return svc.ask(
+            who,
+            q,
+            half_width=body.half_width,
+            confidence=body.confidence,
+            density=body.density,
+            deadline=deadline,
+        )
+
     @app.post("/api/query")
-    def query(body: QueryIn, who: Annotated[str, Depends(analyst)]) -> JSONResponse:
+    async def query(
+        body: QueryIn, authorization: Annotated[str | None, Header()] = None
+    ) -> JSONResponse:
         """Answer within +-half_width with probability >= confidence (free if the history can)."""
+        deadline = None if time_limit is None else time.monotonic() + time_limit
+        loop = asyncio.get_running_loop()
         try:
-            q = svc.make_query(body.where, body.coefficients)
-            r = svc.ask(who, q, half_width=body.half_width, confidence=body.confidence)
+            r = await loop.run_in_executor(pool, partial(_ask, body, authorization, deadline))
+        except (TimeLimitExceeded, Busy) as exc:
+            return JSONResponse(
+                {"detail": str(exc).splitlines()[0]},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
         except Conflict as exc:
             raise HTTPException(409, str(exc)) from None
         except (ValueError, TypeError) as exc:
@@ -205,7 +252,7 @@ def create_app(
                 },
                 status_code=409,
             )
-        return JSONResponse(_reply_json(r, body.density))
+        return JSONResponse(_reply_json(r))
 
     @app.get("/api/history")
     def history(
@@ -253,3 +300,16 @@ def create_app(
 
     app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)
     return app
+
+
+def worker_app() -> FastAPI:
+    """The app of one ``dpbayes serve --workers N`` worker (an ASGI factory for uvicorn).
+
+    The parent passes the configuration in ``DPBAYES_SERVE_WORKER`` (never the key: each
+    worker reads it from the admin key file).
+    """
+    spec = json.loads(os.environ[WORKER_ENV])
+    key = Path(spec["admin_key_file"]).read_text().strip()
+    return create_app(
+        EngineConfig(**spec["config"]), spec["db"], key, time_limit=spec["time_limit"]
+    )

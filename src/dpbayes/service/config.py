@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from dpbayes.answers import Bins, Cube
 from dpbayes.data.datasets import BUNDLED_PRIVACY_UNIT
 from dpbayes.privacy.validation import check_delta, check_epsilon, check_int
 
-__all__ = ["DEFAULT_ATTRIBUTES", "EngineConfig"]
+__all__ = ["DEFAULT_ATTRIBUTES", "EngineConfig", "counts_hmac", "digest_key"]
 
 BUNDLED = "bundled:randhie"
 
@@ -34,7 +35,8 @@ class EngineConfig:
     ``data``: a CSV/Parquet path, or ``"bundled:randhie"``. ``attributes`` maps a column to
     ``{"categories": [...]}`` or ``{"bins": [e0, e1, ...]}``. ``epsilon``/``delta`` is the
     total budget used when the database is created (afterwards the stored budget rules).
-    ``seed`` selects seeded simulation noise (tests only); ``None`` is secure noise.
+    Every answer is drawn with secure noise: a service spends a real budget, so there is
+    no seeded simulation mode (experiments use :class:`~dpbayes.answers.QueryEngine`).
 
     Privacy unit: ``user_column`` + ``max_rows_per_user=k`` keep at most k rows per user
     (in the engine) and every answer protects one user (sensitivity x k). On the bundled
@@ -47,7 +49,6 @@ class EngineConfig:
     attributes: dict[str, dict[str, Any]] = field(default_factory=lambda: dict(DEFAULT_ATTRIBUTES))
     epsilon: float = 1.0
     delta: float = 0.0
-    seed: int | None = None
     max_epsilon: float | None = None
     method: str = "auto"
     user_column: str | None = None
@@ -144,7 +145,37 @@ def _json_num(v: Any) -> Any:
     return v
 
 
+def _counts_body(cube: Cube) -> bytes:
+    return json.dumps([cube.shape, cube.cell_vector().tolist()]).encode()
+
+
 def counts_digest(cube: Cube) -> str:
-    """SHA-256 of the counts: a restart on other data is refused (the history would lie)."""
-    body = json.dumps([cube.shape, cube.cell_vector().tolist()]).encode()
-    return hashlib.sha256(body).hexdigest()
+    """The unkeyed SHA-256 of the counts that databases before revision 0002 stored.
+
+    Anyone who reads it can confirm a guess of the exact counts, so it is no longer stored:
+    the migration to 0002 only checks an old database's digest against the data once and
+    replaces it by :func:`counts_hmac`.
+    """
+    return hashlib.sha256(_counts_body(cube)).hexdigest()
+
+
+def digest_key(admin_key: str) -> bytes:
+    """The key of the cube's digest, derived from the admin key (never stored anywhere).
+
+    HMAC-SHA256(admin key, label): whoever reads the database but lacks the admin key
+    cannot test guesses of the counts against the stored digest.
+    """
+    if not isinstance(admin_key, str) or len(admin_key) < 16:
+        raise ValueError("admin_key must be a string of at least 16 characters")
+    return hmac.new(admin_key.encode(), b"dpbayes service: cube digest v1", "sha256").digest()
+
+
+def counts_hmac(cube: Cube, key: bytes) -> tuple[str, str]:
+    """(HMAC-SHA256 of the counts under ``key``, the key's id): a restart on other data is
+    refused (the history would lie). The id (an HMAC of a constant) tells a changed key
+    from changed data, and says nothing about the counts."""
+    if not isinstance(key, bytes) or len(key) < 16:
+        raise TypeError("the digest key must be bytes of length >= 16")
+    mac = hmac.new(key, _counts_body(cube), "sha256").hexdigest()
+    key_id = hmac.new(key, b"key id", "sha256").hexdigest()[:16]
+    return mac, key_id

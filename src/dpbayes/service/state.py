@@ -1,44 +1,82 @@
 """The service's state: the query engine over a database-backed history and ledger.
 
-Privacy argument: every fresh answer is a Laplace release by the engine (paper 000 §5);
-its spend and the noisy answer are one ``answers`` row, committed in the same transaction
-that holds the budget lock, before the answer is handed to the HTTP layer. A crash before
-the commit loses an answer nobody has seen (and its spend); no answer leaves unrecorded.
-Concurrency: one process-wide lock around check + draw + commit, plus the database lock
-(SQLite ``BEGIN IMMEDIATE``, PostgreSQL ``SELECT ... FOR UPDATE`` on the budget row) for
-several processes on one database; ``budget.version`` counts the spends, and a process
-whose in-memory engine is behind rebuilds it from the database before charging.
+Privacy argument: every fresh answer is a Laplace release (paper 000 §5) with secure noise;
+its spend and the noisy answer are one ``answers`` row, committed in the transaction that
+holds the budget lock, before the answer is handed to the HTTP layer. A crash before the
+commit loses an answer nobody has seen (and its spend); no answer leaves unrecorded.
+
+Concurrency (see docs/service.md):
+
+- Every request reads the budget row's ``version`` (the number of changes: spends and
+  budget changes) without a lock; if another process has written since, the in-memory
+  state catches up from the database (the new rows only).
+- The in-memory state is a snapshot (history, version, budget total) that is replaced,
+  never changed, so requests read it without locks. Free answers and refusals are
+  computed and served from it without the write lock or a write transaction.
+- A fresh answer is planned on the snapshot (the eps search and its posterior, bounded
+  and time-limited, cached per query, requirement and version), then the write lock and
+  transaction (SQLite ``BEGIN IMMEDIATE``, PostgreSQL ``SELECT ... FOR UPDATE`` on the
+  budget row) are taken only to check that the version is unchanged, charge the
+  accountant, draw the noise, insert the row and bump the version. If the version
+  changed (another request or process spent), the plan is redone on the new state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
-import secrets
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
 
-from dpbayes.answers import Answer, AnswerRecord, Query, QueryEngine
+from dpbayes.answers import AnswerRecord, History, Query
 from dpbayes.answers.blue import check_coefficients
-from dpbayes.privacy.accountant import Accountant
+from dpbayes.answers.engine import check_record, fresh_reason, history_guarantee
+from dpbayes.answers.limits import check_time, time_limit
+from dpbayes.answers.planning import (
+    Answer,
+    Plan,
+    carry_over,
+    fresh_answer,
+    history_answer,
+    plan_answer,
+    refused_answer,
+)
+from dpbayes.privacy.accountant import Accountant, BudgetExceeded
 from dpbayes.privacy.guarantee import Neighbours, user_level
-from dpbayes.privacy.validation import check_delta, check_epsilon
+from dpbayes.privacy.noise import prepare_secure_noise
+from dpbayes.privacy.validation import (
+    check_delta,
+    check_epsilon,
+    check_positive,
+    check_probability,
+)
 from dpbayes.service import db
-from dpbayes.service.config import EngineConfig, counts_digest, describe_unit
+from dpbayes.service.commits import FreshJob, commit_batch, outcome
+from dpbayes.service.config import EngineConfig, counts_digest, counts_hmac, describe_unit
+from dpbayes.service.keys import AnalystKeys, check_admin
 
-__all__ = ["Conflict", "QueryService", "Reply", "check_admin"]
+__all__ = ["Busy", "Conflict", "QueryService", "Reply", "check_admin"]
 
-_KEY_PREFIX = "dpb"
+_TOLERANCE = 1e-9  # the accountant's relative slack
+_MAX_ATTEMPTS = 8  # plans of one request redone because another answer was committed
+_METHOD_ACCURACY = 1e-6
 
 
 class Conflict(ValueError):
     """A well-formed request the current state refuses (budget, duplicate name)."""
+
+
+class Busy(RuntimeError):
+    """The ledger kept changing while a request was planned; nothing was spent (retry)."""
 
 
 @dataclass(frozen=True)
@@ -46,35 +84,27 @@ class Reply:
     answer: Answer
     remaining_epsilon: float
     spent_epsilon: float
+    density: dict[str, list[float]] | None = None
 
 
-class _TxStore:
-    """HistoryStore whose ``append`` writes into the transaction the service holds open."""
+@dataclass(frozen=True)
+class _Snapshot:
+    """The in-memory state as of budget ``version``: replaced, never changed."""
 
-    def __init__(self, records: list[AnswerRecord]) -> None:
-        self._records = records
-        self.con: sa.Connection | None = None
-        self.analyst = ""
-        self.appended = 0
+    version: int
+    last_id: int  # the largest answers.id in ``history``
+    history: History
+    total: tuple[float, float]
 
-    def load(self) -> list[AnswerRecord]:
-        return list(self._records)
 
-    def append(self, record: AnswerRecord) -> None:
-        if self.con is None:
-            raise RuntimeError("answers can only be appended inside a service transaction")
-        self.con.execute(
-            db.answers.insert().values(
-                record=json.dumps(record.to_dict()),
-                epsilon=record.epsilon,
-                scope=json.dumps([f"cell:{j}" for j in record.cells]),
-                analyst=self.analyst,
-                query=record.label,
-                noisy_answer=record.noisy_answer,
-                created=record.time or time.time(),
-            )
-        )
-        self.appended += 1
+@dataclass
+class _Planned:
+    """A cached plan, the state it holds for, and once asked for, its posterior density
+    around the estimate."""
+
+    plan: Plan
+    state: tuple[int, int, tuple[float, float]]  # version, last_id, total of the snapshot
+    density: tuple[list[float], list[float]] | None = None
 
 
 def _unit_flags(unit: dict[str, Any] | None) -> str:
@@ -83,38 +113,93 @@ def _unit_flags(unit: dict[str, Any] | None) -> str:
     return f"--user-column {unit['user_column']} --max-rows-per-user {unit['max_rows_per_user']}"
 
 
-def _digest(salt: str, secret: str) -> str:
-    return hashlib.sha256(f"{salt}:{secret}".encode()).hexdigest()
+def _density(plan: Plan) -> tuple[list[float], list[float]]:
+    """The posterior density on 120 points spanning the interval widened by its width on
+    each side, as offsets from the estimate (it does not depend on the estimate)."""
+    post = plan.posterior
+    err = plan.error if post is None else post.error
+    assert err is not None
+    half = plan.interval_half_width
+    w = 2.0 * half if half > 0 else 1.0
+    x = np.linspace(-half - w, half + w, 121)
+    c = 1.0 - np.asarray(err.cdf(-x), dtype=float)  # P(answer <= estimate + x)
+    mid = 0.5 * (x[1:] + x[:-1])
+    pdf = np.diff(c) / np.diff(x)
+    return mid.tolist(), [max(0.0, float(v)) for v in pdf]
 
 
 class QueryService:
-    """The engine of :class:`EngineConfig` with its state in the database at ``db_url``."""
+    """The engine of :class:`EngineConfig` with its state in the database at ``db_url``.
 
-    def __init__(self, config: EngineConfig, db_url: str) -> None:
+    ``digest_key``: the key of the cube's digest (:func:`~dpbayes.service.config.digest_key`
+    of the admin key; never stored). ``time_limit``: seconds a query may spend planning
+    (``None``: no limit). ``cache_size``: plans kept per history version.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        db_url: str,
+        *,
+        digest_key: bytes,
+        time_limit: float | None = 10.0,
+        cache_size: int = 4096,
+    ) -> None:
         if not isinstance(config, EngineConfig):
             raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
         self.config = config
+        self.time_limit = None if time_limit is None else check_positive(time_limit, "time_limit")
         self.db = db.make_engine(db_url)
+        self.reader = db.make_engine(db_url, writer=False)
         self.postgres = self.db.dialect.name == "postgresql"
-        db.migrate(self.db)
         self.cube = config.build_cube()
-        self._lock = threading.Lock()
-        self._keys: dict[str, tuple[str, str, str]] = {}
-        self._stale = True
-        self._version = -1
+        prepare_secure_noise()
+        mac, key_id = counts_hmac(self.cube, digest_key)
+        db.migrate(self.db, rekey_cube=self._rekey(mac, key_id))
+        self._mac, self._key_id = mac, key_id
+        self._write_lock = threading.Lock()
+        self._pending_lock = threading.Lock()
+        self._pending: list[FreshJob] = []  # fresh answers waiting for the write lock
+        self._cache_lock = threading.Lock()
+        self._cache: OrderedDict[tuple[Any, ...], _Planned] = OrderedDict()
+        self._cache_size = cache_size
+        self._queries: OrderedDict[str, Query] = OrderedDict()  # parsed predicates
+        self.keys = AnalystKeys(self.db, self.reader)
+        self._stale = False
+        k = self.cube.rows_per_user_bound
+        self._user: dict[str, Any] = user_level(k, Neighbours.ADD_REMOVE)[1]
+        self._sens_factor = float(k or 1)
+        self.accountant = Accountant(config.epsilon, config.delta)
         with self.db.begin() as con:
+            db.serialise_setup(con)
             self._init_rows(con)
-            self._rebuild(con)
+            self._snap = self._load(con, None)
 
     # ------------------------------------------------------------------ state
+    def _rekey(self, mac: str, key_id: str) -> Any:
+        cube = self.cube
+
+        def rekey(old_sha256: str) -> tuple[str, str]:
+            if not hmac.compare_digest(old_sha256, counts_digest(cube)):
+                raise ValueError(
+                    "the database holds a different cube (data or attributes changed); its "
+                    "history would not match: use a new --db or the original data"
+                )
+            return mac, key_id
+
+        return rekey
+
     def _init_rows(self, con: sa.Connection) -> None:
         spec = json.dumps(self.config.spec(), sort_keys=True)
-        digest = counts_digest(self.cube)
         row = con.execute(sa.select(db.cube)).first()
         if row is None:
             con.execute(
                 db.cube.insert().values(
-                    id=1, spec=spec, counts_sha256=digest, n_cells=self.cube.n_cells
+                    id=1,
+                    spec=spec,
+                    n_cells=self.cube.n_cells,
+                    counts_hmac=self._mac,
+                    hmac_key_id=self._key_id,
                 )
             )
         elif (old := json.loads(row.spec).get("privacy_unit")) != self.config.privacy_unit:
@@ -123,7 +208,12 @@ class QueryService:
                 f"{describe_unit(self.config.privacy_unit)}: its history was released for the "
                 f"other unit; restart with {_unit_flags(old)} or use a new --db"
             )
-        elif row.spec != spec or row.counts_sha256 != digest:
+        elif row.hmac_key_id != self._key_id:
+            raise ValueError(
+                "the database's cube digest is keyed with another admin key: start with the "
+                "admin key it was created with (--admin-key-file)"
+            )
+        elif row.spec != spec or not hmac.compare_digest(row.counts_hmac, self._mac):
             raise ValueError(
                 "the database holds a different cube (data or attributes changed); its "
                 "history would not match: use a new --db or the original data"
@@ -138,38 +228,89 @@ class QueryService:
                 )
             )
 
-    def _lock_budget(self, con: sa.Connection) -> Any:
+    def _budget_row(self, con: sa.Connection, *, lock: bool) -> Any:
         stmt = sa.select(db.budget).where(db.budget.c.id == 1)
-        if self.postgres:
+        if lock and self.postgres:
             stmt = stmt.with_for_update()
         return con.execute(stmt).one()
 
-    def _rebuild(self, con: sa.Connection) -> None:
-        """Engine, accountant and history from the database (start, restart, other writer)."""
-        b = self._lock_budget(con)
-        acc = Accountant(b.total_epsilon, b.total_delta)
-        records = []
-        for r in con.execute(sa.select(db.answers).order_by(db.answers.c.id)):
-            rec = AnswerRecord.from_dict(json.loads(r.record))
-            acc.spend(r.epsilon, scope=json.loads(r.scope), label=r.query)
-            records.append(rec)
-        self.store = _TxStore(records)
-        self.engine = QueryEngine(
-            self.cube,
-            accountant=acc,
-            store=self.store,
-            rng=self.config.seed,
-            method=self.config.method,
-            max_epsilon=self.config.max_epsilon,
-        )
-        self._version = int(b.version)
+    def _load(self, con: sa.Connection, snap: _Snapshot | None) -> _Snapshot:
+        """The state as of the database seen by ``con``: ``snap`` plus the rows after it;
+        the history from all rows if there is no ``snap`` or it is stale, the accountant
+        from all spends then and when the total budget changed."""
+        b = self._budget_row(con, lock=False)
+        total = (float(b.total_epsilon), float(b.total_delta))
+        fresh_history = snap is None or self._stale
+        fresh_accountant = fresh_history or snap is None or snap.total != total
+        after = 0 if fresh_history or snap is None else snap.last_id
+        a = db.answers.c
+        rows = con.execute(sa.select(db.answers).where(a.id > after).order_by(a.id)).all()
+        try:
+            if fresh_history:
+                hist, last = History.from_cube(self.cube), 0
+            else:
+                assert snap is not None
+                hist, last = snap.history.copy(), snap.last_id
+            if fresh_accountant:
+                acc = Accountant(*total)
+                older = sa.select(a.epsilon, a.scope, a.query).where(a.id <= after)
+                for r in con.execute(older.order_by(a.id)):
+                    acc.spend(r.epsilon, scope=json.loads(r.scope), label=r.query)
+            else:
+                acc = self.accountant
+            for r in rows:
+                rec = AnswerRecord.from_dict(json.loads(r.record))
+                check_record(rec, self.cube)
+                acc.spend(r.epsilon, scope=json.loads(r.scope), label=r.query)
+                hist.add(rec.dense(), rec.noisy_answer, rec.epsilon, sensitivity=rec.sensitivity)
+                last = int(r.id)
+        except BaseException:
+            self._stale = True  # the shared accountant may hold part of the new rows
+            raise
+        self.accountant = acc
         self._stale = False
+        return _Snapshot(int(b.version), last, hist, total)
 
-    def _sync(self, con: sa.Connection) -> Any:
-        b = self._lock_budget(con)
-        if self._stale or int(b.version) != self._version:
-            self._rebuild(con)
-        return b
+    def _current(self) -> _Snapshot:
+        """The snapshot, brought up to date if the database changed (one unlocked read)."""
+        version = self._read_version()
+        snap = self._snap
+        if int(version) == snap.version and not self._stale:
+            return snap
+        with self._write_lock:  # a commit in this process also updates the snapshot
+            snap = self._snap
+            if int(version) > snap.version or self._stale:
+                with self._consistent_read() as con:
+                    snap = self._snap = self._load(con, snap)
+            return snap
+
+    def _read_version(self) -> int:
+        """The budget row's version: one SELECT on a pooled driver connection (no
+        SQLAlchemy transaction; SQLite reads it in autocommit mode, without any lock)."""
+        con = self.reader.raw_connection()
+        try:
+            cur = con.cursor()
+            try:
+                cur.execute("SELECT version FROM budget WHERE id = 1")
+                row = cur.fetchone()
+            finally:
+                cur.close()
+        finally:
+            con.close()  # back to the pool
+        if row is None:
+            raise RuntimeError("the budget row is missing from the database")
+        return int(row[0])
+
+    @contextlib.contextmanager
+    def _consistent_read(self) -> Iterator[sa.Connection]:
+        """A read transaction that sees one state of the database for all its statements
+        (SQLite: any transaction in WAL mode; PostgreSQL: REPEATABLE READ). The budget row
+        is read before the answers, so a state is never labelled newer than its rows."""
+        with self.reader.connect() as con:
+            if self.postgres:
+                con = con.execution_options(isolation_level="REPEATABLE READ")
+            with con.begin():
+                yield con
 
     # ------------------------------------------------------------------ queries
     def make_query(self, where: str | None, coefficients: list[float] | None) -> Query:
@@ -177,55 +318,182 @@ class QueryService:
         if (where is None) == (coefficients is None):
             raise ValueError("give exactly one of 'where' (a predicate) or 'coefficients'")
         if where is not None:
-            return self.cube.query(where)
-        c = check_coefficients(np.asarray(coefficients, dtype=float), self.cube.n_cells, "query")
-        if not np.any(c):
-            raise ValueError("coefficients: the query reads no cell (all zero)")
+            hit = self._queries.get(where)  # parsing a predicate is the costliest step
+            if hit is None:
+                hit = self.cube.query(where)  # (raises before anything is cached)
+                with self._cache_lock:
+                    self._queries[where] = hit
+                    while len(self._queries) > self._cache_size:
+                        self._queries.popitem(last=False)
+            return hit
+        c = check_coefficients(
+            np.asarray(coefficients, dtype=float), self.cube.n_cells, "coefficients"
+        )
         return Query(c, "coefficients")
 
-    def ask(self, analyst: str, query: Query, *, half_width: float, confidence: float) -> Reply:
-        """Answer with the engine; a fresh answer is committed before this returns."""
-        with self._lock:
-            try:
-                with self.db.begin() as con:
-                    self._sync(con)
-                    self.store.con, self.store.analyst, self.store.appended = con, analyst, 0
-                    ans = self.engine.ask(query, half_width=half_width, confidence=confidence)
-                    if ans.status == "fresh":
-                        if self.store.appended != 1:
-                            raise RuntimeError("a fresh answer was not stored exactly once")
-                        con.execute(
-                            db.budget.update()
-                            .where(db.budget.c.id == 1)
-                            .values(version=db.budget.c.version + 1)
-                        )
-                    elif self.store.appended:
-                        raise RuntimeError("an answer was stored without being fresh")
-                if ans.status == "fresh":
-                    self._version += 1
-            except BaseException:
-                self._stale = True  # in-memory state may be ahead of the database
-                raise
-            finally:
-                self.store.con = None
-            spent, _ = self.engine.accountant.spent
-            return Reply(ans, self.engine.accountant.remaining[0], spent)
+    def _plan(self, snap: _Snapshot, q: Query, d: float, p: float) -> _Planned:
+        """The plan for (query, requirement) on ``snap``: cached per history version, and
+        carried over to a later version when the query's BLUE did not change (the answers
+        committed since read other cells or other directions), so the eps search runs
+        once per query, requirement and BLUE."""
+        key = (q.text, hashlib.blake2b(q.coefficients.tobytes(), digest_size=16).digest(), d, p)
+        state = (snap.version, snap.last_id, snap.total)
+        with self._cache_lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+        if hit is not None and hit.state == state:
+            return hit
+        if hit is not None and hit.state[2] == snap.total and hit.state[:2] < state[:2]:
+            carried = carry_over(hit.plan, snap.history)
+            if carried is not None:
+                planned = _Planned(carried, state, hit.density)
+                self._remember(key, planned)
+                return planned
+        total = snap.total[0]
+        plan = plan_answer(
+            snap.history,
+            q,
+            d,
+            p,
+            sensitivity=q.sensitivity * self._sens_factor,
+            accuracy=_METHOD_ACCURACY,
+            max_epsilon=self.config.max_epsilon,
+            cap=total * (1 + _TOLERANCE),
+            cap_reason=f"budget exceeded: the total budget is eps={total:.6g}",
+        )
+        planned = _Planned(plan, state)
+        self._remember(key, planned)
+        return planned
+
+    def _remember(self, key: tuple[Any, ...], planned: _Planned) -> None:
+        with self._cache_lock:
+            old = self._cache.get(key)
+            if old is None or old.state[:2] <= planned.state[:2]:
+                self._cache[key] = planned
+                self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    def ask(
+        self,
+        analyst: str,
+        query: Query,
+        *,
+        half_width: float,
+        confidence: float,
+        density: bool = False,
+        deadline: float | None = None,
+    ) -> Reply:
+        """Answer within +-half_width with probability >= confidence: from the history, with
+        one fresh answer (committed before this returns), or a refusal.
+
+        ``deadline`` (``time.monotonic()``): planning stops with TimeLimitExceeded once it
+        has passed (default: ``time_limit`` seconds from now); the commit itself is short
+        and never cut.
+        """
+        d = check_positive(half_width, "half_width")
+        p = check_probability(confidence, "confidence", open_interval=True)
+        if deadline is None and self.time_limit is not None:
+            deadline = time.monotonic() + self.time_limit
+        for _ in range(_MAX_ATTEMPTS):
+            with time_limit(None if deadline is None else deadline - time.monotonic()):
+                check_time()
+                snap = self._current()
+                planned = self._plan(snap, query, d, p)
+                plan = planned.plan
+                if density and planned.density is None and plan.status != "refused":
+                    planned.density = _density(plan)
+                if plan.status == "history":
+                    return self._reply(self._from_history(snap, plan), planned, density)
+                if plan.status == "refused":
+                    return self._reply(refused_answer(plan), planned, density)
+                scope = [f"cell:{j}" for j in query.cells]
+                if not self.accountant.can_spend(plan.epsilon, scope=scope):
+                    return self._reply(self._budget_refusal(plan, scope), planned, density)
+                after = snap.history.copy()
+                index = after.add(
+                    query.coefficients, 0.0, plan.epsilon, sensitivity=plan.sensitivity
+                )
+            answer = self._commit(snap, plan, scope, after, index, analyst)
+            if answer is not None:
+                return self._reply(answer, planned, density)
+        raise Busy(
+            "the ledger changed during each of several attempts to plan this query; nothing "
+            "was spent: retry"
+        )
+
+    def _reply(self, answer: Answer, planned: _Planned, density: bool) -> Reply:
+        acc = self.accountant
+        spent, remaining = acc.spent[0], acc.remaining[0]
+        dens = None
+        if density and planned.density is not None and answer.estimate is not None:
+            x, pdf = planned.density
+            dens = {"x": [answer.estimate + v for v in x], "pdf": pdf}
+        return Reply(answer, remaining, spent, dens)
+
+    def _from_history(self, snap: _Snapshot, plan: Plan) -> Answer:
+        n = len(snap.history)
+        g = history_guarantee(self.accountant.spent[0], n, plan.sensitivity, False, self._user)
+        return history_answer(plan, g, f"met by the history of {n} answers; nothing spent")
+
+    def _budget_refusal(self, plan: Plan, scope: list[str]) -> Answer:
+        try:
+            with self.accountant.charge(plan.epsilon, scope=scope):
+                raise _Fits  # pragma: no cover - only a concurrent change gets here
+        except BudgetExceeded as exc:
+            return refused_answer(
+                plan, f"needs eps={plan.epsilon:.6g} on the cells it reads: {exc}"
+            )
+        except _Fits:
+            return refused_answer(plan, "the budget changed while the query was planned; retry")
+
+    def _commit(
+        self,
+        snap: _Snapshot,
+        plan: Plan,
+        scope: list[str],
+        after: History,
+        index: int,
+        analyst: str,
+    ) -> Answer | None:
+        """Commit one fresh answer (with whatever others are waiting: commits.py); ``None``
+        if the state moved on since ``snap`` in a way that changes the plan (the caller
+        plans again). Only the commit runs under the write lock: a check of each plan
+        against the newer state (a BLUE, no error distribution), the noise, the writes."""
+        job = FreshJob(snap, plan, scope, after, index, analyst, self.cube.true_answer(plan.query))
+        with self._pending_lock:
+            self._pending.append(job)
+        with self._write_lock:
+            if not job.done:  # else an earlier holder of the lock committed it
+                with self._pending_lock:
+                    batch, self._pending = self._pending, []
+                commit_batch(self, batch)
+        res = outcome(job)
+        if not isinstance(res, FreshJob):
+            return res  # None (plan again) or a refusal
+        assert res.guarantee is not None and res.blue is not None
+        reason = fresh_reason(
+            plan.epsilon, plan.sensitivity, self._user, self.cube.rows_per_user_bound
+        )
+        return fresh_answer(
+            plan, None, res.guarantee, reason, blue=res.blue, accuracy=_METHOD_ACCURACY
+        )
 
     # ------------------------------------------------------------------ reading
     def budget(self) -> dict[str, Any]:
-        with self._lock, self.db.begin() as con:
-            self._sync(con)
-            acc = self.engine.accountant
-            eps, dlt = acc.spent
-            reps, rdlt = acc.remaining
-            return {
-                "total": {"epsilon": acc.total[0], "delta": acc.total[1]},
-                "spent": {"epsilon": eps, "delta": dlt},
-                "remaining": {"epsilon": reps, "delta": rdlt},
-                "answers": len(self.engine.history),
-                "composition": "sequential within a cell, parallel across disjoint cells "
-                "(paper 000 Thms 5.1-5.2)",
-            }
+        snap = self._current()
+        acc = self.accountant
+        eps, dlt = acc.spent
+        reps, rdlt = acc.remaining
+        return {
+            "total": {"epsilon": acc.total[0], "delta": acc.total[1]},
+            "spent": {"epsilon": eps, "delta": dlt},
+            "remaining": {"epsilon": reps, "delta": rdlt},
+            "answers": len(snap.history),
+            "composition": "sequential within a cell, parallel across disjoint cells "
+            "(paper 000 Thms 5.1-5.2)",
+        }
 
     def history(self, *, offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         stmt = (
@@ -241,7 +509,7 @@ class QueryService:
             .offset(offset)
             .limit(limit)
         )
-        with self.db.connect() as con:
+        with self.reader.connect() as con:
             return [dict(r._mapping) for r in con.execute(stmt)]
 
     def schema(self) -> dict[str, Any]:
@@ -267,11 +535,13 @@ class QueryService:
     # ------------------------------------------------------------------ admin
     def set_budget(self, epsilon: float, delta: float) -> dict[str, Any]:
         eps, dlt = check_epsilon(epsilon, "epsilon"), check_delta(delta, "delta")
-        with self._lock:
+        with self._write_lock:
             try:
                 with self.db.begin() as con:
-                    self._sync(con)
-                    spent = self.engine.accountant.spent
+                    b = self._budget_row(con, lock=True)
+                    if int(b.version) != self._snap.version:
+                        self._snap = self._load(con, self._snap)
+                    spent = self.accountant.spent
                     if eps < spent[0] or dlt < spent[1]:
                         raise Conflict(
                             f"epsilon={eps:g}, delta={dlt:g} is below what is already spent "
@@ -286,53 +556,25 @@ class QueryService:
                             version=db.budget.c.version + 1,
                         )
                     )
-            finally:
+            except Conflict:
+                raise
+            except BaseException:
                 self._stale = True
+                raise
         return self.budget()
 
     def add_analyst(self, name: str) -> str:
         """Create an analyst; returns the API key (shown once, stored as a salted hash)."""
-        if not isinstance(name, str) or not name.strip() or len(name) > 100:
-            raise ValueError("name must be a non-empty string of at most 100 characters")
-        key_id, salt = secrets.token_hex(8), secrets.token_hex(16)
-        secret = secrets.token_urlsafe(32)
-        with self.db.begin() as con:
-            if con.execute(sa.select(db.analysts).where(db.analysts.c.name == name)).first():
-                raise Conflict(f"an analyst named {name!r} exists already")
-            con.execute(
-                db.analysts.insert().values(
-                    name=name,
-                    key_id=key_id,
-                    salt=salt,
-                    key_sha256=_digest(salt, secret),
-                    created=time.time(),
-                )
-            )
-        return f"{_KEY_PREFIX}_{key_id}_{secret}"
+        return self.keys.add(name, Conflict)
 
     def analyst(self, key: str | None) -> str | None:
         """The analyst's name for a valid API key, else None (constant-time comparison)."""
-        if not key or not key.startswith(_KEY_PREFIX + "_") or len(key) > 200:
-            return None
-        key_id, _, secret = key[len(_KEY_PREFIX) + 1 :].partition("_")
-        entry = self._keys.get(key_id)
-        if entry is None:
-            with self.db.connect() as con:
-                r = con.execute(
-                    sa.select(db.analysts).where(db.analysts.c.key_id == key_id)
-                ).first()
-            if r is None:
-                return None
-            entry = (r.name, r.salt, r.key_sha256)
-            self._keys[key_id] = entry
-        name, salt, digest = entry
-        return name if hmac.compare_digest(_digest(salt, secret), digest) else None
+        return self.keys.name(key)
 
     def close(self) -> None:
         self.db.dispose()
+        self.reader.dispose()
 
 
-def check_admin(given: str | None, expected_sha256: str) -> bool:
-    if not given:
-        return False
-    return hmac.compare_digest(hashlib.sha256(given.encode()).hexdigest(), expected_sha256)
+class _Fits(Exception):
+    """Internal: a spend that was about to be refused fits after all."""
