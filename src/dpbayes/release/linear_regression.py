@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import linalg, special
+from scipy import special
 
 from dpbayes.models.linear_regression import BayesianLinearRegression, RegressionStatistics
 from dpbayes.privacy import Guarantee, Neighbours
@@ -86,6 +86,8 @@ def truncated_gaussian_ball(
     Exact rejection sampling (up to 100,272 proposals); if none is accepted, ``sweeps``
     sweeps of a Gibbs sampler with exact truncated-normal conditionals (approximate).
     """
+    from scipy import linalg
+
     d = mean.size
     chol = np.linalg.cholesky(cov)
     for size in [16, 256] + [2000] * 50:
