@@ -9,7 +9,9 @@ Importing dpbayes is cheap: the sub-packages (``dpb.models``, ``dpb.privacy``, .
 the names below are imported on first use (PEP 562), so numpy, scipy, pandas and DuckDB
 load only when something needs them. ``dpb.release`` is the release function; the
 ``dpbayes.release`` sub-package it comes from stays importable by its full name
-(``from dpbayes.release import Release, plan``).
+(``from dpbayes.release import Release, plan, expmech``). As before, ``import
+dpbayes.release.base as b`` follows the attribute ``dpbayes.release`` (the function):
+write ``from dpbayes.release import base``.
 """
 
 from __future__ import annotations
