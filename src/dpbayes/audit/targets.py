@@ -22,6 +22,7 @@ import numpy as np
 
 from dpbayes.audit.auditor import AuditResult, NeighbourPair, audit
 from dpbayes.audit.exact import Distribution, pair_exact_epsilon
+from dpbayes.audit.names import MODEL_NAMES
 from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
 from dpbayes.privacy.validation import check_array, check_int
 
@@ -38,19 +39,7 @@ __all__ = [
     "release_mechanism",
 ]
 
-MODEL_NAMES = ("beta-bernoulli", "dirichlet-categorical", "normal-mean")
 EXHAUSTIVE_COIN_N = 200  # audit_release adds the exact eps over all n pairs of the coin up to here
-
-
-def _load_release_modules() -> None:
-    """Import the release modules so that every mechanism is registered."""
-    import importlib
-
-    for mod in ("parameters", "expmech", "sampling", "input", "fourier", "bayes_net"):
-        try:
-            importlib.import_module(f"dpbayes.release.{mod}")
-        except ImportError:
-            continue
 
 
 def builtin_model(name: str, *, categories: int = 3, prior: Any = None) -> Any:
@@ -83,10 +72,9 @@ def builtin_model(name: str, *, categories: int = 3, prior: Any = None) -> Any:
 
 
 def registered_mechanisms(model: Any) -> list[str]:
-    """The release mechanisms registered for ``model`` (after importing every module)."""
+    """The release mechanisms registered for ``model`` (the registry loads every family)."""
     from dpbayes.release.base import mechanisms_for
 
-    _load_release_modules()
     return mechanisms_for(model)
 
 
@@ -167,8 +155,6 @@ def release_mechanism(
     """
     from dpbayes.privacy.noise import noise_source
     from dpbayes.release.base import plan
-
-    _load_release_modules()
 
     def plan_for(data: Any) -> Any:
         return plan(

@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
             "empirical lower bound exceeds the claimed eps."
         ),
     )
-    from dpbayes.audit.targets import MODEL_NAMES
+    from dpbayes.audit.names import MODEL_NAMES
 
     p.add_argument("--model", choices=MODEL_NAMES, help="built-in model")
     p.add_argument("--mechanism", help="release mechanism (see dpbayes.release.mechanisms_for)")

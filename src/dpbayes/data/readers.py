@@ -12,6 +12,7 @@ in the engine first (:mod:`dpbayes.data.contributions`).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,15 @@ def _module_of(obj: Any) -> str:
     return type(obj).__module__.split(".")[0]
 
 
-def _is_table_like(data: Any) -> bool:
-    import pandas as pd
+def _is_pandas(data: Any, kind: str) -> bool:
+    """Whether ``data`` is a pandas ``kind`` (``"DataFrame"``, ``"Series"``), without
+    importing pandas (if it is not imported, ``data`` cannot be one)."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(data, getattr(pd, kind))
 
-    if isinstance(data, pd.DataFrame | SQLTable | Table | str | os.PathLike):
+
+def _is_table_like(data: Any) -> bool:
+    if _is_pandas(data, "DataFrame") or isinstance(data, SQLTable | Table | str | os.PathLike):
         return True
     if is_spark_dataframe(data) or _module_of(data) == "sqlalchemy":
         return True
@@ -212,8 +218,6 @@ def as_source(
     Files and frames are aggregated by DuckDB (streamed, never loaded into Python);
     arrays by numpy. Sums are correctly rounded, so both give identical results.
     """
-    import pandas as pd
-
     table_like = _is_table_like(data) or is_database_url(data)
     if not table_like and (
         table is not None
@@ -229,7 +233,7 @@ def as_source(
         if column is not None:
             raise TypeError(f"column must be None for a data source ({data.name}), got {column!r}")
         return data
-    if isinstance(data, pd.Series):
+    if _is_pandas(data, "Series"):
         if column is not None:
             raise TypeError(f"column must be None for a pandas Series, got {column!r}")
         if len(data) == 0:

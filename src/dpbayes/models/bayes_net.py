@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from dpbayes.models.bayes_net_counts import family_counts
 from dpbayes.models.bayes_net_posterior import (
     BayesNetParameters,
     BayesNetPosterior,
@@ -195,6 +195,8 @@ class BayesNet:
 
     def _category_codes(self, name: str, values: np.ndarray) -> np.ndarray:
         """Index of each value in the declared categories (-1 if undeclared)."""
+        import pandas as pd
+
         cats = self.variables[name]
         numeric = all(isinstance(c, int | float) and not isinstance(c, bool) for c in cats)
         if values.dtype.kind in "biuf" and numeric:
@@ -212,23 +214,15 @@ class BayesNet:
         return np.asarray(pd.Index(list(cats)).get_indexer(values))
 
     def statistics(self, data: Any, column: str | None = None) -> BayesNetStatistics:
-        """The family count tables of ``data`` (the posterior updates of paper 004)."""
+        """The family count tables of ``data`` (the posterior updates of paper 004).
+
+        In-memory data (a pandas DataFrame, a mapping of columns) is counted by numpy in
+        one pass; files, other frames, databases and contribution-bounded tables by the
+        engine that holds them, with the same results (:mod:`.bayes_net_counts`).
+        """
         if column is not None:
             raise ValueError("column must be None for a BayesNet (it reads every variable)")
-        joint = _joint_counts_from_source(self, data)
-        if joint is not None:
-            return joint
-        codes = self.encode(data)
-        if codes.shape[0] == 0:
-            raise ValueError("data is empty")
-        pos = {v: i for i, v in enumerate(self.nodes)}
-        counts = {}
-        for v in self.nodes:
-            fam = self.family(v)
-            shape = self.table_shape(v)
-            flat = np.ravel_multi_index(tuple(codes[:, pos[u]] for u in fam), shape)
-            counts[v] = np.bincount(flat, minlength=int(np.prod(shape))).reshape(shape)
-        return BayesNetStatistics(counts=counts, n=int(codes.shape[0]))
+        return family_counts(self, data)
 
     # --- posteriors ----------------------------------------------------------------
     def prior(self) -> BayesNetPosterior:
@@ -290,7 +284,10 @@ class NaiveBayes(BayesNet):
         return {**super().to_dict(), "family": "naive-bayes", "target": self.target}
 
 
-def _as_frame(data: Any) -> pd.DataFrame:
+def _as_frame(data: Any) -> Any:
+    """``data`` as a pandas DataFrame (a DataFrame or a mapping of columns)."""
+    import pandas as pd
+
     if isinstance(data, pd.DataFrame):
         return data
     if isinstance(data, Mapping):
@@ -299,49 +296,3 @@ def _as_frame(data: Any) -> pd.DataFrame:
         f"data must be a pandas DataFrame, a mapping of columns or a table source, "
         f"got {type(data).__name__}"
     )
-
-
-def _joint_counts_from_source(model: BayesNet, data: Any) -> BayesNetStatistics | None:
-    """Family tables by GROUP BY in the engine that holds the data.
-
-    Every table goes through ``dpbayes.data.open_table(data).value_counts_joint``: pandas,
-    polars and Arrow frames (DuckDB scans them in place), CSV/Parquet paths (streamed by
-    DuckDB), DuckDB relations, database URLs / SQLAlchemy engines wrapped in
-    ``dpbayes.data.Table(url, table=...)``, Spark DataFrames, and tables bounded to k rows
-    per user (``Table(data, user_column=..., max_rows_per_user=k)``; the release then
-    scales its sensitivity by k). Only the counts reach Python. ``None`` for a mapping of
-    columns, which is counted with numpy (the same counts).
-    """
-    if isinstance(data, Mapping):
-        return None
-    from dpbayes.data import open_table
-
-    table = open_table(data)
-    columns = table.columns
-    counts: dict[str, np.ndarray] = {}
-    n = None
-    for v in model.nodes:
-        fam = model.family(v)
-        missing = [c for c in fam if c not in columns]
-        if missing:
-            raise ValueError(f"data has no column {missing[0]!r} (model variable)")
-        tab = np.zeros(model.table_shape(v), dtype=np.int64)
-        for key, cnt in table.value_counts_joint(list(fam), dropna=False).items():
-            idx = []
-            for name, val in zip(fam, key, strict=True):
-                if val is None or (isinstance(val, float) and np.isnan(val)):
-                    raise ValueError(f"data column {name!r} contains missing values")
-                val = int(val) if isinstance(val, bool | np.bool_) else val
-                try:
-                    idx.append(model.variables[name].index(val))
-                except ValueError:
-                    raise ValueError(
-                        f"data column {name!r} has unknown category {val!r}; "
-                        f"the model declares {list(model.variables[name])}"
-                    ) from None
-            tab[tuple(idx)] += int(cnt)
-        counts[v] = tab
-        n = int(tab.sum()) if n is None else n
-    if not n:
-        raise ValueError("data is empty")
-    return BayesNetStatistics(counts=counts, n=n)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special
 
 from dpbayes.privacy.validation import (
     check_array,
@@ -47,6 +47,8 @@ def _beta_hdi(a: float, b: float, level: float) -> tuple[float, float]:
     For a, b <= 1 the density is convex, every stationary point of ``w`` is a maximum, and
     the narrowest interval is the narrower of the two one-sided ones (central if uniform).
     """
+    from scipy import optimize, stats
+
     dist = stats.beta(a, b)
     tail = 1.0 - level
     if a <= 1.0 and b <= 1.0:
@@ -137,6 +139,8 @@ class Beta(Distribution):
         return {"a": self.a, "b": self.b}
 
     def to_scipy(self) -> Any:
+        from scipy import stats
+
         return stats.beta(self.a, self.b)
 
     def mean(self) -> float:
@@ -147,22 +151,34 @@ class Beta(Distribution):
         return self.a * self.b / (s * s * (s + 1.0))
 
     def pdf(self, x: Any) -> Any:
+        from scipy import stats
+
         return stats.beta.pdf(x, self.a, self.b)
 
     def logpdf(self, x: Any) -> Any:
+        from scipy import stats
+
         return stats.beta.logpdf(x, self.a, self.b)
 
     def cdf(self, x: Any) -> Any:
+        from scipy import stats
+
         return stats.beta.cdf(x, self.a, self.b)
 
     def sf(self, x: Any) -> Any:
+        from scipy import stats
+
         return stats.beta.sf(x, self.a, self.b)
 
     def ppf(self, q: Any) -> Any:
+        from scipy import stats
+
         return stats.beta.ppf(q, self.a, self.b)
 
     def interval(self, level: float = 0.95, kind: str = "central") -> tuple[float, float]:
         """Credible interval of probability ``level``: equal-tailed or highest-density."""
+        from scipy import stats
+
         lvl, kind = _check_interval_args(level, kind)
         if kind == "hdi":
             return _beta_hdi(self.a, self.b, lvl)
@@ -196,6 +212,8 @@ class Normal(Distribution):
         return {"family": self.family, "mean": self.loc, "sd": self.sd}
 
     def to_scipy(self) -> Any:
+        from scipy import stats
+
         return stats.norm(self.loc, self.sd)
 
     def mean(self) -> float:
@@ -208,22 +226,34 @@ class Normal(Distribution):
         return self.sd
 
     def pdf(self, x: Any) -> Any:
+        from scipy import stats
+
         return stats.norm.pdf(x, self.loc, self.sd)
 
     def logpdf(self, x: Any) -> Any:
+        from scipy import stats
+
         return stats.norm.logpdf(x, self.loc, self.sd)
 
     def cdf(self, x: Any) -> Any:
+        from scipy import stats
+
         return stats.norm.cdf(x, self.loc, self.sd)
 
     def sf(self, x: Any) -> Any:
+        from scipy import stats
+
         return stats.norm.sf(x, self.loc, self.sd)
 
     def ppf(self, q: Any) -> Any:
+        from scipy import stats
+
         return stats.norm.ppf(q, self.loc, self.sd)
 
     def interval(self, level: float = 0.95, kind: str = "central") -> tuple[float, float]:
         """Credible interval of probability ``level`` (central = highest-density here)."""
+        from scipy import stats
+
         lvl, _ = _check_interval_args(level, kind)
         half = self.sd * float(stats.norm.isf((1.0 - lvl) / 2))
         return self.loc - half, self.loc + half
@@ -265,6 +295,8 @@ class Dirichlet(Distribution):
         return {"alpha": self.alpha}
 
     def to_scipy(self) -> Any:
+        from scipy import stats
+
         return stats.dirichlet(self.alpha)
 
     def mean(self) -> np.ndarray:
@@ -312,6 +344,8 @@ class Dirichlet(Distribution):
 
     def rvs(self, size: Any = None, random_state: Any = None) -> Any:
         """Draw simplex points via scipy: shape (m,) if ``size`` is None, else ``size + (m,)``."""
+        from scipy import stats
+
         if size is None:
             return stats.dirichlet.rvs(self.alpha, size=1, random_state=random_state)[0]
         return stats.dirichlet.rvs(self.alpha, size=size, random_state=random_state)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy import integrate, optimize, special, stats
+from scipy import special
 
 from dpbayes.models.distributions import Beta, Dirichlet, Distribution, Normal
 from dpbayes.models.lgamma_differences import bregman_lgamma, jensen_lgamma, log1pmx
@@ -249,6 +249,8 @@ def _weighted_beta_l1(lwp: float, a1: float, b1: float, lwq: float, a2: float, b
     beta) tail masses between them. Zeros below x = 5e-324 (parameters far below 0.01)
     are not resolved.
     """
+    from scipy import optimize
+
     wp, wq = float(np.exp(lwp)), float(np.exp(lwq))
     if wp == 0.0 or wq == 0.0:
         return wp + wq
@@ -312,6 +314,8 @@ def _tv_dirichlet3(p: Dirichlet, q: Dirichlet) -> float:
     :func:`_weighted_beta_l1`. The outer integral runs over the central 1 - 4e-13 of both
     marginals of x_0 (the error of that cut is below 4e-13).
     """
+    from scipy import integrate, stats
+
     a, b = p.alpha, q.alpha
     mp = stats.beta(a[0], a[1] + a[2])
     mq = stats.beta(b[0], b[1] + b[2])
@@ -367,6 +371,8 @@ def _f_divergence_beta(p: Beta, q: Beta, f: Callable[[float], float]) -> float:
     In z the integrand is smooth even when a or b < 1 (the density's poles at 0 and 1
     become exponential tails), so quadrature needs no special endpoint treatment.
     """
+    from scipy import integrate, stats
+
     cq = float(special.betaln(q.a, q.b))
     clr = cq - float(special.betaln(p.a, p.b))
     da, db = p.a - q.a, p.b - q.b
@@ -394,6 +400,8 @@ def _f_divergence_beta(p: Beta, q: Beta, f: Callable[[float], float]) -> float:
 
 
 def _f_divergence_normal(p: Normal, q: Normal, f: Callable[[float], float]) -> float:
+    from scipy import integrate
+
     cq = math.log(q.sd) + 0.5 * math.log(2 * math.pi)
     clr = math.log(q.sd / p.sd)
 

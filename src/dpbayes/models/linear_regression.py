@@ -12,12 +12,11 @@ each label clipped to [-label_bound, label_bound], and the prior truncated to th
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
-from scipy import linalg, stats
 
 from dpbayes.privacy.validation import check_array, check_int, check_positive
 
@@ -42,6 +41,8 @@ class MultivariateNormal:
         return np.sqrt(self.var())
 
     def to_scipy(self) -> Any:
+        from scipy import stats
+
         return stats.multivariate_normal(mean=self.mean_, cov=self.cov, allow_singular=False)
 
     def logpdf(self, x: Any) -> Any:
@@ -52,6 +53,8 @@ class MultivariateNormal:
 
     def interval(self, level: float = 0.95) -> np.ndarray:
         """Per-coordinate central intervals, shape (d, 2)."""
+        from scipy import stats
+
         z = stats.norm.ppf(0.5 + level / 2)
         s = self.std()
         return np.stack([self.mean_ - z * s, self.mean_ + z * s], axis=1)
@@ -155,7 +158,8 @@ class BayesianLinearRegression:
         return xa, ya
 
     def _xy(self, data: Any) -> tuple[np.ndarray, np.ndarray]:
-        if isinstance(data, pd.DataFrame):
+        pd = sys.modules.get("pandas")  # not imported: data cannot be a pandas frame
+        if pd is not None and isinstance(data, pd.DataFrame):
             if self.features is None or self.target is None:
                 raise ValueError("features and target must be set to read a table")
             missing = [c for c in [*self.features, self.target] if c not in data.columns]
@@ -178,6 +182,8 @@ class BayesianLinearRegression:
         self, stats_: RegressionStatistics, noise_variance: float | None = None
     ) -> MultivariateNormal:
         """The Gaussian posterior (untruncated prior); ``noise_variance`` overrides sigma^2."""
+        from scipy import linalg
+
         s2 = self.noise_variance if noise_variance is None else noise_variance
         d = stats_.xtx.shape[0]
         prec = self.prior_precision * np.eye(d) + stats_.xtx / s2

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special
 
 from dpbayes.privacy.validation import check_array, check_int, check_probability
 
@@ -128,10 +128,14 @@ class BetaMixture:
         return math.sqrt(self.var())
 
     def pdf(self, x: Any) -> Any:
+        from scipy import stats
+
         xs = np.asarray(x, dtype=float)[..., None]
         return np.sum(self.weights * stats.beta.pdf(xs, self.a, self.b), axis=-1)
 
     def logpdf(self, x: Any) -> Any:
+        from scipy import stats
+
         xs = np.asarray(x, dtype=float)[..., None]
         return special.logsumexp(
             np.log(self.weights) + stats.beta.logpdf(xs, self.a, self.b), axis=-1
@@ -184,6 +188,8 @@ class BetaMixture:
         return t
 
     def _ppf1(self, q: float) -> float:
+        from scipy import optimize
+
         if q <= 0.0:
             return 0.0
         if q >= 1.0:
@@ -217,6 +223,8 @@ class BetaMixture:
 
     def rvs(self, size: Any = None, random_state: Any = None) -> Any:
         """Draws through scipy: a component index, then a Beta draw (``random_state``)."""
+        from scipy import stats
+
         shape = () if size is None else (size if isinstance(size, tuple) else (int(size),))
         count = int(np.prod(shape)) if shape else 1
         idx = stats.rv_discrete(values=(np.arange(self.weights.size), self.weights)).rvs(
@@ -313,6 +321,8 @@ class DirichletMixture(_DirichletMarginals):
 
     def logpdf(self, x: Any) -> Any:
         """log density at simplex points ``x``, shape (m,) or (N, m)."""
+        from scipy import stats
+
         xs = np.asarray(x, dtype=float)
         pts = np.atleast_2d(xs)
         comp = np.array([np.atleast_1d(stats.dirichlet.logpdf(pts.T, al)) for al in self.alphas])
@@ -327,6 +337,8 @@ class DirichletMixture(_DirichletMarginals):
         }
 
     def rvs(self, size: Any = None, random_state: Any = None) -> Any:
+        from scipy import stats
+
         count = 1 if size is None else int(size)
         idx = stats.rv_discrete(values=(np.arange(self.weights.size), self.weights)).rvs(
             size=count, random_state=random_state
@@ -429,6 +441,8 @@ class SeparableDirichletMixture(_DirichletMarginals):
 
     def rvs_counts(self, size: int = 1, random_state: Any = None) -> np.ndarray:
         """Exact draws of the true count vector c, shape (size, m): c_1, then c_2 | c_1, ..."""
+        from scipy import stats
+
         size = check_int(size, "size", minimum=1)
         suf = self._suffix()
         out = np.zeros((size, self.m), dtype=np.int64)
@@ -446,6 +460,8 @@ class SeparableDirichletMixture(_DirichletMarginals):
 
     def rvs(self, size: Any = None, random_state: Any = None) -> Any:
         """Exact draws of theta: a true count vector c, then Dir(alpha + c)."""
+        from scipy import stats
+
         count = 1 if size is None else int(size)
         c = self.rvs_counts(count, random_state=random_state)
         gam = stats.gamma.rvs(self.alpha + c, random_state=random_state)
@@ -543,6 +559,8 @@ class GridDistribution:
 
     def rvs(self, size: Any = None, random_state: Any = None) -> Any:
         """Inverse-CDF draws from scipy uniforms (``random_state``)."""
+        from scipy import stats
+
         return self.ppf(stats.uniform.rvs(size=size, random_state=random_state))
 
 

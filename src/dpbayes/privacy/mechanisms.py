@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special, stats
 
 from dpbayes.privacy.guarantee import Guarantee, Neighbours
 from dpbayes.privacy.noise import noise_source
@@ -85,6 +84,8 @@ class LaplaceMechanism:
         return 2.0 * self.scale**2
 
     def noise_distribution(self) -> Any:
+        from scipy import stats
+
         return stats.laplace(loc=0.0, scale=self.scale)
 
     def epsilon_for(self, d_in: float) -> float:
@@ -126,6 +127,8 @@ def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> 
 
 def _analytic_delta_terms(sigma: float, epsilon: float, sensitivity: float) -> tuple[float, float]:
     """The two terms Phi(a) and e^eps Phi(b) of Balle & Wang 2018, Thm 8 (log-CDFs)."""
+    from scipy import special
+
     a = sensitivity / (2.0 * sigma) - epsilon * sigma / sensitivity
     b = -sensitivity / (2.0 * sigma) - epsilon * sigma / sensitivity
     return float(special.ndtr(a)), math.exp(epsilon + float(special.log_ndtr(b)))
@@ -153,6 +156,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     of 1e-12 in each of the two (cancelling) terms, so it is at most ~1e-9 above the
     exact root.
     """
+    from scipy import optimize
+
     eps = check_epsilon(epsilon)
     dlt = check_delta(delta)
     sens = check_positive(sensitivity, "sensitivity")
@@ -222,6 +227,8 @@ class GaussianMechanism:
         return self.sigma**2
 
     def noise_distribution(self) -> Any:
+        from scipy import stats
+
         return stats.norm(loc=0.0, scale=self.sigma)
 
     def guarantee(self, *, simulation: bool = False, **details: Any) -> Guarantee:
@@ -274,6 +281,8 @@ class GeometricMechanism:
         return 2.0 * math.exp(-a) / math.expm1(-a) ** 2
 
     def noise_distribution(self) -> Any:
+        from scipy import stats
+
         return stats.dlaplace(a=1.0 / self.scale)
 
     def guarantee(self, *, simulation: bool = False, **details: Any) -> Guarantee:
@@ -332,6 +341,8 @@ class ExponentialMechanism:
 
     def probabilities(self, scores: Any) -> np.ndarray:
         """The exact selection probabilities for the utilities ``scores``."""
+        from scipy import special
+
         s = check_array(scores, "scores") / self.scale
         return np.exp(s - special.logsumexp(s))
 

@@ -13,12 +13,18 @@ A release mechanism registers a planner with :func:`register`::
 
     @register("laplace", BetaBernoulli)
     def plan_laplace(model, stats, *, epsilon, delta, neighbours, **options) -> Plan: ...
+
+The modules that register the built-in mechanisms are listed once, in :data:`FAMILIES`,
+and imported on the registry's first use (:func:`registered`), so importing
+:mod:`dpbayes.release` costs nothing until a release is planned.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -29,12 +35,14 @@ from dpbayes.privacy.noise import NoiseSource, noise_source
 from dpbayes.privacy.validation import check_delta, check_epsilon
 
 __all__ = [
+    "FAMILIES",
     "Plan",
     "Release",
     "group_privacy_budget",
     "mechanisms_for",
     "plan",
     "register",
+    "registered",
     "release",
 ]
 
@@ -127,6 +135,28 @@ class Plan:
 Planner = Callable[..., Plan]
 _REGISTRY: dict[tuple[str, type], Planner] = {}
 
+#: The modules whose import registers the built-in mechanisms (one per family), imported
+#: on the registry's first use.
+FAMILIES = (
+    "dpbayes.release.parameters",
+    "dpbayes.release.expmech",
+    "dpbayes.release.input",
+    "dpbayes.release.bayes_net",
+    "dpbayes.release.fourier",
+    "dpbayes.release.sampling",
+    "dpbayes.release.linear_regression",
+)
+_FAMILIES_LOADED = threading.Event()
+
+
+def registered() -> dict[tuple[str, type], Planner]:
+    """Every registered planner, ``{(mechanism, model type): planner}``, families loaded."""
+    if not _FAMILIES_LOADED.is_set():
+        for module in FAMILIES:  # each registers its planners when imported
+            importlib.import_module(module)
+        _FAMILIES_LOADED.set()
+    return dict(_REGISTRY)
+
 
 def register(mechanism: str, model_type: type) -> Callable[[Planner], Planner]:
     """Register a planner for ``mechanism`` on models of ``model_type``."""
@@ -143,13 +173,13 @@ def register(mechanism: str, model_type: type) -> Callable[[Planner], Planner]:
 
 def mechanisms_for(model: Any) -> list[str]:
     """Names of the release mechanisms available for ``model``."""
-    return sorted({m for (m, t) in _REGISTRY if isinstance(model, t)})
+    return sorted({m for (m, t) in registered() if isinstance(model, t)})
 
 
 def _planner(model: Any, mechanism: Any) -> Planner:
     if not isinstance(mechanism, str):
         raise TypeError(f"mechanism must be a string, got {type(mechanism).__name__}")
-    for (name, model_type), fn in _REGISTRY.items():
+    for (name, model_type), fn in registered().items():
         if name == mechanism and isinstance(model, model_type):
             return fn
     available = mechanisms_for(model)
@@ -316,41 +346,7 @@ def release(
     allow_non_private: bool = False,
     **options: Any,
 ) -> Release:
-    """Release a differentially private posterior of ``model`` given ``data``.
-
-    Parameters
-    ----------
-    model:
-        A dpbayes model, e.g. ``dpb.models.BetaBernoulli(alpha=1, beta=1)``.
-    data:
-        An array, a pandas Series/DataFrame, a CSV/Parquet path or a
-        :class:`dpbayes.data` source; ``column`` picks the column of a table.
-    mechanism:
-        One of :func:`mechanisms_for` ``(model)``.
-    epsilon, delta:
-        The privacy parameters; epsilon > 0, delta in [0, 1).
-    accountant:
-        Spend the release's guarantee from this budget; a spend that does not fit
-        raises :class:`~dpbayes.privacy.BudgetExceeded` and nothing is released. A real
-        accountant refuses a seeded (``rng`` given) release with a ``ValueError``; use
-        ``Accountant(..., simulation=True)`` to account simulations.
-    rng:
-        ``None`` for the secure samplers (publishable); an int seed or a numpy Generator
-        for a seeded simulation (``simulation=True``, not for publication).
-    neighbours:
-        ``"substitute"`` (n is public, one record changes) or ``"add-remove"`` (n is
-        private). Default (``None``): substitute one record on record-level data,
-        add/remove one user on user-level data. On data bounded to k rows per user
-        (``rows_per_user_bound``, see ``dpbayes.data.as_source(..., user_column=,
-        max_rows_per_user=)``) the unit is one user and the relation add/remove one user's
-        <= k rows with n private (``"substitute"`` is refused: a substituted user can
-        change n); the mechanisms that support it scale the sensitivity by k, the others
-        run at the group-privacy per-record budget (see :func:`plan`), and mechanisms
-        that need a public n are refused.
-    allow_non_private:
-        Required for mechanisms that are not differentially private (experiments only);
-        their results say ``private=False`` and cannot be charged to an accountant.
-    """
+    """The body of :func:`dpbayes.release.release` (documented there)."""
     check_epsilon(epsilon)
     check_delta(delta)
     if neighbours is not None:

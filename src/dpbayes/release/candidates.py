@@ -6,8 +6,9 @@ and Dir(alpha + c) over the count vectors c of n records (or a data-independent 
 them) for the die. Every candidate has the same total concentration.
 
 Numerics: Hellinger distances come from :mod:`dpbayes.models.divergence` (log-space
-Jensen-gap form, accurate at n ~ 10^7), evaluated in cache-sized chunks. Total variation
-between Betas of equal total is closed form (single crossing point, incomplete beta).
+Jensen-gap form, accurate at n ~ 10^7); the scores over every candidate are the same
+formulas in one compiled pass (:mod:`.expmech_kernels`). Total variation between Betas of
+equal total is closed form (single crossing point, incomplete beta), in numpy chunks.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from itertools import combinations
 import numpy as np
 from scipy import special
 
-from dpbayes.models.divergence import hellinger_beta, hellinger_dirichlet
+from dpbayes.models.divergence import hellinger_beta
 from dpbayes.models.lgamma_differences import bregman_lgamma
 
 __all__ = [
@@ -94,9 +95,17 @@ def _coin_distance(
 
 
 def coin_scores(a: float, b: float, n: int, k: int, divergence: str = "hellinger") -> np.ndarray:
-    """u_j = -D(posterior(k), Beta(a + j, b + n - j)) for every candidate j = 0..n; O(n)."""
+    """u_j = -D(posterior(k), Beta(a + j, b + n - j)) for every candidate j = 0..n; O(n).
+
+    Hellinger: one compiled pass (:mod:`.expmech_kernels`); total variation: numpy.
+    """
     _check_divergence(divergence)
     out = np.empty(n + 1)
+    if divergence == "hellinger":
+        from dpbayes.release.expmech_kernels import coin_hellinger_scores
+
+        coin_hellinger_scores(float(a), float(b), int(n), int(k), out)
+        return out
     # chunks keep the temporaries in cache: several times faster than whole-array passes
     for lo in range(0, n + 1, _CHUNK):
         j = np.arange(lo, min(lo + _CHUNK, n + 1), dtype=float)
@@ -216,14 +225,15 @@ def _pair_distance(u: np.ndarray | float, v: np.ndarray | float) -> np.ndarray:
 
 
 def dirichlet_scores(alpha: np.ndarray, counts: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    """u_r = -H(Dir(alpha + counts), Dir(alpha + r)) for every candidate row r."""
+    """u_r = -H(Dir(alpha + counts), Dir(alpha + r)) for every candidate row r (compiled)."""
+    from dpbayes.release.expmech_kernels import dirichlet_hellinger_scores
+
     al = np.asarray(alpha, dtype=float)
     post = al + np.asarray(counts, dtype=float)
-    out = np.empty(candidates.shape[0])
-    for lo in range(0, candidates.shape[0], _CHUNK):
-        hi = min(lo + _CHUNK, candidates.shape[0])
-        out[lo:hi] = hellinger_dirichlet(post, al + candidates[lo:hi])
-    return np.negative(out, out=out)
+    cands = np.ascontiguousarray(candidates, dtype=np.int64)
+    out = np.empty(cands.shape[0])
+    dirichlet_hellinger_scores(al, post, cands, out)
+    return out
 
 
 def dirichlet_global_sensitivity(alpha: np.ndarray, n: int) -> tuple[float, tuple[int, int]]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from dpbayes.models.bayes_net import BayesNet, BayesNetStatistics
 from dpbayes.privacy import LaplaceMechanism, Neighbours
@@ -133,6 +133,8 @@ def marginal_tables(model: BayesNet, coefficients: dict[int, float]) -> dict[str
 def stealth_raise(model: BayesNet, scale: float, stealth: float, noise_empty: bool) -> float:
     """The raise D of the empty-set coefficient that keeps every table non-negative with
     probability at least ``stealth`` (union bound over the families; 0 for stealth=0)."""
+    from scipy import optimize
+
     if stealth == 0:
         return 0.0
     sizes = []

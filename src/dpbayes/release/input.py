@@ -37,7 +37,7 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import optimize, signal, special, stats
+from scipy import special
 
 from dpbayes.models import BetaBernoulli, NormalMean
 from dpbayes.models.distributions import Normal
@@ -155,6 +155,8 @@ def _log_rr_weights(a: float, b: float, n: int, noisy: int, p: float) -> np.ndar
     standard deviations, until the weights have fallen by e^-60; each s takes the tilt in
     which it is most central, and the tilt is undone in log space.
     """
+    from scipy import optimize, signal, stats
+
     lp, lq = math.log(p), math.log1p(-p)
     logit_p = lp - lq
     s = np.arange(n + 1, dtype=float)

@@ -1,0 +1,179 @@
+"""The numpy path for in-memory frames gives exactly the engine's (DuckDB's) tables and errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpbayes.data import Table, open_table
+from dpbayes.models import BayesNet, NaiveBayes
+from dpbayes.models import bayes_net_counts as bnc
+from dpbayes.privacy.noise import noise_source
+
+INTS = [0, 1, 2]
+STRS = ["low", "mid", "high"]
+
+
+def model() -> BayesNet:
+    # a child declared before its parents, string, bool, float and negative categories
+    return BayesNet(
+        {
+            "d": [10.0, 20.5, -3.0],
+            "a": INTS,
+            "b": STRS,
+            "c": [False, True],
+            "e": [-2, 7, 1000],
+            "f": [0, 1],
+        },
+        [("a", "d"), ("b", "d"), ("a", "b"), ("c", "e"), ("a", "f")],
+    )
+
+
+def frame(seed: int, n: int) -> pd.DataFrame:
+    gen = noise_source(seed).generator()
+    return pd.DataFrame(
+        {
+            "a": gen.integers(0, 3, n),
+            "b": np.asarray(STRS, dtype=object)[gen.integers(0, 3, n)],
+            "c": gen.random(n) < 0.3,
+            "d": np.array([10.0, 20.5, -3.0])[gen.integers(0, 3, n)],
+            "e": np.array([-2, 7, 1000], dtype=np.int32)[gen.integers(0, 3, n)],
+            "f": gen.integers(0, 2, n).astype(float),  # integral floats for int categories
+            "unused": gen.random(n),
+        }
+    )
+
+
+def assert_same(a: Any, b: Any) -> None:
+    assert a.n == b.n
+    assert set(a.counts) == set(b.counts)
+    for v in a.counts:
+        assert a.counts[v].dtype == b.counts[v].dtype == np.int64
+        np.testing.assert_array_equal(a.counts[v], b.counts[v])
+
+
+def error_of(fn: Any) -> str:
+    with pytest.raises(ValueError) as info:
+        fn()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("n", [1, 7, 500])
+def test_numpy_and_engine_counts_are_identical(seed: int, n: int) -> None:
+    bn, df = model(), frame(seed, n)
+    assert bnc.in_memory_columns(bn, df) is not None  # the numpy path is taken
+    fast = bn.statistics(df)
+    assert_same(fast, bnc._engine_counts(bn, df))
+    assert_same(fast, bn.statistics({k: df[k].to_numpy() for k in df.columns}))
+    assert sum(int(t.sum()) for t in fast.counts.values()) == n * len(bn.nodes)
+
+
+def test_pandas_string_dtypes_and_float32_take_the_numpy_path() -> None:
+    bn, df = model(), frame(3, 200)
+    df["b"] = df["b"].astype("string")  # pandas' nullable string dtype
+    df["d"] = df["d"].astype(np.float32)  # 20.5 and -3 are exact in float32
+    assert bnc.in_memory_columns(bn, df) is not None
+    assert_same(bn.statistics(df), bnc._engine_counts(bn, df))
+
+
+def test_other_dtypes_go_to_the_engine() -> None:
+    bn, plain = model(), frame(4, 50)
+    for column, dtype in (("a", "category"), ("b", "category"), ("e", "Int64")):
+        df = plain.copy()
+        df[column] = df[column].astype(dtype)
+        assert bnc.in_memory_columns(bn, df) is None
+        assert_same(bn.statistics(df), bn.statistics(plain))
+
+
+def corrupt(df: pd.DataFrame, column: str, rows: list[int], value: Any) -> pd.DataFrame:
+    out = df.copy()
+    if value is None and out[column].dtype.kind in "iu":
+        out[column] = out[column].astype(float)  # a NULL makes pandas' int column float
+    out.loc[rows, column] = value if value is not None else np.nan
+    return out
+
+
+@pytest.mark.parametrize(
+    ("column", "rows", "value"),
+    [
+        ("a", [3], None),  # NaN in an integer column (becomes float)
+        ("a", [3, 9], 5),  # out of range
+        ("a", [3], -1),
+        ("d", [0, 5], None),
+        ("d", [2], 99.0),
+        ("b", [1], None),  # None in a string column
+        ("b", [4, 6], "medium"),
+        ("e", [8], 6),
+        ("f", [7], 0.5),  # not a category, not integral
+        ("f", [7], None),
+    ],
+)
+def test_bad_values_give_the_engine_error(column: str, rows: list[int], value: Any) -> None:
+    bn = model()
+    df = corrupt(frame(5, 40), column, rows, value)
+    assert bnc.in_memory_columns(bn, df) is not None
+    expected = error_of(lambda: bnc._engine_counts(bn, df))
+    assert error_of(lambda: bn.statistics(df)) == expected
+    assert column in expected
+
+
+@pytest.mark.parametrize("seed", [6, 7, 8, 9])
+def test_several_bad_values_report_the_engine_first(seed: int) -> None:
+    bn = model()
+    gen = noise_source(seed).generator()
+    df = frame(seed, 60)
+    df["a"] = df["a"].astype(float)
+    for column, bad in (("a", 4.0), ("a", np.nan), ("b", "x"), ("b", None), ("d", 1.5)):
+        rows = gen.integers(0, 60, 2)
+        df.iloc[rows, df.columns.get_loc(column)] = bad
+    expected = error_of(lambda: bnc._engine_counts(bn, df))
+    assert error_of(lambda: bn.statistics(df)) == expected
+
+
+def test_missing_column_and_empty_data() -> None:
+    bn, df = model(), frame(10, 20)
+    for drop in ("a", "b", "e"):
+        part = df.drop(columns=drop)
+        assert error_of(lambda p=part: bn.statistics(p)) == error_of(
+            lambda p=part: bnc._engine_counts(bn, p)
+        )
+    with pytest.raises(ValueError, match="data is empty"):
+        bn.statistics({k: df[k].to_numpy()[:0] for k in df.columns})
+    with pytest.raises(ValueError, match="is empty"):
+        bn.statistics(df.iloc[:0])
+    with pytest.raises(ValueError, match="same length"):
+        bn.statistics({"a": [0, 1], "b": ["low"]})
+
+
+def test_naive_bayes_on_a_wide_binary_frame() -> None:
+    gen = noise_source(11).generator()
+    d, n = 30, 400
+    y = gen.integers(0, 2, n)
+    cols: dict[str, Any] = {"y": y}
+    for j in range(d):
+        cols[f"x{j}"] = (gen.random(n) < np.where(y == 1, 0.7, 0.3)).astype(np.int64)
+    df = pd.DataFrame(cols)
+    nb = NaiveBayes("y", [0, 1], {f"x{j}": [0, 1] for j in range(d)})
+    fast = nb.statistics(df)
+    assert_same(fast, bnc._engine_counts(nb, df))
+    np.testing.assert_array_equal(fast.counts["x0"], pd.crosstab(df["y"], df["x0"]).to_numpy())
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_user_level_tables_stay_in_the_engine_and_match_the_kept_rows(k: int) -> None:
+    bn, df = model(), frame(12, 300)
+    gen = noise_source(13).generator()
+    df["user"] = gen.integers(0, 60, len(df))
+    table = Table(df, user_column="user", max_rows_per_user=k)
+    assert bnc.in_memory_columns(bn, table) is None
+    bounded = bn.statistics(table)
+    kept_table = open_table(df, user_column="user", max_rows_per_user=k)
+    rows = kept_table.fetch(f"SELECT * FROM {kept_table.relation}")
+    kept = pd.DataFrame(rows, columns=kept_table.columns).astype(df.dtypes.to_dict())
+    assert bnc.in_memory_columns(bn, kept) is not None
+    assert_same(bounded, bn.statistics(kept))
+    assert bounded.n <= 60 * k
