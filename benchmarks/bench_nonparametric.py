@@ -27,21 +27,21 @@ from pathlib import Path
 
 import numpy as np
 
-from dpbayes.nonparametric import ConvergenceWarning, DPMixture, LaplaceMechanism
+from dpbayes.nonparametric import ConvergenceWarning, DPMixture, LocalLaplace
 from dpbayes.nonparametric.diagnostics import ess_bulk
 from dpbayes.nonparametric.reference import reference_laplace_sweep, reference_new_weights
 
 OUT = Path(__file__).resolve().parent / "results" / "nonparametric_speed.csv"
 
 
-def data(n: int, seed: int) -> tuple[LaplaceMechanism, np.ndarray]:
+def data(n: int, seed: int) -> tuple[LocalLaplace, np.ndarray]:
     g = np.random.default_rng(seed)
     x = np.where(g.random(n) < 0.4, g.normal(-0.5, 0.15, n), g.normal(0.4, 0.2, n))
-    mech = LaplaceMechanism(epsilon=1.0, r=1.0)
+    mech = LocalLaplace(epsilon=1.0, r=1.0)
     return mech, mech.privatize(np.clip(x, -1, 1), rng=seed + 1).values
 
 
-def bench_fast(mech: LaplaceMechanism, z: np.ndarray, draws: int, chains: int) -> dict[str, float]:
+def bench_fast(mech: LocalLaplace, z: np.ndarray, draws: int, chains: int) -> dict[str, float]:
     cpu0 = time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -63,7 +63,7 @@ def bench_fast(mech: LaplaceMechanism, z: np.ndarray, draws: int, chains: int) -
     }
 
 
-def bench_reference(mech: LaplaceMechanism, z: np.ndarray, sweeps: int) -> dict[str, float]:
+def bench_reference(mech: LocalLaplace, z: np.ndarray, sweeps: int) -> dict[str, float]:
     model = DPMixture(mechanism=mech)
     prepared = model.prepare(z)
     gen = np.random.default_rng(2)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpbayes.nonparametric import LaplaceMechanism
+from dpbayes.nonparametric import LocalLaplace
 from dpbayes.nonparametric.baselines import (
     deconvolution_kde_laplace,
     density_to_cdf,
@@ -39,7 +39,7 @@ def test_deconvolution_kde_recovers_a_normal_from_laplace_noise():
 def test_npmle_recovers_two_atoms():
     g = np.random.default_rng(1)
     n = 5_000
-    mech = LaplaceMechanism(epsilon=2.0, r=1.0)
+    mech = LocalLaplace(epsilon=2.0, r=1.0)
     x = np.where(g.random(n) < 0.3, -0.6, 0.6)
     z = mech.privatize(x, rng=2).values
     support = np.linspace(-1, 1, 21)

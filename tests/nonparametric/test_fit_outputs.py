@@ -7,14 +7,14 @@ import warnings
 import numpy as np
 import pytest
 
-from dpbayes.nonparametric import ConvergenceWarning, DPMixture, LaplaceMechanism
+from dpbayes.nonparametric import ConvergenceWarning, DPMixture, LocalLaplace
 
 
 @pytest.fixture(scope="module")
 def fit():
     g = np.random.default_rng(0)
     x = np.clip(g.normal(0.2, 0.4, 300), -1, 1)
-    mech = LaplaceMechanism(epsilon=2.0, r=1.0)
+    mech = LocalLaplace(epsilon=2.0, r=1.0)
     z = mech.privatize(x, rng=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -85,7 +85,7 @@ def test_inference_data_and_summary(fit):
 
 
 def test_short_run_warns_about_convergence():
-    mech = LaplaceMechanism(epsilon=1.0, r=1.0)
+    mech = LocalLaplace(epsilon=1.0, r=1.0)
     z = mech.privatize(np.linspace(-1, 1, 60), rng=0)
     with pytest.warns(ConvergenceWarning, match="R-hat|ESS"):
         DPMixture(mechanism=mech).fit(z, draws=8, warmup=2, chains=2, rng=1)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from dpbayes.nonparametric import ConvergenceWarning, DPMixture, LaplaceMechanism
+from dpbayes.nonparametric import ConvergenceWarning, DPMixture, LocalLaplace
 from dpbayes.nonparametric.baselines import (
     deconvolution_kde_laplace,
     density_to_cdf,
@@ -74,7 +74,7 @@ def sample_truth(n: int, gen: np.random.Generator) -> np.ndarray:
 
 
 def estimate_cdfs(
-    z: np.ndarray, mech: LaplaceMechanism, grid: np.ndarray, fit_kw: dict[str, Any], gen: Any
+    z: np.ndarray, mech: LocalLaplace, grid: np.ndarray, fit_kw: dict[str, Any], gen: Any
 ) -> tuple[dict[str, np.ndarray], Any]:
     """CDF on ``grid`` (inside [-r, r]) of each estimator of the law of clip(X)."""
     r, b = mech.r, mech.scale
@@ -120,7 +120,7 @@ def synthetic(
     rows, cov_rows = [], []
     example: dict[str, Any] = {}
     for eps in epsilons:
-        mech = LaplaceMechanism(epsilon=eps, r=R)
+        mech = LocalLaplace(epsilon=eps, r=R)
         for n in ns:
             for rep in range(reps):
                 x = sample_truth(n, gen)
@@ -180,7 +180,7 @@ def real_example(
     rows: list[dict[str, Any]] = []
     plots: dict[Any, Any] = {}
     for eps in epsilons:
-        mech = LaplaceMechanism(epsilon=eps, r=half)
+        mech = LocalLaplace(epsilon=eps, r=half)
         z = mech.privatize(x, rng=gen).values
         cdfs, proj = estimate_cdfs(z, mech, grid, fit_kw, gen)
         for method, cdf in cdfs.items():

@@ -43,6 +43,8 @@ class DPMixtureFit:
         weights (padded with the last atom and weight 1).
     n_clusters, alpha:
         (chains, draws): occupied clusters and the concentration at each draw.
+    base:
+        (2, chains, draws): the base measure's (mu, sigma) at each draw.
     model:
         The :class:`DPMixture` that was fitted; ``n`` the number of observations.
     guarantee:
@@ -57,6 +59,7 @@ class DPMixtureFit:
     cumw: np.ndarray
     n_clusters: np.ndarray
     alpha: np.ndarray
+    base: np.ndarray
     model: Any
     n: int
     guarantee: Guarantee | None
@@ -72,6 +75,7 @@ class DPMixtureFit:
         *,
         n_clusters: np.ndarray,
         alpha: np.ndarray,
+        base: np.ndarray,
         model: Any,
         n: int,
         guarantee: Guarantee | None,
@@ -93,6 +97,7 @@ class DPMixtureFit:
             _pad(flat_c, width, True).reshape(chains, draws, width),
             n_clusters,
             alpha,
+            base,
             model,
             n,
             guarantee,
@@ -202,6 +207,8 @@ class DPMixtureFit:
         out["n_clusters"] = self.n_clusters.astype(float)
         if self.model.alpha_prior is not None:
             out["alpha"] = self.alpha
+        if self.model.base_prior is not None:
+            out["base_mu"], out["base_sigma"] = self.base[0], self.base[1]
         return out
 
     # ------------------------------------------------------------- point estimates

@@ -13,6 +13,8 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "diff_ndtr_scalar",
+    "laplace_new_weights",
     "log_diff_ndtr_scalar",
     "log_ndtr",
     "one_observation_draw",
@@ -113,15 +115,22 @@ def sample_pieces(seg, lo, hi, mean, sd, const, k, gumbel, uniform):  # type: ig
 
 
 @njit(cache=True)
-def one_observation_draw(w, b, r, mu, s, gumbel, u):  # type: ignore[no-untyped-def]
-    """A draw from the Appendix A conditional given the single value w (at most 4 pieces)."""
+def one_observation_draw(w, b, r, mu, s, tails, gumbel, u):  # type: ignore[no-untyped-def]
+    """A draw from the Appendix A conditional given the single value w (at most 4 pieces).
+
+    ``tails``: the base N(mu, s^2) lives on the real line (the paper's Appendix A: two tail
+    pieces beyond -r and r); otherwise it is restricted to [-r, r] and only the interior
+    pieces remain (the restriction's normalising constant is common to all pieces).
+    """
     s2 = s * s
     lo = np.empty(4)
     hi = np.empty(4)
     mean = np.empty(4)
     const = np.empty(4)
-    lo[0], hi[0], mean[0], const[0] = -np.inf, -r, mu, -abs(w + r) / b
-    q = 1
+    q = 0
+    if tails:
+        lo[0], hi[0], mean[0], const[0] = -np.inf, -r, mu, -abs(w + r) / b
+        q = 1
     if w <= -r or w >= r:  # one interior piece; w is below (a = 1) or above (a = 0) it
         a = 1.0 if w <= -r else 0.0
         mj = mu - (2.0 * a - 1.0) / b * s2
@@ -136,8 +145,9 @@ def one_observation_draw(w, b, r, mu, s, gumbel, u):  # type: ignore[no-untyped-
             mean[q] = mj
             const[q] = (2.0 * a * w - w) / b + (mj * mj - mu * mu) / (2.0 * s2)
             q += 1
-    lo[q], hi[q], mean[q], const[q] = r, np.inf, mu, -abs(w - r) / b
-    q += 1
+    if tails:
+        lo[q], hi[q], mean[q], const[q] = r, np.inf, mu, -abs(w - r) / b
+        q += 1
     best = -np.inf
     pick = 0
     for j in range(q):
@@ -149,3 +159,48 @@ def one_observation_draw(w, b, r, mu, s, gumbel, u):  # type: ignore[no-untyped-
     m = mean[pick]
     x = m + s * truncnorm_ppf_scalar(u, (lo[pick] - m) / s, (hi[pick] - m) / s)
     return min(max(x, lo[pick]), hi[pick])
+
+
+@njit(cache=True)
+def diff_ndtr_scalar(a, b):  # type: ignore[no-untyped-def]
+    """Phi(b) - Phi(a) for a <= b, on the side of 0 where it has no cancellation."""
+    if a >= b:
+        return 0.0
+    if a > 0.0:
+        return 0.5 * (math.erfc(a / _SQRT2) - math.erfc(b / _SQRT2))
+    return 0.5 * (math.erfc(-b / _SQRT2) - math.erfc(-a / _SQRT2))
+
+
+@njit(cache=True)
+def laplace_new_weights(z, b, r, mu, s, tails, out):  # type: ignore[no-untyped-def]
+    """Prior predictive of each z_i relative to max_x Q(z_i | x), for Neal's algorithm 2.
+
+    With u = clip(z_i, -r, r) this is the integral of exp(-|u - clip(x)| / b) over the base
+    N(mu, s^2) (``tails``) or over the base restricted to [-r, r] (then divided by its mass
+    Phi((r - mu)/s) - Phi((-r - mu)/s)). Closed form: on [-r, u] the integrand is
+    exp((x - u)/b) N(x; mu, s^2) = exp((mu - u)/b + s^2/2b^2) N(x; mu + s^2/b, s^2), on [u, r]
+    the mirror image, and beyond +-r the base's tail mass times exp(-(r +- u)/b). ``z``
+    increasing; the values beyond +-r share one u, computed once. Written into ``out``.
+    The weights lie in [e^{-2r/b}, 1] (no overflow); a weight below the double range
+    (a base far from every observation) underflows to 0: no new cluster for that z_i.
+    """
+    m1 = mu + s * s / b
+    m2 = mu - s * s / b
+    half = s * s / (2.0 * b * b)
+    lo1 = (-r - m1) / s
+    hi2 = (r - m2) / s
+    norm = 1.0 if tails else diff_ndtr_scalar((-r - mu) / s, (r - mu) / s)
+    t_lo = 0.5 * math.erfc((r + mu) / (s * _SQRT2)) if tails else 0.0  # Phi((-r - mu)/s)
+    t_hi = 0.5 * math.erfc((r - mu) / (s * _SQRT2)) if tails else 0.0  # 1 - Phi((r - mu)/s)
+    last_u = np.nan
+    last = 0.0
+    for i in range(z.shape[0]):
+        u = min(max(z[i], -r), r)
+        if u != last_u:
+            t1 = math.exp((mu - u) / b + half) * diff_ndtr_scalar(lo1, (u - m1) / s)
+            t2 = math.exp((u - mu) / b + half) * diff_ndtr_scalar((u - m2) / s, hi2)
+            t3 = t_lo * math.exp(-(u + r) / b) + t_hi * math.exp(-(r - u) / b)
+            last = (t1 + t2 + t3) / norm if norm > 0.0 else 0.0
+            last_u = u
+        out[i] = last
+    return out
