@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpbayes.nonparametric.truncnorm import log_diff_ndtr, truncnorm_ppf
+from dpbayes.nonparametric.kernels_truncnorm import log_diff_ndtr_scalar
+from dpbayes.nonparametric.truncnorm import truncnorm_ppf
 from dpbayes.privacy.validation import check_finite, check_positive
 
 __all__ = ["BasePrior", "base_loglik", "draw_base", "slice_step", "slice_step_f", "update_base"]
@@ -71,8 +72,7 @@ def base_loglik(phi: np.ndarray, mu: float, sigma: float, r: float | None) -> fl
     u = (phi - mu) / sigma
     out = -0.5 * float(np.dot(u, u)) - phi.shape[0] * math.log(sigma)
     if r is not None:
-        mass = float(log_diff_ndtr(np.array((-r - mu) / sigma), np.array((r - mu) / sigma)))
-        out -= phi.shape[0] * mass
+        out -= phi.shape[0] * float(log_diff_ndtr_scalar((-r - mu) / sigma, (r - mu) / sigma))
     return out
 
 
@@ -104,6 +104,8 @@ def slice_step_f(
     """:func:`slice_step` returning the new point and logf there."""
     fx0 = logf(x0) if f0 is None else f0
     level = fx0 + math.log(float(gen.random()))
+    if not math.isfinite(level):  # the current point has no density (nan/-inf): stay
+        return x0, fx0
     left = x0 - width * float(gen.random())
     right = left + width
     j = int(max_steps * float(gen.random()))
@@ -115,7 +117,7 @@ def slice_step_f(
         right += width
         k -= 1
     left, right = max(left, lower), min(right, upper)
-    while True:
+    for _ in range(200):  # each shrink halves the interval on average; nan counts as -inf
         x = left + (right - left) * float(gen.random())
         fx = logf(x)
         if fx > level:
@@ -124,6 +126,7 @@ def slice_step_f(
             left = x
         else:
             right = x
+    return x0, fx0
 
 
 def update_base(

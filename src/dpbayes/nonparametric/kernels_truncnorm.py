@@ -13,12 +13,15 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "base_quantiles",
     "diff_ndtr_scalar",
+    "from_base_quantiles",
     "laplace_new_weights",
     "log_diff_ndtr_scalar",
     "log_ndtr",
     "one_observation_draw",
     "sample_pieces",
+    "solve_log_ndtr",
     "truncnorm_ppf_scalar",
 ]
 
@@ -57,19 +60,9 @@ def log_diff_ndtr_scalar(a, b):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def truncnorm_ppf_scalar(u, a, b):  # type: ignore[no-untyped-def]
-    """Quantile u of N(0, 1) truncated to [a, b]: safeguarded Newton on log Phi(x) = target."""
-    flip = a > 0.0
-    if flip:
-        a, b, u = -b, -a, 1.0 - u
-    la = log_ndtr(a)
-    lm = log_diff_ndtr_scalar(a, b)
-    v = math.log(u) + lm if u > 0.0 else -np.inf
-    hi_ = max(la, v)
-    target = hi_ + math.log1p(math.exp(min(la, v) - hi_)) if hi_ > -np.inf else -np.inf
-    lo_br = a if a > -np.inf else (b - 40.0 if b < 0.0 else -40.0)
-    hi_br = b if b < np.inf else 40.0
-    x = 0.5 * (lo_br + hi_br)
+def solve_log_ndtr(target, lo_br, hi_br):  # type: ignore[no-untyped-def]
+    """x in [lo_br, hi_br] with log Phi(x) = target: safeguarded Newton (bisection fallback)."""
+    x = 0.0  # log Phi is concave: Newton from 0 converges fast for Phi(x) near 1/2
     if target < -2.0:  # asymptotic start in the lower tail
         t = math.sqrt(-2.0 * target)
         x = -(t - (math.log(t) + _LOG_SQRT_2PI) / t)
@@ -83,15 +76,79 @@ def truncnorm_ppf_scalar(u, a, b):  # type: ignore[no-untyped-def]
             lo_br = x
         slope = math.exp(-0.5 * x * x - _LOG_SQRT_2PI - lx)
         step = f / slope if slope > 0.0 else 0.0
+        if slope > 0.0 and abs(step) <= 1e-13 * (1.0 + abs(x)):
+            return x - step
         nx = x - step
         if not (lo_br < nx < hi_br) or slope == 0.0:
             nx = 0.5 * (lo_br + hi_br)
         if abs(nx - x) <= 1e-13 * (1.0 + abs(x)):
-            x = nx
-            break
+            return nx
         x = nx
+    return x
+
+
+@njit(cache=True)
+def truncnorm_ppf_scalar(u, a, b):  # type: ignore[no-untyped-def]
+    """Quantile u of N(0, 1) truncated to [a, b]: safeguarded Newton on log Phi(x) = target."""
+    flip = a > 0.0
+    if flip:
+        a, b, u = -b, -a, 1.0 - u
+    la = log_ndtr(a)
+    lm = log_diff_ndtr_scalar(a, b)
+    v = math.log(u) + lm if u > 0.0 else -np.inf
+    hi_ = max(la, v)
+    target = hi_ + math.log1p(math.exp(min(la, v) - hi_)) if hi_ > -np.inf else -np.inf
+    lo_br = a if a > -np.inf else (b - 40.0 if b < 0.0 else -40.0)
+    hi_br = b if b < np.inf else 40.0
+    x = solve_log_ndtr(target, lo_br, hi_br)
     x = min(max(x, a), b)
     return -x if flip else x
+
+
+def _logaddexp(a, b):  # type: ignore[no-untyped-def]
+    hi = max(a, b)
+    if hi == -np.inf:
+        return -np.inf
+    return hi + math.log1p(math.exp(min(a, b) - hi))
+
+
+_logaddexp = njit(cache=True)(_logaddexp)
+
+
+@njit(cache=True)
+def base_quantiles(x, mu, s, r, lp, lq):  # type: ignore[no-untyped-def]
+    """log F0(x_k) and log(1 - F0(x_k)) for the base N(mu, s^2), restricted to [-r, r] if
+    r > 0 (else on the real line); written into lp and lq."""
+    a = (-r - mu) / s if r > 0 else -np.inf
+    b = (r - mu) / s if r > 0 else np.inf
+    lm = log_diff_ndtr_scalar(a, b) if r > 0 else 0.0
+    for k in range(x.shape[0]):
+        t = min(max((x[k] - mu) / s, a), b)
+        lp[k] = log_diff_ndtr_scalar(a, t) - lm if r > 0 else log_ndtr(t)
+        lq[k] = log_diff_ndtr_scalar(t, b) - lm if r > 0 else log_ndtr(-t)
+
+
+@njit(cache=True)
+def from_base_quantiles(lp, lq, mu, s, r, out):  # type: ignore[no-untyped-def]
+    """Inverse of :func:`base_quantiles` for a (new) base N(mu, s^2): each value from the
+    tail where its quantile is accurate (log Phi solved by Newton)."""
+    a = (-r - mu) / s if r > 0 else -np.inf
+    b = (r - mu) / s if r > 0 else np.inf
+    lm = log_diff_ndtr_scalar(a, b) if r > 0 else 0.0
+    la = log_ndtr(a)
+    lb = log_ndtr(-b)
+    lo_br = a if a > -np.inf else -40.0
+    hi_br = b if b < np.inf else 40.0
+    for k in range(lp.shape[0]):
+        low = _logaddexp(la, lp[k] + lm)
+        if low < -0.6931471805599453:  # Phi(x) < 1/2: solve on the lower side
+            t = solve_log_ndtr(low, lo_br, hi_br)
+        else:
+            t = -solve_log_ndtr(_logaddexp(lb, lq[k] + lm), -hi_br, -lo_br)
+        t = min(max(t, a), b)
+        x = mu + s * t
+        out[k] = min(max(x, -r), r) if r > 0 else x
+    return out
 
 
 @njit(cache=True)

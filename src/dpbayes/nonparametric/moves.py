@@ -40,11 +40,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from dpbayes.nonparametric import kernels_moves as km
+from dpbayes.nonparametric import kernels_truncnorm as kt
 from dpbayes.nonparametric.base import BasePrior, draw_base, slice_step_f
-from dpbayes.nonparametric.truncnorm import log_diff_ndtr
 
 __all__ = ["TAIL_MASS", "MixtureLikelihood", "marginal_block"]
 
@@ -156,32 +155,15 @@ def augment(
 
 def _quantiles(x: np.ndarray, mu: float, sigma: float, r: float | None) -> tuple[Any, Any]:
     """log F0(x) and log(1 - F0(x)) under the base (restricted to [-r, r] unless r is None)."""
-    s = (x - mu) / sigma
-    if r is None:
-        return special.log_ndtr(s), special.log_ndtr(-s)
-    a, b = (-r - mu) / sigma, (r - mu) / sigma
-    s = np.clip(s, a, b)
-    lm = log_diff_ndtr(np.array(a), np.array(b))
-    return log_diff_ndtr(np.full_like(s, a), s) - lm, log_diff_ndtr(s, np.full_like(s, b)) - lm
+    lp, lq = np.empty(x.shape[0]), np.empty(x.shape[0])
+    kt.base_quantiles(x, mu, sigma, -1.0 if r is None else r, lp, lq)
+    return lp, lq
 
 
 def _from_quantiles(lp: Any, lq: Any, mu: float, sigma: float, r: float | None) -> np.ndarray:
     """Inverse of :func:`_quantiles` for a new (mu, sigma): from the side where it is accurate."""
-    if r is None:
-        a, b, lm = -np.inf, np.inf, 0.0
-    else:
-        a, b = (-r - mu) / sigma, (r - mu) / sigma
-        lm = float(log_diff_ndtr(np.array(a), np.array(b)))
-    with np.errstate(divide="ignore"):
-        lo = np.logaddexp(special.log_ndtr(a), lp + lm)
-        hi = np.logaddexp(special.log_ndtr(-b), lq + lm)
-    s = np.where(
-        lo < math.log(0.5),
-        special.ndtri_exp(np.minimum(lo, 0.0)),
-        -special.ndtri_exp(np.minimum(hi, 0.0)),
-    )
-    x = mu + sigma * np.clip(s, a, b)
-    return x if r is None else np.clip(x, -r, r)  # type: ignore[no-any-return]
+    out = np.empty(lp.shape[0])
+    return kt.from_base_quantiles(lp, lq, mu, sigma, -1.0 if r is None else r, out)  # type: ignore[no-any-return]
 
 
 class _P:
@@ -250,7 +232,7 @@ def _move_alpha(
     log(1 - V_k') = l_k / alpha'. Sticks (and atoms, from P0) beyond those instantiated
     are drawn from their prior when a larger alpha' leaves a remainder >= TAIL_MASS.
     """
-    tail = np.cumsum(p.w[::-1])[::-1] + p.rem  # mass from position k on
+    tail = np.maximum(np.cumsum(p.w[::-1])[::-1] + p.rem, 1e-300)  # mass from position k on
     lq = alpha * np.log1p(-np.minimum(p.w / tail, 1.0 - 1e-16))
     shape, rate = prior
     state = {"lq": lq, "atoms": p.atoms}
@@ -312,6 +294,8 @@ def _move_pair(p: _P, j: int, k: int, gen: np.random.Generator) -> None:
     """Slice move of a weight transfer delta: w_j + delta, w_k - delta (j < k < T - 1)."""
     rest = np.cumsum(p.w[::-1])[::-1] + p.rem  # rest[m] = mass at positions >= m
     after = rest[j + 1 : k + 1]  # R_m = mass after position m, for m = j..k-1
+    if not np.all(after > 0.0):  # weights underflowed to 0 (alpha near 0): nothing to move
+        return
     col = p.lik.column(p.clipped(float(p.atoms[j]))) - p.lik.column(p.clipped(float(p.atoms[k])))
 
     def logf(delta: float) -> float:

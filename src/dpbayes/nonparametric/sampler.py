@@ -219,7 +219,7 @@ class DPMixture:
         self,
         z: Any,
         *,
-        draws: int = 1000,
+        draws: int = 2000,
         warmup: int | None = None,
         chains: int = 4,
         thin: int = 1,
