@@ -90,16 +90,16 @@ def deconvolution_kde_gaussian(
 
     f(x) = (1/pi) int_0^{1/h} Re[e^{-itx} phi_n(t)] (1 - (th)^2)^3 e^{tau^2 t^2 / 2} dt with
     phi_n the empirical characteristic function of Z (Fan 1992), by the trapezoid rule on
-    ``points`` nodes. Default bandwidth h = tau / sqrt(2 log n), the rate-optimal order
-    tau / sqrt(log n) for Gaussian errors (Fan 1992) with the constant that did best
-    among 0.5, 0.7, 1 and 1.4 on the experiment's synthetic truth.
+    ``points`` nodes. Default bandwidth h = tau / sqrt(log n), the rate-optimal order for
+    Gaussian errors (Fan 1992), at which the noise factor e^{tau^2 t^2 / 2} reaches sqrt(n)
+    at the cut-off t = 1/h.
     """
     zz = check_array(z, "z", min_size=2)
     g = check_array(grid, "grid")
     tau = check_positive(tau, "tau")
     n = zz.shape[0]
     h = (
-        tau / np.sqrt(2.0 * max(np.log(n), 1.0))
+        tau / np.sqrt(max(np.log(n), 1.0))
         if bandwidth is None
         else check_positive(bandwidth, "bandwidth")
     )
