@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from dpbayes.nonparametric import GaussianMechanism, LaplaceMechanism
+from dpbayes.nonparametric import LocalGaussian, LocalLaplace
 from dpbayes.nonparametric.truncnorm import log_diff_ndtr, truncnorm_ppf
 
 ALPHA = 1e-4
@@ -47,9 +47,9 @@ def fine_grid(mu, sigma, z, r):
 def test_conditional_matches_grid_posterior(kind, case):
     z, eps, r, mu, sigma = CASES[case]
     mech = (
-        LaplaceMechanism(epsilon=eps, r=r)
+        LocalLaplace(epsilon=eps, r=r)
         if kind == "laplace"
-        else GaussianMechanism(epsilon=eps, delta=1e-5, r=r)
+        else LocalGaussian(epsilon=eps, delta=1e-5, r=r)
     )
     x = fine_grid(mu, sigma, z, r)
     dens, cdf = grid_posterior(mech, z, mu, sigma, x)
@@ -67,7 +67,7 @@ def test_conditional_matches_grid_posterior(kind, case):
 @pytest.mark.parametrize("case", [1, 2, 3])
 def test_conditional_sampler_ks(case):
     z, eps, r, mu, sigma = CASES[case]
-    mech = LaplaceMechanism(epsilon=eps, r=r)
+    mech = LocalLaplace(epsilon=eps, r=r)
     pieces = pieces_of(mech, z, mu, sigma)
     # 4000 copies of the cluster: one vectorised draw from each
     zs, copies = np.sort(z), 4000
@@ -82,8 +82,8 @@ def test_conditional_sampler_ks(case):
 
 def test_log_marginal_matches_quadrature():
     for mech in (
-        LaplaceMechanism(epsilon=1.0, r=2.0),
-        GaussianMechanism(epsilon=1.0, delta=1e-6, r=2.0),
+        LocalLaplace(epsilon=1.0, r=2.0),
+        LocalGaussian(epsilon=1.0, delta=1e-6, r=2.0),
     ):
         zs = np.array([-9.0, -2.5, -0.4, 0.0, 1.7, 3.0])
         lm = mech.log_marginal(zs, 0.5, 1.5)

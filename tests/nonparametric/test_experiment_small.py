@@ -11,20 +11,46 @@ def test_small_experiment_writes_tables_and_figures(tmp_path):
     paths = run("nonparametric", tmp_path, small=True, seed=0)
     names = {p.name for p in paths}
     assert {
-        "nonparametric_w1_summary.csv",
+        "nonparametric_summary.csv",
         "nonparametric_w1_runs.csv",
         "nonparametric_coverage_runs.csv",
-        "nonparametric_randhie.csv",
+        "nonparametric_sbc_runs.csv",
+        "nonparametric_sbc_summary.csv",
+        "nonparametric_mixing.csv",
+        "nonparametric_real.csv",
         "nonparametric_w1.png",
+        "nonparametric_coverage.png",
+        "nonparametric_sbc_ranks.png",
         "nonparametric_example.png",
-        "nonparametric_randhie.png",
+        "nonparametric_mixing.png",
+        "nonparametric_real.png",
     } <= names
     assert all(p.stat().st_size > 0 for p in paths)
-    rows = list(csv.DictReader((tmp_path / "nonparametric_w1_summary.csv").open()))
-    assert len(rows) == 4
+    rows = list(csv.DictReader((tmp_path / "nonparametric_summary.csv").open()))
+    assert {(r["mechanism"], r["epsilon"], r["n"]) for r in rows} == {
+        ("laplace", "1.0", "200"),
+        ("laplace", "1.0", "500"),
+        ("laplace", "2.0", "200"),
+        ("laplace", "2.0", "500"),
+        ("gaussian", "2.0", "300"),
+    }
     for row in rows:
-        w1 = [float(row[m]) for m in ("dp_mixture", "empirical_z", "deconvolution_kde", "npmle_em")]
+        methods = (
+            "dp_mixture",
+            "dp_mixture_median",
+            "npmle_em",
+            "deconvolution_kde",
+            "empirical_z",
+        )
+        w1 = [float(row[f"median_w1_{m}"]) for m in methods]
         assert all(0 < v < 2 for v in w1)  # W1 between laws on [-1, 1] is at most 2
-        assert 0 <= float(row["cdf_band_coverage"]) <= 1
-    big = [r for r in rows if r["n"] == "400"]
-    assert all(float(r["dp_mixture"]) < float(r["empirical_z"]) for r in big)
+        assert 0 <= float(row["pointwise_coverage"]) <= 1
+        assert float(row["simultaneous_coverage"]) in (0.0, 1.0)  # one run per cell
+    big = [r for r in rows if r["n"] == "500"]
+    assert all(float(r["median_w1_dp_mixture"]) < float(r["median_w1_empirical_z"]) for r in big)
+    sbc = list(csv.DictReader((tmp_path / "nonparametric_sbc_runs.csv").open()))
+    assert len(sbc) == 3 * 19 and all(0 <= int(r["rank"]) <= int(r["thin"]) for r in sbc)
+    mixing = list(csv.DictReader((tmp_path / "nonparametric_mixing.csv").open()))
+    assert [r["sampler"] for r in mixing] == ["gibbs (paper)", "gibbs + label-integrated moves"]
+    real = {r["data"] for r in csv.DictReader((tmp_path / "nonparametric_real.csv").open())}
+    assert real == {"randhie", "diabetes_bmi"}

@@ -6,15 +6,16 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from dpbayes.nonparametric import ConvergenceWarning, DPMixture, LaplaceMechanism
+from dpbayes.nonparametric import ConvergenceWarning, DPMixture, LocalLaplace
 
 
 @pytest.fixture(scope="module")
 def fit():
     g = np.random.default_rng(0)
     x = np.clip(g.normal(0.2, 0.4, 300), -1, 1)
-    mech = LaplaceMechanism(epsilon=2.0, r=1.0)
+    mech = LocalLaplace(epsilon=2.0, r=1.0)
     z = mech.privatize(x, rng=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -85,7 +86,7 @@ def test_inference_data_and_summary(fit):
 
 
 def test_short_run_warns_about_convergence():
-    mech = LaplaceMechanism(epsilon=1.0, r=1.0)
+    mech = LocalLaplace(epsilon=1.0, r=1.0)
     z = mech.privatize(np.linspace(-1, 1, 60), rng=0)
     with pytest.warns(ConvergenceWarning, match="R-hat|ESS"):
         DPMixture(mechanism=mech).fit(z, draws=8, warmup=2, chains=2, rng=1)
@@ -106,3 +107,75 @@ def test_diagnostics_equal_arviz():
         assert rhat(x) == pytest.approx(float(az.rhat(x)), rel=1e-10)
         assert ess_bulk(x) == pytest.approx(float(az.ess(x, method="bulk")), rel=1e-10)
         assert ess_tail(x) == pytest.approx(float(az.ess(x, method="tail")), rel=1e-10)
+
+
+def test_simultaneous_band_holds_whole_draws(fit):
+    from dpbayes.nonparametric.fit import simultaneous_band
+
+    grid = np.linspace(-1, 1, 41)
+    d = fit.cdf_draws(grid).reshape(-1, grid.size)
+    for level in (0.5, 0.8, 0.95):
+        lo, hi = fit.cdf_band(grid, level, kind="simultaneous")
+        inside = np.mean(np.all((d >= lo) & (d <= hi), axis=1))
+        assert inside >= level  # by construction (more with ties between 300 draws)
+        plo, phi = fit.cdf_band(grid, level)
+        assert np.all(lo <= plo + 1e-12) and np.all(hi >= phi - 1e-12)
+    # a random-walk ensemble: the band's content is the level up to one draw's worth
+    g = np.random.default_rng(0)
+    walks = np.cumsum(g.standard_normal((2000, 30)), axis=1)
+    lo, hi = simultaneous_band(walks, 0.9)
+    assert 0.9 <= np.mean(np.all((walks >= lo) & (walks <= hi), axis=1)) <= 0.9 + 1 / 2000 + 0.01
+    with pytest.raises(ValueError, match="kind"):
+        fit.cdf_band(grid, 0.9, kind="joint")
+
+
+def test_cdf_median_is_the_pointwise_median(fit):
+    grid = np.linspace(-1.5, 1.5, 61)
+    med = fit.cdf_median(grid)
+    np.testing.assert_allclose(med, np.median(fit.cdf_draws(grid), axis=(0, 1)))
+    assert np.all(np.diff(med) >= 0) and 0 <= med[0] and med[-1] <= 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"support": "both"}, ValueError, "support"),
+        ({"base_prior": "default"}, ValueError, "base_prior"),
+        ({"base_prior": (0.0, 1.0)}, TypeError, "base_prior"),
+        ({"alpha_prior": (0.0, 1.0)}, ValueError, "shape"),
+        ({"atom_moves": -1}, ValueError, "atom_moves"),
+        ({"marginal_moves": 1}, TypeError, "marginal_moves"),
+        ({"base": (0.0, -1.0)}, ValueError, "sigma"),
+    ],
+)
+def test_model_arguments_are_checked(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        DPMixture(mechanism=LocalLaplace(epsilon=1.0, r=1.0), **kwargs)
+
+
+def test_custom_mechanism_needs_base_and_real_support():
+    from dpbayes.nonparametric import CustomMechanism
+
+    mech = CustomMechanism(logpdf=lambda z, x: -np.abs(z - x))
+    with pytest.raises(ValueError, match="base"):
+        DPMixture(mechanism=mech)
+    with pytest.raises(ValueError, match="clipping bound"):
+        DPMixture(mechanism=mech, base=(0.0, 1.0), support="clipped")
+    assert DPMixture(mechanism=mech, base=(0.0, 1.0)).base_prior is None
+
+
+def test_base_prior_checks_and_draws():
+    from dpbayes.nonparametric import BasePrior
+
+    with pytest.raises(ValueError, match="sigma_lo"):
+        BasePrior(sigma_lo=2.0, sigma_hi=1.0)
+    with pytest.raises(ValueError, match="mu_sd"):
+        BasePrior(mu_sd=0.0)
+    prior = BasePrior.for_range(3.0)
+    assert (prior.mu_sd, prior.sigma_lo, prior.sigma_hi) == (3.0, 0.15, 12.0)
+    g = np.random.default_rng(0)
+    draws = np.array([prior.rvs(g) for _ in range(4000)])
+    # log sigma uniform on [log 0.15, log 12]: KS against that law; mu ~ N(0, 9)
+    lo, hi = np.log(0.15), np.log(12.0)
+    assert stats.kstest(np.log(draws[:, 1]), stats.uniform(lo, hi - lo).cdf).pvalue > 1e-4
+    assert stats.kstest(draws[:, 0], stats.norm(0, 3).cdf).pvalue > 1e-4

@@ -9,8 +9,8 @@ from scipy import stats
 from dpbayes.nonparametric import (
     CustomMechanism,
     DPMixture,
-    GaussianMechanism,
-    LaplaceMechanism,
+    LocalGaussian,
+    LocalLaplace,
     PrivatizedColumn,
     privatize,
 )
@@ -34,7 +34,7 @@ def test_laplace_clips_then_adds_scale_2r_over_eps(value, expected_centre):
 
 
 def test_secure_default_path_clips_and_is_not_simulation():
-    out = LaplaceMechanism(epsilon=1.0, r=2.0).privatize(np.full(3000, 50.0))
+    out = LocalLaplace(epsilon=1.0, r=2.0).privatize(np.full(3000, 50.0))
     assert out.guarantee.simulation is False
     # centre 2 = clip(50); scale 4: mean within a z-bound of 2
     assert abs(out.values.mean() - 2.0) <= ZB * np.sqrt(2 * 4.0**2 / 3000)
@@ -42,7 +42,7 @@ def test_secure_default_path_clips_and_is_not_simulation():
 
 def test_gaussian_uses_the_privacy_core_sigma():
     eps, delta, r, n = 1.0, 1e-6, 2.0, 20_000
-    mech = GaussianMechanism(epsilon=eps, delta=delta, r=r)
+    mech = LocalGaussian(epsilon=eps, delta=delta, r=r)
     assert mech.sigma == PrivacyGaussian(epsilon=eps, delta=delta, sensitivity=2 * r).sigma
     out = privatize(np.full(n, -9.0), mechanism="gaussian", epsilon=eps, delta=delta, r=r, rng=4)
     res = stats.kstest(out.values, stats.norm(-r, mech.sigma).cdf)
@@ -115,16 +115,16 @@ def test_bad_input_is_refused(kwargs, error, match):
 
 def test_mechanism_and_model_checks():
     with pytest.raises(ValueError, match="r must be > 0"):
-        LaplaceMechanism(epsilon=1.0, r=0.0)
+        LocalLaplace(epsilon=1.0, r=0.0)
     with pytest.raises(ValueError, match="epsilon"):
-        LaplaceMechanism(epsilon=-1.0, r=1.0)
+        LocalLaplace(epsilon=-1.0, r=1.0)
     with pytest.raises(TypeError, match="cannot privatize"):
         CustomMechanism(logpdf=lambda z, x: -((z - x) ** 2)).privatize([1.0])
     with pytest.raises(ValueError, match="broadcast"):
         CustomMechanism(logpdf=lambda z, x: np.zeros(3))
     with pytest.raises(ValueError, match="base"):
         DPMixture(mechanism=CustomMechanism(logpdf=lambda z, x: -((z - x) ** 2)))
-    mech = LaplaceMechanism(epsilon=1.0, r=1.0)
+    mech = LocalLaplace(epsilon=1.0, r=1.0)
     with pytest.raises(ValueError, match="alpha"):
         DPMixture(mechanism=mech, alpha=0.0)
     with pytest.raises(ValueError, match="sigma"):
@@ -145,12 +145,12 @@ def test_mechanism_and_model_checks():
 @pytest.mark.parametrize(
     "other",
     [
-        LaplaceMechanism(epsilon=2.0, r=1.0),
-        LaplaceMechanism(epsilon=1.0, r=3.0),
-        GaussianMechanism(epsilon=1.0, delta=1e-5, r=1.0),
+        LocalLaplace(epsilon=2.0, r=1.0),
+        LocalLaplace(epsilon=1.0, r=3.0),
+        LocalGaussian(epsilon=1.0, delta=1e-5, r=1.0),
     ],
 )
 def test_mismatched_mechanism_is_refused(other):
-    z = LaplaceMechanism(epsilon=1.0, r=1.0).privatize([0.1, 0.5, -0.3], rng=0)
+    z = LocalLaplace(epsilon=1.0, r=1.0).privatize([0.1, 0.5, -0.3], rng=0)
     with pytest.raises(ValueError, match="does not match"):
         DPMixture(mechanism=other).fit(z, draws=2, chains=1, rng=0)

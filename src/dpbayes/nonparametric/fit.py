@@ -19,7 +19,7 @@ from dpbayes.nonparametric.diagnostics import check_convergence, diagnose
 from dpbayes.privacy import Guarantee
 from dpbayes.privacy.validation import check_array, check_positive, check_probability
 
-__all__ = ["DPMixtureFit"]
+__all__ = ["DPMixtureFit", "simultaneous_band"]
 
 _SUMMARY_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -30,6 +30,32 @@ def _pad(rows: list[np.ndarray], width: int, fill_last: bool) -> np.ndarray:
         out[i, : row.size] = row
         out[i, row.size :] = row[-1] if fill_last else 0.0
     return out
+
+
+def simultaneous_band(draws: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Simultaneous credible band from (draws, ...) samples of a function on a grid.
+
+    Candidate bands are the symmetric order statistics (x_(k), x_(D-1-k)) at every point,
+    k = 0, 1, ...; a draw lies inside band k at every point iff k <= k_d = min over points
+    of min(#{values <= its value} - 1, D - 1 - #{values < its value}). The band returned
+    has the largest k such that at least a fraction ``level`` of the draws have k_d >= k:
+    it contains whole draws with posterior probability >= ``level`` (up to Monte Carlo
+    error), the rank envelope of Besag et al. (1995).
+    """
+    level = check_probability(level, "level", open_interval=True)
+    x = np.asarray(draws, dtype=float)
+    n_draws = x.shape[0]
+    flat = x.reshape(n_draws, -1)
+    srt = np.sort(flat, axis=0)
+    depth = np.full(n_draws, n_draws)
+    for j in range(flat.shape[1]):
+        le = np.searchsorted(srt[:, j], flat[:, j], side="right")
+        lt = np.searchsorted(srt[:, j], flat[:, j], side="left")
+        depth = np.minimum(depth, np.minimum(le - 1, n_draws - 1 - lt))
+    need = int(np.ceil(level * n_draws))
+    k = int(np.sort(depth)[::-1][need - 1])  # the need-th largest depth
+    k = min(max(k, 0), (n_draws - 1) // 2)
+    return srt[k].reshape(x.shape[1:]), srt[n_draws - 1 - k].reshape(x.shape[1:])
 
 
 @dataclass(frozen=True)
@@ -43,6 +69,8 @@ class DPMixtureFit:
         weights (padded with the last atom and weight 1).
     n_clusters, alpha:
         (chains, draws): occupied clusters and the concentration at each draw.
+    base:
+        (2, chains, draws): the base measure's (mu, sigma) at each draw.
     model:
         The :class:`DPMixture` that was fitted; ``n`` the number of observations.
     guarantee:
@@ -57,6 +85,7 @@ class DPMixtureFit:
     cumw: np.ndarray
     n_clusters: np.ndarray
     alpha: np.ndarray
+    base: np.ndarray
     model: Any
     n: int
     guarantee: Guarantee | None
@@ -72,6 +101,7 @@ class DPMixtureFit:
         *,
         n_clusters: np.ndarray,
         alpha: np.ndarray,
+        base: np.ndarray,
         model: Any,
         n: int,
         guarantee: Guarantee | None,
@@ -93,6 +123,7 @@ class DPMixtureFit:
             _pad(flat_c, width, True).reshape(chains, draws, width),
             n_clusters,
             alpha,
+            base,
             model,
             n,
             guarantee,
@@ -202,6 +233,8 @@ class DPMixtureFit:
         out["n_clusters"] = self.n_clusters.astype(float)
         if self.model.alpha_prior is not None:
             out["alpha"] = self.alpha
+        if self.model.base_prior is not None:
+            out["base_mu"], out["base_sigma"] = self.base[0], self.base[1]
         return out
 
     # ------------------------------------------------------------- point estimates
@@ -256,9 +289,24 @@ class DPMixtureFit:
         lo, hi = self._eti(funcs[functional], level)
         return float(lo), float(hi)
 
-    def cdf_band(self, grid: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Pointwise equal-tailed credible band of F at ``grid``."""
-        return self._eti(self.cdf_draws(grid), level)
+    def cdf_band(
+        self, grid: Any, level: float = 0.95, kind: str = "pointwise"
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Credible band of F at ``grid``: ``"pointwise"`` (equal-tailed at each point) or
+        ``"simultaneous"`` (:func:`simultaneous_band`: contains whole draws of F on the grid
+        with posterior probability ``level``)."""
+        if kind == "pointwise":
+            return self._eti(self.cdf_draws(grid), level)
+        if kind == "simultaneous":
+            d = self.cdf_draws(grid)
+            return simultaneous_band(d.reshape(-1, *d.shape[2:]), level)
+        raise ValueError(f"kind must be 'pointwise' or 'simultaneous', got {kind!r}")
+
+    def cdf_median(self, grid: Any) -> np.ndarray:
+        """Pointwise posterior median of F at ``grid``: the Bayes estimate under the loss
+        W1 = integral |F - G| (it minimises E|F(t) - G(t)| at each t; a CDF, since the
+        median is monotone)."""
+        return np.median(self.cdf_draws(grid), axis=(0, 1))  # type: ignore[no-any-return]
 
     def density_band(
         self, grid: Any, level: float = 0.95, bandwidth: float | None = None

@@ -120,14 +120,15 @@ def group_by_label(labels, k):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def laplace_intervals(z, order, starts, b, r, mu, s):  # type: ignore[no-untyped-def]
+def laplace_intervals(z, order, starts, b, r, mu, s, tails):  # type: ignore[no-untyped-def]
     """Pieces of the Appendix A conditional for every cluster (Laplace mechanism, clipping).
 
     For cluster k with increasing Z's w_1..w_m and x in an interval between consecutive
     breakpoints (-r, the w's inside (-r, r), r), with a = #{w < x}, S_- and S_+ the sums
     of the w's below and above x:  sum_i |w_i - x| / b = c x - (S_- - S_+)/b, c = (2a - m)/b,
     so prior x likelihood is N(x; mu - c s^2, s^2) times exp((S_- - S_+)/b + (mu_a^2 - mu^2)/2s^2).
-    Outside [-r, r] the clipped value is -r or r and the piece is the prior's tail.
+    Outside [-r, r] the clipped value is -r or r and the piece is the prior's tail; with
+    ``tails`` false the base is restricted to [-r, r] and these two pieces are left out.
     Returns (seg, lo, hi, mean, const); constants common to all pieces are dropped.
     """
     k = starts.shape[0] - 1
@@ -151,12 +152,13 @@ def laplace_intervals(z, order, starts, b, r, mu, s):  # type: ignore[no-untyped
             total += w
             left -= abs(w + r)
             right -= abs(w - r)
-        seg[q] = c
-        lo[q] = -np.inf
-        hi[q] = -r
-        mean[q] = mu
-        const[q] = left / b
-        q += 1
+        if tails:
+            seg[q] = c
+            lo[q] = -np.inf
+            hi[q] = -r
+            mean[q] = mu
+            const[q] = left / b
+            q += 1
         p = a0
         s_below = 0.0
         while p < a1 and z[order[p]] <= -r:
@@ -182,12 +184,13 @@ def laplace_intervals(z, order, starts, b, r, mu, s):  # type: ignore[no-untyped
             s_below += z[order[p]]
             p += 1
             t_lo = t_hi
-        seg[q] = c
-        lo[q] = r
-        hi[q] = np.inf
-        mean[q] = mu
-        const[q] = right / b
-        q += 1
+        if tails:
+            seg[q] = c
+            lo[q] = r
+            hi[q] = np.inf
+            mean[q] = mu
+            const[q] = right / b
+            q += 1
     return seg[:q], lo[:q], hi[:q], mean[:q], const[:q]
 
 
@@ -236,7 +239,23 @@ def quantile_draws(atoms, cumw, qs):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def laplace_label_sweep(  # type: ignore[no-untyped-def]
-    i0, z, new_w, labels, counts, phi, top, alpha, uniforms, pool_g, pool_u, pool_pos, b, r, mu, s
+    i0,
+    z,
+    new_w,
+    labels,
+    counts,
+    phi,
+    top,
+    alpha,
+    uniforms,
+    pool_g,
+    pool_u,
+    pool_pos,
+    b,
+    r,
+    mu,
+    s,
+    tails,
 ):
     """Neal's algorithm 2 for the Laplace mechanism, fused: labels and new clusters in one loop.
 
@@ -299,7 +318,7 @@ def laplace_label_sweep(  # type: ignore[no-untyped-def]
             top += 1
         labels[i] = slot
         counts[slot] = 1
-        x = one_observation_draw(z[i], b, r, mu, s, pool_g[pool_pos], pool_u[pool_pos])
+        x = one_observation_draw(z[i], b, r, mu, s, tails, pool_g[pool_pos], pool_u[pool_pos])
         pool_pos += 1
         phi[slot] = x
         yc[slot] = min(max(x, -r), r)

@@ -7,9 +7,15 @@ Ayed, Battiston & Di Benedetto 2020). ``privatize`` delegates the release to
 :mod:`dpbayes.privacy`, so the noise is floating-point-safe by default (``rng=None``)
 and seeded only for simulation.
 
-These names deliberately shadow :class:`dpbayes.privacy.LaplaceMechanism` and
-:class:`dpbayes.privacy.GaussianMechanism`: here they describe a *local* mechanism
-(one release per person, values clipped to [-r, r]) and its likelihood.
+:class:`LocalLaplace` and :class:`LocalGaussian` describe a *local* mechanism (one
+release per person, values clipped to [-r, r]) and its likelihood; each releases through
+the central :class:`dpbayes.privacy.LaplaceMechanism` / :class:`~dpbayes.privacy.GaussianMechanism`
+applied to one clipped value (sensitivity 2r).
+
+The conditionals take ``tails``: True when the base measure N(mu, sigma^2) lives on the
+real line (paper 001 as printed: two pieces beyond -r and r whose values the data do not
+locate), False when it is restricted to [-r, r] (the law of clip(X), what the data
+identify; :class:`~dpbayes.nonparametric.DPMixture`'s default).
 """
 
 from __future__ import annotations
@@ -23,17 +29,20 @@ from typing import Any
 import numpy as np
 
 from dpbayes.nonparametric import kernels
-from dpbayes.nonparametric.truncnorm import Intervals
-from dpbayes.privacy import GaussianMechanism as _PrivacyGaussian
-from dpbayes.privacy import Guarantee
-from dpbayes.privacy import LaplaceMechanism as _PrivacyLaplace
+from dpbayes.nonparametric.truncnorm import Intervals, log_diff_ndtr
+from dpbayes.privacy import GaussianMechanism, Guarantee, LaplaceMechanism
 from dpbayes.privacy.validation import check_array, check_delta, check_epsilon, check_positive
 
-__all__ = ["CustomMechanism", "GaussianMechanism", "LaplaceMechanism", "LocalMechanism"]
+__all__ = ["CustomMechanism", "LocalGaussian", "LocalLaplace", "LocalMechanism"]
 
 
 def _clip(x: np.ndarray, r: float) -> np.ndarray:
     return np.clip(x, -r, r)
+
+
+def log_base_mass(mu: float, sigma: float, r: float) -> float:
+    """log P(-r <= X <= r) under N(mu, sigma^2): the normaliser of the restricted base."""
+    return float(log_diff_ndtr(np.array((-r - mu) / sigma), np.array((r - mu) / sigma)))
 
 
 class _ClippedLocal(abc.ABC):
@@ -68,7 +77,7 @@ class _ClippedLocal(abc.ABC):
 
 
 @dataclass(frozen=True, kw_only=True)
-class LaplaceMechanism(_ClippedLocal):
+class LocalLaplace(_ClippedLocal):
     """Local Laplace mechanism with clipping: Z = clip(X, -r, r) + Lap(2 r / epsilon).
 
     The likelihood of paper 001 (Proposition A). Privacy: one person's clipped value
@@ -92,9 +101,6 @@ class LaplaceMechanism(_ClippedLocal):
     def params(self) -> dict[str, float]:
         return {"epsilon": self.epsilon, "r": self.r}
 
-    def default_base(self) -> tuple[float, float]:
-        return 0.0, self.r
-
     def loglik(self, z: Any, x: Any) -> np.ndarray:
         """log Q(z | x), broadcasting z against x."""
         b = self.scale
@@ -103,7 +109,14 @@ class LaplaceMechanism(_ClippedLocal):
         )
 
     def conditional(
-        self, z_sorted: np.ndarray, order: np.ndarray, starts: np.ndarray, mu: float, sigma: float
+        self,
+        z_sorted: np.ndarray,
+        order: np.ndarray,
+        starts: np.ndarray,
+        mu: float,
+        sigma: float,
+        *,
+        tails: bool = True,
     ) -> Intervals:
         """Exact conditional of each cluster value given its Z's (Appendix A), all clusters.
 
@@ -111,24 +124,26 @@ class LaplaceMechanism(_ClippedLocal):
         (increasing). Returns the truncated-Normal pieces with their log weights.
         """
         seg, lo, hi, mean, const = kernels.laplace_intervals(
-            z_sorted, order, starts, self.scale, self.r, mu, sigma
+            z_sorted, order, starts, self.scale, self.r, mu, sigma, tails
         )
         return Intervals(seg, lo, hi, mean, np.full(len(seg), sigma), const, len(starts) - 1)
 
-    def log_marginal(self, z: Any, mu: float, sigma: float) -> np.ndarray:
-        """Log prior predictive density: log of the integral of Q(z | x) N(x; mu, sigma^2) dx."""
+    def log_marginal(self, z: Any, mu: float, sigma: float, *, tails: bool = True) -> np.ndarray:
+        """Log prior predictive density: log of the integral of Q(z | x) P0(dx), P0 = N(mu,
+        sigma^2) on the real line (``tails``) or restricted to [-r, r]."""
         zz = np.asarray(z, dtype=float)
         n = zz.shape[0]
-        pieces = self.conditional(zz, np.arange(n), np.arange(n + 1), mu, sigma)
+        pieces = self.conditional(zz, np.arange(n), np.arange(n + 1), mu, sigma, tails=tails)
         lse = kernels.segment_logsumexp(pieces.log_mass(), pieces.seg, n)
-        return lse - math.log(2.0 * self.scale)  # type: ignore[no-any-return]
+        norm = 0.0 if tails else log_base_mass(mu, sigma, self.r)
+        return lse - math.log(2.0 * self.scale) - norm  # type: ignore[no-any-return]
 
-    def _privacy(self) -> _PrivacyLaplace:
-        return _PrivacyLaplace(epsilon=self.epsilon, sensitivity=2.0 * self.r)
+    def _privacy(self) -> LaplaceMechanism:
+        return LaplaceMechanism(epsilon=self.epsilon, sensitivity=2.0 * self.r)
 
 
 @dataclass(frozen=True, kw_only=True)
-class GaussianMechanism(_ClippedLocal):
+class LocalGaussian(_ClippedLocal):
     """Local Gaussian mechanism with clipping: Z = clip(X, -r, r) + N(0, sigma^2).
 
     sigma is the analytic (Balle & Wang 2018) or classic calibration for L2 sensitivity 2r.
@@ -157,17 +172,22 @@ class GaussianMechanism(_ClippedLocal):
             "calibration": self.calibration,
         }
 
-    def default_base(self) -> tuple[float, float]:
-        return 0.0, self.r
-
     def loglik(self, z: Any, x: Any) -> np.ndarray:
         d = np.asarray(z) - _clip(np.asarray(x, dtype=float), self.r)
         return -0.5 * (d / self.sigma) ** 2 - math.log(self.sigma * math.sqrt(2.0 * math.pi))
 
     def conditional(
-        self, z_sorted: np.ndarray, order: np.ndarray, starts: np.ndarray, mu: float, sigma: float
+        self,
+        z_sorted: np.ndarray,
+        order: np.ndarray,
+        starts: np.ndarray,
+        mu: float,
+        sigma: float,
+        *,
+        tails: bool = True,
     ) -> Intervals:
-        """Exact conditional: conjugate Normal update on [-r, r] plus the two clipped tails."""
+        """Exact conditional: conjugate Normal update on [-r, r] plus the two clipped tails
+        (left out when ``tails`` is false: the base restricted to [-r, r])."""
         k = len(starts) - 1
         counts = np.diff(starts).astype(float)
         lab = np.repeat(np.arange(k), np.diff(starts))
@@ -195,18 +215,23 @@ class GaussianMechanism(_ClippedLocal):
         mean = np.column_stack([np.full(k, mu), post_mean, np.full(k, mu)]).ravel()
         sd = np.column_stack([np.full(k, sigma), post_sd, np.full(k, sigma)]).ravel()
         const = np.column_stack([loglik_at(-r), const_mid, loglik_at(r)]).ravel()
+        if not tails:
+            mid = np.arange(k) * 3 + 1
+            return Intervals(np.arange(k), lo[mid], hi[mid], mean[mid], sd[mid], const[mid], k)
         return Intervals(seg, lo, hi, mean, sd, const, k)
 
-    def log_marginal(self, z: Any, mu: float, sigma: float) -> np.ndarray:
-        """Log prior predictive density: log of the integral of Q(z | x) N(x; mu, sigma^2) dx."""
+    def log_marginal(self, z: Any, mu: float, sigma: float, *, tails: bool = True) -> np.ndarray:
+        """Log prior predictive density: log of the integral of Q(z | x) P0(dx), P0 = N(mu,
+        sigma^2) on the real line (``tails``) or restricted to [-r, r]."""
         zz = np.asarray(z, dtype=float)
         n = zz.shape[0]
-        pieces = self.conditional(zz, np.arange(n), np.arange(n + 1), mu, sigma)
+        pieces = self.conditional(zz, np.arange(n), np.arange(n + 1), mu, sigma, tails=tails)
         lse = kernels.segment_logsumexp(pieces.log_mass(), pieces.seg, n)
-        return lse - math.log(self.sigma * math.sqrt(2.0 * math.pi))  # type: ignore[no-any-return]
+        norm = 0.0 if tails else log_base_mass(mu, sigma, self.r)
+        return lse - math.log(self.sigma * math.sqrt(2.0 * math.pi)) - norm  # type: ignore[no-any-return]
 
-    def _privacy(self) -> _PrivacyGaussian:
-        return _PrivacyGaussian(
+    def _privacy(self) -> GaussianMechanism:
+        return GaussianMechanism(
             epsilon=self.epsilon,
             delta=self.delta,
             sensitivity=2.0 * self.r,
@@ -242,9 +267,6 @@ class CustomMechanism:
     def params(self) -> dict[str, Any]:
         return {"logpdf": self.logpdf}
 
-    def default_base(self) -> tuple[float, float]:
-        raise ValueError("base=(mu, sigma) must be given for a CustomMechanism")
-
     def loglik(self, z: Any, x: Any) -> np.ndarray:
         return np.asarray(self.logpdf(np.asarray(z, dtype=float), np.asarray(x, dtype=float)))
 
@@ -263,4 +285,4 @@ class CustomMechanism:
         )
 
 
-LocalMechanism = LaplaceMechanism | GaussianMechanism | CustomMechanism
+LocalMechanism = LocalLaplace | LocalGaussian | CustomMechanism

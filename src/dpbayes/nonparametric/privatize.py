@@ -84,7 +84,7 @@ def privatize(
     Privacy: every value is released once by an eps-LDP (or (eps, delta)-LDP) mechanism,
     so substituting one person's record changes one output and the column is eps-DP.
     """
-    from dpbayes.nonparametric.mechanisms import GaussianMechanism, LaplaceMechanism
+    from dpbayes.nonparametric.mechanisms import LocalGaussian, LocalLaplace
 
     if mechanism == "randomized-response":
         cats = _categories(categories)
@@ -105,7 +105,7 @@ def privatize(
     if mechanism == "laplace":
         if delta != 0:
             raise ValueError(f"delta must be 0 for the laplace mechanism, got {delta}")
-        return LaplaceMechanism(epsilon=epsilon, r=r).privatize(x, rng=rng)  # type: ignore[no-any-return]
+        return LocalLaplace(epsilon=epsilon, r=r).privatize(x, rng=rng)  # type: ignore[no-any-return]
     if mechanism == "gaussian":
-        return GaussianMechanism(epsilon=epsilon, delta=delta, r=r).privatize(x, rng=rng)  # type: ignore[no-any-return]
+        return LocalGaussian(epsilon=epsilon, delta=delta, r=r).privatize(x, rng=rng)  # type: ignore[no-any-return]
     raise ValueError(f"mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")

@@ -1,7 +1,8 @@
 """A straightforward pure-Python Gibbs sweep for the Laplace mechanism (slow; for checks only).
 
-The same algorithm as :class:`DPMixture` with a :class:`LaplaceMechanism` (Neal's
-algorithm 2 for labels, the Appendix A conditional for the cluster values), written
+The same algorithm as :class:`DPMixture` with a :class:`LocalLaplace` mechanism, fixed alpha
+and base, and ``marginal_moves=False`` (Neal's algorithm 2 for labels, the Appendix A
+conditional for the cluster values; ``tails=False`` for the base restricted to [-r, r]), written
 with Python lists and scalar math so that the compiled sampler can be tested against
 it draw for draw (it consumes the Generator in the same order) and benchmarked
 against it. Not part of the public API.
@@ -43,13 +44,15 @@ def _ppf(u: float, a: float, b: float) -> float:
     return -x if flip else x
 
 
-def _pieces(w: list[float], b: float, r: float, mu: float, s: float) -> list[tuple[float, ...]]:
+def _pieces(
+    w: list[float], b: float, r: float, mu: float, s: float, tails: bool
+) -> list[tuple[float, ...]]:
     """(lo, hi, mean, const) of the Appendix A conditional for increasing Z's w."""
     m = len(w)
     total = sum(w)
     left = -sum(abs(v + r) for v in w) / b
     right = -sum(abs(v - r) for v in w) / b
-    out: list[tuple[float, ...]] = [(-math.inf, -r, mu, left)]
+    out: list[tuple[float, ...]] = [(-math.inf, -r, mu, left)] if tails else []
     p, s_below = 0, 0.0
     while p < m and w[p] <= -r:
         s_below += w[p]
@@ -66,7 +69,8 @@ def _pieces(w: list[float], b: float, r: float, mu: float, s: float) -> list[tup
         s_below += w[p]
         p += 1
         t_lo = t_hi
-    out.append((r, math.inf, mu, right))
+    if tails:
+        out.append((r, math.inf, mu, right))
     return out
 
 
@@ -95,16 +99,17 @@ def _compact(labels: list[int], counts: list[int], phi: list[float]) -> ChainSta
 
 
 def reference_new_weights(
-    zs: np.ndarray, *, epsilon: float, r: float, mu: float, sigma: float
+    zs: np.ndarray, *, epsilon: float, r: float, mu: float, sigma: float, tails: bool = True
 ) -> list[float]:
     """Prior predictive of clip(z_i) relative to max Q(z_i | .), per value (once per fit)."""
     b = 2.0 * r / epsilon
+    norm = 1.0 if tails else math.exp(_log_diff_ndtr((-r - mu) / sigma, (r - mu) / sigma))
     out = []
     for v in zs:
-        ps = _pieces([min(max(float(v), -r), r)], b, r, mu, sigma)
+        ps = _pieces([min(max(float(v), -r), r)], b, r, mu, sigma, tails)
         terms = [c + _log_diff_ndtr((lo - m) / sigma, (hi - m) / sigma) for lo, hi, m, c in ps]
         top = max(terms)
-        out.append(math.exp(top) * sum(math.exp(t - top) for t in terms))
+        out.append(math.exp(top) * sum(math.exp(t - top) for t in terms) / norm)
     return out
 
 
@@ -119,10 +124,11 @@ def reference_laplace_sweep(
     mu: float,
     sigma: float,
     new_w: list[float],
+    tails: bool = True,
 ) -> ChainState:
     """One sweep on the sorted data ``zs`` (labels, then cluster values), in pure Python.
 
-    ``new_w`` comes from :func:`reference_new_weights`.
+    ``new_w`` comes from :func:`reference_new_weights` (with the same ``tails``).
     """
     b = 2.0 * r / epsilon
     z = [float(v) for v in zs]
@@ -164,18 +170,18 @@ def reference_laplace_sweep(
             counts.append(0)
         labels[i] = slot
         counts[slot] = 1
-        ps = _pieces([z[i]], b, r, mu, sigma)
+        ps = _pieces([z[i]], b, r, mu, sigma, tails)
         phi[slot] = _draw(ps, sigma, pool_g[pool_pos], float(pool_u[pool_pos]))
         pool_pos += 1
     st = _compact(labels, counts, phi)
     members: list[list[float]] = [[] for _ in st.phi]
     for i, c in enumerate(st.labels):
         members[int(c)].append(z[i])
-    all_pieces = [_pieces(ws, b, r, mu, sigma) for ws in members]
+    all_pieces = [_pieces(ws, b, r, mu, sigma, tails) for ws in members]
     gumbel = gen.gumbel(size=sum(len(p) for p in all_pieces))
     uniforms_k = gen.random(len(all_pieces))
     out, pos = [], 0
     for c, ps in enumerate(all_pieces):
         out.append(_draw(ps, sigma, gumbel[pos : pos + len(ps)], float(uniforms_k[c])))
         pos += len(ps)
-    return ChainState(st.labels, st.counts, np.array(out), alpha)
+    return ChainState(st.labels, st.counts, np.array(out), alpha, mu, sigma)

@@ -1,16 +1,20 @@
 """Gibbs sampler for the Dirichlet-process mixture of paper 001 (Ayed, Battiston, Di Benedetto).
 
-Model: X_i ~ P, P ~ DP(alpha, N(mu, sigma^2)), Z_i | X_i ~ Q(. | X_i) with Q the known
-local mechanism; optionally alpha ~ Gamma(shape, rate). One sweep is
+Model: X_i ~ P, P ~ DP(alpha, P0), P0 = N(mu, sigma^2) (restricted to the clipping range
+[-r, r] by default, see ``support``), Z_i | X_i ~ Q(. | X_i) with Q the known local
+mechanism; by default alpha ~ Gamma(shape, rate) and (mu, sigma) have the hyperprior of
+:class:`~dpbayes.nonparametric.base.BasePrior`. One sweep is
 
-1. labels: Neal (2000) algorithm 8 with m auxiliary values, on precomputed matrices of
-   log Q(z_i | phi_k) (compiled loop, :func:`kernels.label_sweep`);
+1. labels: Neal (2000) algorithm 2 with the closed-form prior predictive for the
+   built-in mechanisms (compiled loop), algorithm 8 with m auxiliary values for a custom Q;
 2. cluster values: the exact conditional (Appendix A mixture of truncated Normals for
    the Laplace mechanism with clipping; conjugate Normal for the Gaussian mechanism),
    or a random-walk Metropolis step for any other Q;
 3. alpha (if it has a prior): Escobar & West (1995) auxiliary-variable update;
-4. a draw of P itself: P | labels, values ~ DP(alpha + n, ...), i.e. Dirichlet(n_1..n_K,
-   alpha) weights on the values and on a stick-breaking draw of DP(alpha, P0).
+4. (mu, sigma) (if they have a prior): slice sampling given the distinct cluster values;
+5. after the chain, a draw of P for each saved state: P | labels, values ~ DP(alpha + n,
+   ...), i.e. Dirichlet(n_1..n_K, alpha) weights on the values and on a stick-breaking
+   draw of DP(alpha, P0).
 
 All randomness comes from the chain's numpy Generator obtained from
 ``dpbayes.privacy.noise.noise_source(rng).generator()``.
@@ -22,33 +26,42 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from dpbayes.nonparametric import kernels
+from dpbayes.nonparametric.base import BasePrior, draw_base, update_base
 from dpbayes.nonparametric.fit import DPMixtureFit
+from dpbayes.nonparametric.kernels_truncnorm import laplace_new_weights
 from dpbayes.nonparametric.mechanisms import (
     CustomMechanism,
-    GaussianMechanism,
-    LaplaceMechanism,
+    LocalGaussian,
+    LocalLaplace,
     LocalMechanism,
 )
+from dpbayes.nonparametric.moves import MixtureLikelihood, marginal_block
 from dpbayes.nonparametric.privatize import PrivatizedColumn
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_array, check_finite, check_int, check_positive
 
-__all__ = ["ChainState", "DPMixture", "SortedData"]
+__all__ = ["DEFAULT_ALPHA_PRIOR", "ChainState", "DPMixture", "SortedData"]
+
+DEFAULT_ALPHA_PRIOR = (2.0, 0.5)
+"""Gamma(shape 2, rate 0.5) on the concentration: mean 4, sd 2.8."""
 
 
 @dataclass
 class ChainState:
-    """The state of one chain: labels of the (sorted) observations, cluster values, alpha."""
+    """The state of one chain: labels of the (sorted) observations, cluster values, alpha,
+    and the base measure's (mu, sigma)."""
 
     labels: np.ndarray
     counts: np.ndarray
     phi: np.ndarray
     alpha: float
+    mu: float = 0.0
+    sigma: float = 1.0
     step: float = 1.0
     accepted: float = 0.0
 
@@ -60,20 +73,22 @@ _ZERO_ONE = np.array([0, 1], dtype=np.int64)
 
 @dataclass(frozen=True)
 class SortedData:
-    """The privatised values sorted increasingly, and the weight of a new cluster per value.
-
-    ``new_weight[i, 0]`` is the prior predictive of z_i (Neal's algorithm 2), on the
-    scale of the mechanism's likelihood table (log if ``logscale``); None for a custom
-    mechanism (algorithm 8 with auxiliary values).
-    """
+    """The privatised values sorted increasingly, and a cache of the weight of a new
+    cluster per value (the prior predictive, which depends on the base's (mu, sigma))."""
 
     z: np.ndarray
-    new_weight: np.ndarray | None
-    logscale: bool
+    lik: MixtureLikelihood | None = None
+    cache: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def _same_mechanism(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a.params() == b.params()
+
+
+def _pair(value: Any, name: str) -> tuple[float, float]:
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        raise TypeError(f"{name} must be a pair, got {value!r}")
+    return float(value[0]), float(value[1])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,52 +98,106 @@ class DPMixture:
     Parameters
     ----------
     mechanism:
-        The local mechanism Q that produced Z (:class:`LaplaceMechanism`,
-        :class:`GaussianMechanism` or :class:`CustomMechanism`).
+        The local mechanism Q that produced Z (:class:`LocalLaplace`,
+        :class:`LocalGaussian` or :class:`CustomMechanism`).
     alpha:
         DP concentration (> 0); the starting value when ``alpha_prior`` is given.
-    base:
-        (mu, sigma) of the Normal base measure P0; default (0, r) for clipped mechanisms.
     alpha_prior:
-        None (alpha fixed) or (shape, rate) of a Gamma prior on alpha.
+        (shape, rate) of a Gamma prior on alpha (default (2, 0.5): mean 4), or None to
+        keep alpha fixed.
+    base:
+        (mu, sigma) of the Normal base measure P0: fixed, or the starting values when
+        ``base_prior`` is given. Default (0, r/2) for clipped mechanisms; required for a
+        :class:`CustomMechanism`.
+    base_prior:
+        Hyperprior on (mu, sigma): a :class:`BasePrior`, ``"auto"`` (the default:
+        :meth:`BasePrior.for_range` of the clipping bound r; no hyperprior for a custom
+        mechanism) or None (P0 fixed at ``base``).
+    support:
+        ``"clipped"`` (default for clipped mechanisms): P is a law on [-r, r], P0 is
+        N(mu, sigma^2) restricted to [-r, r]; the data identify the law of clip(X)
+        and nothing else. ``"real"``: P0 on the real line, as in the paper (the atoms
+        beyond +-r then follow the prior; compare with :meth:`DPMixtureFit.projected`).
     m_aux:
-        Number of auxiliary values in Neal's algorithm 8 (>= 1).
+        Number of auxiliary values in Neal's algorithm 8 (custom mechanisms, >= 1).
     stick_atoms:
         Atoms of the truncated stick-breaking draw of the DP(alpha, P0) part of P.
+    mh_steps:
+        Metropolis steps per sweep for the cluster values of a custom mechanism.
+    marginal_moves:
+        After each Gibbs sweep, move P with the labels summed out (built-in mechanisms;
+        see :mod:`dpbayes.nonparametric.moves`). False gives the paper's Gibbs sampler.
+    atom_moves, pair_moves:
+        Per sweep, the number of atom locations and of pairwise weight transfers moved
+        in that block.
     """
 
     mechanism: LocalMechanism
     alpha: float = 1.0
+    alpha_prior: tuple[float, float] | None = DEFAULT_ALPHA_PRIOR
     base: tuple[float, float] | None = None
-    alpha_prior: tuple[float, float] | None = None
+    base_prior: BasePrior | Literal["auto"] | None = "auto"
+    support: Literal["clipped", "real"] | None = None
     m_aux: int = 3
     stick_atoms: int = 30
     mh_steps: int = 5
+    marginal_moves: bool = True
+    atom_moves: int = 10
+    pair_moves: int = 10
+    collapsed_labels: bool = True
     _mu: float = field(init=False, repr=False)
     _sigma: float = field(init=False, repr=False)
+    _r: float | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.mechanism, LaplaceMechanism | GaussianMechanism | CustomMechanism):
+        mech = self.mechanism
+        if not isinstance(mech, LocalLaplace | LocalGaussian | CustomMechanism):
             raise TypeError(
-                "mechanism must be a dpbayes.nonparametric LaplaceMechanism, GaussianMechanism "
-                f"or CustomMechanism, got {type(self.mechanism).__name__}"
+                "mechanism must be a dpbayes.nonparametric LocalLaplace, LocalGaussian "
+                f"or CustomMechanism, got {type(mech).__name__}"
             )
+        clipped = not isinstance(mech, CustomMechanism)
+        r_mech = None if isinstance(mech, CustomMechanism) else mech.r
+        support = self.support if self.support is not None else "clipped" if clipped else "real"
+        if support not in ("clipped", "real"):
+            raise ValueError(f"support must be 'clipped' or 'real', got {support!r}")
+        if support == "clipped" and not clipped:
+            raise ValueError("support='clipped' needs a mechanism with a clipping bound r")
+        object.__setattr__(self, "support", support)
+        object.__setattr__(self, "_r", r_mech if support == "clipped" else None)
         object.__setattr__(self, "alpha", check_positive(self.alpha, "alpha"))
-        base = self.mechanism.default_base() if self.base is None else self.base
-        if not isinstance(base, tuple | list) or len(base) != 2:
-            raise TypeError(f"base must be a pair (mu, sigma), got {base!r}")
+        if self.base is None and not clipped:
+            raise ValueError("base=(mu, sigma) must be given for a CustomMechanism")
+        if r_mech is not None and self.base is None:
+            base = (0.0, 0.5 * r_mech)
+        else:
+            base = _pair(self.base, "base")
         object.__setattr__(self, "_mu", check_finite(base[0], "base[0] (mu)"))
         object.__setattr__(self, "_sigma", check_positive(base[1], "base[1] (sigma)"))
+        prior = self.base_prior
+        if isinstance(prior, str):
+            if prior != "auto":
+                raise ValueError(f"base_prior must be a BasePrior, 'auto' or None, got {prior!r}")
+            prior = None if r_mech is None else BasePrior.for_range(r_mech)
+        elif prior is not None and not isinstance(prior, BasePrior):
+            raise TypeError(f"base_prior must be a BasePrior, 'auto' or None, got {prior!r}")
+        object.__setattr__(self, "base_prior", prior)
         if self.alpha_prior is not None:
-            if not isinstance(self.alpha_prior, tuple | list) or len(self.alpha_prior) != 2:
-                raise TypeError(
-                    f"alpha_prior must be None or (shape, rate), got {self.alpha_prior!r}"
-                )
-            check_positive(self.alpha_prior[0], "alpha_prior[0] (shape)")
-            check_positive(self.alpha_prior[1], "alpha_prior[1] (rate)")
+            shape, rate = _pair(self.alpha_prior, "alpha_prior (shape, rate)")
+            check_positive(shape, "alpha_prior[0] (shape)")
+            check_positive(rate, "alpha_prior[1] (rate)")
         check_int(self.m_aux, "m_aux", minimum=1)
         check_int(self.stick_atoms, "stick_atoms", minimum=1)
         check_int(self.mh_steps, "mh_steps", minimum=1)
+        check_int(self.atom_moves, "atom_moves", minimum=0)
+        check_int(self.pair_moves, "pair_moves", minimum=0)
+        if not isinstance(self.marginal_moves, bool):
+            raise TypeError(f"marginal_moves must be a bool, got {self.marginal_moves!r}")
+
+    @property
+    def tails(self) -> bool:
+        """Whether P0 has mass beyond the clipping range (``support == "real"``)."""
+        return self._r is None
 
     # ------------------------------------------------------------------ fitting
     def _check_data(self, z: Any) -> tuple[np.ndarray, Any]:
@@ -190,6 +259,7 @@ class DPMixture:
         out_weights: list[list[np.ndarray]] = []
         out_k = np.zeros((chains, draws), dtype=np.int64)
         out_alpha = np.zeros((chains, draws))
+        out_base = np.zeros((2, chains, draws))
         t0 = time.perf_counter()
         try:
             for c in range(chains):
@@ -203,11 +273,14 @@ class DPMixture:
                         d = len(kept_counts)
                         out_k[c, d] = state.phi.shape[0]
                         out_alpha[c, d] = state.alpha
+                        out_base[:, c, d] = state.mu, state.sigma
                         kept_counts.append(state.counts)
                         kept_phi.append(state.phi)
                     if bar is not None and s % 10 == 9:
                         bar.update(10)
-                atoms_c, weights_c = self.draw_p_many(kept_counts, kept_phi, out_alpha[c], gen_p)
+                atoms_c, weights_c = self.draw_p_many(
+                    kept_counts, kept_phi, out_alpha[c], out_base[:, c], gen_p
+                )
                 out_atoms.append(atoms_c)
                 out_weights.append(weights_c)
         finally:
@@ -219,6 +292,7 @@ class DPMixture:
             out_weights,
             n_clusters=out_k,
             alpha=out_alpha,
+            base=out_base,
             model=self,
             n=n,
             guarantee=guarantee,
@@ -233,32 +307,56 @@ class DPMixture:
         n = zs.shape[0]
         k0 = int(gen.integers(1, min(10, n) + 1))
         labels = np.asarray(gen.integers(0, k0, size=n), dtype=np.int64)
-        phi = self._mu + self._sigma * gen.standard_normal(k0)
+        phi = draw_base(np.array([self._mu]), np.array([self._sigma]), self._r, gen, k0)[0]
         counts = np.bincount(labels, minlength=k0).astype(np.int64)
-        state = ChainState(labels, counts, phi, self.alpha, step=self._sigma)
+        state = ChainState(labels, counts, phi, self.alpha, self._mu, self._sigma, self._sigma)
         return _compact(state)
 
     def sweep(
         self, state: ChainState, data: SortedData, gen: np.random.Generator, *, adapt: bool = False
     ) -> ChainState:
-        """One Gibbs sweep (labels, cluster values, alpha) on :meth:`prepare`'d data."""
-        state = self.update_labels(state, data, gen)
+        """One Gibbs sweep (labels, cluster values, alpha, base) on :meth:`prepare`'d data."""
+        if data.lik is None or self.collapsed_labels:
+            state = self.update_labels(state, data, gen)
         state = self.update_values(state, data.z, gen, adapt=adapt)
         if self.alpha_prior is not None:
             state.alpha = self.update_alpha(state, data.z.shape[0], gen)
+        if isinstance(self.base_prior, BasePrior):
+            state.mu, state.sigma = update_base(
+                state.phi, state.mu, state.sigma, self.base_prior, self._r, gen
+            )
+        if data.lik is not None:
+            labels, counts, phi, alpha, mu, sigma = marginal_block(self, state, data.lik, gen)
+            state.labels, state.counts, state.phi = labels, counts, phi
+            state.alpha, state.mu, state.sigma = alpha, mu, sigma
         return state
 
     def prepare(self, z: np.ndarray) -> SortedData:
-        """Sort the data and precompute what every sweep reuses (prior predictive weights)."""
+        """Sort the data once per fit (and precompute the label-integrated likelihood)."""
         zs = np.sort(np.asarray(z, dtype=float))
         mech = self.mechanism
-        if isinstance(mech, LaplaceMechanism):
-            rel = np.exp(mech.log_marginal(zs, self._mu, self._sigma) - mech.loglik(zs, zs))
-            return SortedData(zs, np.ascontiguousarray(rel[:, None]), False)
-        if isinstance(mech, GaussianMechanism):
-            lm = mech.log_marginal(zs, self._mu, self._sigma)
-            return SortedData(zs, np.ascontiguousarray(lm[:, None]), True)
-        return SortedData(zs, None, True)
+        use = self.marginal_moves and isinstance(mech, LocalLaplace | LocalGaussian)
+        return SortedData(zs, MixtureLikelihood.build(mech, zs) if use else None)
+
+    def new_cluster_weights(self, data: SortedData, mu: float, sigma: float) -> np.ndarray:
+        """Prior predictive of each z_i under P0 = N(mu, sigma^2) (Neal's algorithm 2).
+
+        Laplace: relative to max Q(z_i | .) (the compiled sweep's scale); Gaussian: its log.
+        Cached for the last (mu, sigma).
+        """
+        key = (mu, sigma)
+        if data.cache.get("key") == key:
+            return data.cache["w"]  # type: ignore[no-any-return]
+        mech = self.mechanism
+        if isinstance(mech, LocalLaplace):
+            w = laplace_new_weights(
+                data.z, mech.scale, mech.r, mu, sigma, self.tails, np.empty(data.z.shape[0])
+            )
+        else:
+            assert isinstance(mech, LocalGaussian)
+            w = np.ascontiguousarray(mech.log_marginal(data.z, mu, sigma, tails=self.tails))
+        data.cache["key"], data.cache["w"] = key, w
+        return w
 
     def update_labels(
         self, state: ChainState, data: SortedData, gen: np.random.Generator
@@ -267,7 +365,7 @@ class DPMixture:
         predictive, new values from their one-observation conditional), algorithm 8 with
         ``m_aux`` auxiliary values for a custom Q. Compiled loop; new clusters filled here."""
         mech = self.mechanism
-        if isinstance(mech, LaplaceMechanism):
+        if isinstance(mech, LocalLaplace):
             return self._laplace_labels(state, data, gen, mech)
         zs = data.z
         n = zs.shape[0]
@@ -278,14 +376,14 @@ class DPMixture:
         counts = np.concatenate([state.counts, np.zeros(kcap - k, dtype=np.int64)])
         lik = np.zeros((n, kcap))
         lik[:, :k] = lik_fn(zs, state.phi)
-        algorithm2 = data.new_weight is not None
-        if data.new_weight is not None:
+        algorithm2 = isinstance(mech, LocalGaussian)
+        if algorithm2:
             aux = None
-            lik_new = data.new_weight
+            lik_new = self.new_cluster_weights(data, state.mu, state.sigma)[:, None]
             alpha_m = state.alpha
         else:
             m = self.m_aux
-            aux = self._mu + self._sigma * gen.standard_normal((n, m))
+            aux = state.mu + state.sigma * gen.standard_normal((n, m))
             lik_new = np.ascontiguousarray(lik_fn(zs, aux))
             alpha_m = state.alpha / m
         uniforms = gen.random(n)
@@ -293,7 +391,7 @@ class DPMixture:
         i0 = 0
         while True:
             i, j, slot = kernels.label_sweep(
-                i0, lik, lik_new, labels, counts, alpha_m, uniforms, data.logscale, algorithm2
+                i0, lik, lik_new, labels, counts, alpha_m, uniforms, True, algorithm2
             )
             if i >= n:
                 break
@@ -307,7 +405,7 @@ class DPMixture:
                 counts[slot] = 1
             if aux is None:  # algorithm 2: the new value given z_i alone
                 one = self.mechanism.conditional(
-                    zs[i : i + 1], _ZERO, _ZERO_ONE, self._mu, self._sigma
+                    zs[i : i + 1], _ZERO, _ZERO_ONE, state.mu, state.sigma, tails=self.tails
                 )
                 assert one is not None
                 phi[slot] = one.sample(gen.gumbel(size=one.seg.shape[0]), gen.random(1))[0]
@@ -316,13 +414,13 @@ class DPMixture:
             if i + 1 < n:
                 lik[i + 1 :, slot] = lik_fn(zs[i + 1 :], phi[slot : slot + 1])[:, 0]
             i0 = i + 1
-        return _compact(ChainState(labels, counts, phi, state.alpha, state.step, state.accepted))
+        state.labels, state.counts, state.phi = labels, counts, phi
+        return _compact(state)
 
     def _laplace_labels(
-        self, state: ChainState, data: SortedData, gen: np.random.Generator, mech: LaplaceMechanism
+        self, state: ChainState, data: SortedData, gen: np.random.Generator, mech: LocalLaplace
     ) -> ChainState:
         """Algorithm 2 for the Laplace mechanism in one compiled loop (see kernels)."""
-        assert data.new_weight is not None
         zs = data.z
         n, k = zs.shape[0], state.phi.shape[0]
         phi = np.zeros(k + n)
@@ -330,20 +428,21 @@ class DPMixture:
         counts = np.zeros(k + n, dtype=np.int64)
         counts[:k] = state.counts
         labels = state.labels.copy()
+        new_w = self.new_cluster_weights(data, state.mu, state.sigma)
         uniforms = gen.random(n)
         pool_g, pool_u, pos = gen.gumbel(size=(POOL, 4)), gen.random(POOL), 0
-        new_w = data.new_weight[:, 0]
         i, top = 0, k
         while True:
             i, pos, top = kernels.laplace_label_sweep(
                 i, zs, new_w, labels, counts, phi, top, state.alpha, uniforms,
-                pool_g, pool_u, pos, mech.scale, mech.r, self._mu, self._sigma,
+                pool_g, pool_u, pos, mech.scale, mech.r, state.mu, state.sigma, self.tails,
             )  # fmt: skip
             if i >= n:
                 break
             pool_g, pool_u, pos = gen.gumbel(size=(POOL, 4)), gen.random(POOL), 0
         counts, phi = kernels.compact(labels, counts, phi, top)
-        return ChainState(labels, counts, phi, state.alpha, state.step, state.accepted)
+        state.labels, state.counts, state.phi = labels, counts, phi
+        return state
 
     def _loglik_table(self, z: np.ndarray, x: np.ndarray) -> np.ndarray:
         """log Q(z_i | x_k) as (n, K) for 1-d x, or elementwise for x of shape (n, m)."""
@@ -356,7 +455,9 @@ class DPMixture:
         """Cluster values from their exact conditional, or by Metropolis for a custom Q."""
         k = state.phi.shape[0]
         order, starts = kernels.group_by_label(state.labels, k)
-        pieces = self.mechanism.conditional(zs, order, starts, self._mu, self._sigma)
+        pieces = self.mechanism.conditional(
+            zs, order, starts, state.mu, state.sigma, tails=self.tails
+        )
         if pieces is not None:
             state.phi = pieces.sample(gen.gumbel(size=pieces.seg.shape[0]), gen.random(k))
             return state
@@ -372,7 +473,7 @@ class DPMixture:
 
         def target(phi: np.ndarray) -> np.ndarray:
             ll = np.bincount(lab, weights=self.mechanism.loglik(zs, phi[lab]), minlength=k)
-            return ll - 0.5 * ((phi - self._mu) / self._sigma) ** 2
+            return ll - 0.5 * ((phi - state.mu) / state.sigma) ** 2
 
         cur = target(state.phi)
         rate = 0.0
@@ -402,7 +503,13 @@ class DPMixture:
 
     def draw_p(self, state: ChainState, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """One draw of P given the state (see :meth:`draw_p_many`): atoms and weights."""
-        atoms, weights = self.draw_p_many([state.counts], [state.phi], np.array([state.alpha]), gen)
+        atoms, weights = self.draw_p_many(
+            [state.counts],
+            [state.phi],
+            np.array([state.alpha]),
+            np.array([[state.mu], [state.sigma]]),
+            gen,
+        )
         return atoms[0], weights[0]
 
     def draw_p_many(
@@ -410,6 +517,7 @@ class DPMixture:
         counts: list[np.ndarray],
         phi: list[np.ndarray],
         alpha: np.ndarray,
+        base: np.ndarray,
         gen: np.random.Generator,
     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Draws of P | labels, values for many saved states at once (vectorised).
@@ -418,7 +526,8 @@ class DPMixture:
         weights (W_1..W_K, W_0) ~ Dirichlet(n_1..n_K, alpha) on the values and on a draw
         of DP(alpha, P0), the latter by stick-breaking truncated at ``stick_atoms``
         (V_j = 1 - U_j^(1/alpha) ~ Beta(1, alpha); the last stick takes the remaining mass).
-        Given the states these draws are independent of the chain, so they are made after it.
+        ``base`` is (2, draws): the (mu, sigma) of P0 at each saved state. Given the
+        states these draws are independent of the chain, so they are made after it.
         """
         d, t = len(counts), self.stick_atoms
         sizes = np.array([c.shape[0] + 1 for c in counts])
@@ -431,7 +540,7 @@ class DPMixture:
         v = 1.0 - gen.random((d, t)) ** (1.0 / alpha[:, None])
         v[:, -1] = 1.0
         stick = v * np.concatenate([np.ones((d, 1)), np.cumprod(1.0 - v[:, :-1], axis=1)], axis=1)
-        atoms0 = self._mu + self._sigma * gen.standard_normal((d, t))
+        atoms0 = draw_base(base[0], base[1], self._r, gen, t)
         atoms, weights = [], []
         for j in range(d):
             wj = w[starts[j] : starts[j] + sizes[j]]
@@ -451,6 +560,8 @@ def _compact(state: ChainState) -> ChainState:
         state.counts[active].copy(),
         state.phi[active].copy(),
         state.alpha,
+        state.mu,
+        state.sigma,
         state.step,
         state.accepted,
     )

@@ -1,0 +1,342 @@
+"""Moves on P with the labels summed out: what makes the Gibbs sampler mix under heavy noise.
+
+Why. The Gibbs sampler of paper 001 alternates labels | values and values | labels. When
+the local noise is large against the spread of X (Laplace scale 2r/eps), an observation
+barely prefers one cluster to another, so one sweep reshuffles labels almost at random
+and the cluster sizes, hence the shape of P, move by O(1/sqrt(n)) per sweep: the chain
+behaves like EM for the mixture weights, whose rate is the fraction of missing
+information (close to 1 here). Functionals the data pin down (the mean) mix well,
+the shape (the CDF at a point) does not, and the worse the larger n.
+
+What. After each Gibbs sweep, P is made explicit and moved with the labels summed out:
+
+1. P | labels, values: weights Dirichlet(n_1..n_K, alpha) on the cluster values and a
+   stick-breaking draw of DP(alpha, P0) for the rest, continued until the remaining mass
+   is below ``TAIL_MASS`` (it is lumped into the last atom); the atoms are put in a
+   size-biased random order, in which the weights of a DP are GEM(alpha) distributed.
+2. Slice-sampling moves (Neal 2003) that leave p(P | z), proportional to the DP prior
+   times prod_i sum_k w_k Q(z_i | y_k), invariant:
+   * the base's (mu, sigma) with every atom's prior quantile held fixed (the
+     non-centred parametrisation; with the centred update of :mod:`base` this is the
+     interweaving strategy of Yu & Meng 2011): it stretches or shifts all of P at once;
+   * the location of each of the first atoms (prior N(mu, sigma^2) on the support);
+   * transfers of weight between pairs of atoms (prior: the GEM density of the ordered
+     weights, log p = (alpha - 1) log R_{T-1} - sum_{m < T-1} log R_m with R_m the mass
+     after position m).
+   Atoms and pairs are chosen by their positions, which these moves do not change.
+3. Labels | P: independent categorical draws (compiled; O(n log T) for Laplace).
+
+The result is again a state of the collapsed sampler (the occupied atoms are the cluster
+values). Every step leaves the joint posterior of (P, labels) invariant, up to the
+stick-breaking remainder below ``TAIL_MASS`` (its effect on the likelihood of any
+observation is below TAIL_MASS e^eps relative). All randomness comes from the chain's
+Generator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpbayes.nonparametric import kernels_moves as km
+from dpbayes.nonparametric import kernels_truncnorm as kt
+from dpbayes.nonparametric.base import BasePrior, draw_base, slice_step_f
+
+__all__ = ["TAIL_MASS", "MixtureLikelihood", "marginal_block"]
+
+TAIL_MASS = 1e-10
+ATOM_WIDTH = 8.0  # slice width of an atom move, in noise scales over sqrt(n w_k + 1)
+
+
+@dataclass(frozen=True)
+class MixtureLikelihood:
+    """The sorted data in the form the label-integrated likelihood needs (once per fit).
+
+    ``u``/``cnt``: distinct values the likelihood depends on and their multiplicities
+    (Laplace: clip(z), the values beyond +-r collapse to -r and r, with ``eu``/``emu`` =
+    e^{+-u/b}; Gaussian: s = z / tau^2, with ``eu`` holding clip(z)).
+    ``u_all`` (and ``eu_all``, ``emu_all``): per observation, in the sampler's sorted order.
+    """
+
+    kind: str
+    u: np.ndarray
+    cnt: np.ndarray
+    eu: np.ndarray
+    emu: np.ndarray
+    u_all: np.ndarray
+    eu_all: np.ndarray
+    emu_all: np.ndarray
+    scale: float
+    r: float
+
+    @classmethod
+    def build(cls, mech: Any, zs: np.ndarray) -> MixtureLikelihood:
+        r = float(mech.r)
+        if hasattr(mech, "scale"):  # LocalLaplace
+            b = float(mech.scale)
+            u_all = np.clip(zs, -r, r)
+            vals, cnt = np.unique(u_all, return_counts=True)
+            return cls(
+                "laplace", vals, cnt.astype(float), np.exp(vals / b), np.exp(-vals / b),
+                u_all, np.exp(u_all / b), np.exp(-u_all / b), b, r,
+            )  # fmt: skip
+        tau = float(mech.sigma)
+        sv = zs / tau**2
+        uv = np.clip(zs, -r, r)
+        one = np.ones(zs.shape[0])
+        return cls("gauss", sv, one, uv, one, sv, uv, one, tau, r)
+
+    def mix(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """m_i for atoms y (clipped, increasing) with weights w."""
+        out = np.empty(self.u.shape[0])
+        if self.kind == "laplace":
+            return km.laplace_mix(self.u, self.eu, self.emu, y, w, self.scale, out)  # type: ignore[no-any-return]
+        return km.gauss_mix(self.u, self.eu, y, w, self.scale, self.r, out)  # type: ignore[no-any-return]
+
+    def shift(self, m: np.ndarray, wk: float, old: np.ndarray, y: float) -> float:
+        """Log-likelihood after the atom of weight wk with column ``old`` moves to y."""
+        if self.kind == "laplace":
+            return float(
+                km.laplace_shift(self.u, self.eu, self.emu, self.cnt, m, wk, old, y, self.scale)
+            )
+        return float(km.sum_log_shift(m, self.cnt, wk, old, self.column(y)))
+
+    def column(self, y: float) -> np.ndarray:
+        """Q(z_i | y) on the scale of :meth:`mix` for one clipped atom y."""
+        out = np.empty(self.u.shape[0])
+        if self.kind == "laplace":
+            return km.laplace_column(self.u, self.eu, self.emu, y, self.scale, out)  # type: ignore[no-any-return]
+        return km.gauss_column(self.u, self.eu, y, self.scale, out)  # type: ignore[no-any-return]
+
+    def labels(self, y: np.ndarray, w: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """Per observation, an index into the (sorted) atoms y drawn given P."""
+        out = np.empty(self.u_all.shape[0], dtype=np.int64)
+        if self.kind == "laplace":
+            return km.laplace_labels(  # type: ignore[no-any-return]
+                self.u_all, self.eu_all, self.emu_all, y, w, self.scale, uniforms, out
+            )
+        return km.gauss_labels(  # type: ignore[no-any-return]
+            self.u_all, self.eu_all, y, w, self.scale, uniforms, out
+        )
+
+
+def augment(
+    counts: np.ndarray,
+    phi: np.ndarray,
+    alpha: float,
+    mu: float,
+    sigma: float,
+    r: float | None,
+    gen: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """A draw of P | labels, values: (atoms, weights) in a size-biased random order and the
+    stick-breaking remainder (< TAIL_MASS, left out of the likelihood)."""
+    g = gen.standard_gamma(np.append(counts.astype(float), alpha))
+    w_occ = g[:-1] / g.sum()
+    left = float(g[-1] / g.sum())
+    sticks: list[np.ndarray] = []
+    while left >= TAIL_MASS:
+        v = 1.0 - gen.random(32) ** (1.0 / alpha)
+        rest = left * np.cumprod(1.0 - v)
+        take = min(int(np.searchsorted(-rest, -TAIL_MASS)) + 1, 32)
+        sticks.append(-np.diff(np.concatenate([[left], rest[:take]])))
+        left = float(rest[take - 1])
+    tail_w = np.concatenate(sticks) if sticks else np.zeros(0)
+    tail = draw_base(np.array([mu]), np.array([sigma]), r, gen, tail_w.shape[0])[0]
+    atoms = np.concatenate([phi, tail])
+    weights = np.concatenate([w_occ, tail_w])
+    keys = gen.standard_exponential(weights.shape[0]) / np.maximum(weights, 1e-300)
+    order = np.argsort(keys)
+    return atoms[order], weights[order], left
+
+
+def _quantiles(x: np.ndarray, mu: float, sigma: float, r: float | None) -> tuple[Any, Any]:
+    """log F0(x) and log(1 - F0(x)) under the base (restricted to [-r, r] unless r is None)."""
+    lp, lq = np.empty(x.shape[0]), np.empty(x.shape[0])
+    kt.base_quantiles(x, mu, sigma, -1.0 if r is None else r, lp, lq)
+    return lp, lq
+
+
+def _from_quantiles(lp: Any, lq: Any, mu: float, sigma: float, r: float | None) -> np.ndarray:
+    """Inverse of :func:`_quantiles` for a new (mu, sigma): from the side where it is accurate."""
+    out = np.empty(lp.shape[0])
+    return kt.from_base_quantiles(lp, lq, mu, sigma, -1.0 if r is None else r, out)  # type: ignore[no-any-return]
+
+
+class _P:
+    """P during the moves: atoms (size-biased order), weights, remainder, the cached m_i."""
+
+    def __init__(
+        self, lik: MixtureLikelihood, atoms: np.ndarray, w: np.ndarray, rem: float
+    ) -> None:
+        self.lik, self.atoms, self.w, self.rem = lik, atoms, w, rem
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.m = self.mix(self.atoms)
+        self.ll = float(km.sum_log(self.m, self.lik.cnt))
+
+    def mix(self, atoms: np.ndarray) -> np.ndarray:
+        y = np.clip(atoms, -self.lik.r, self.lik.r)
+        o = np.argsort(y, kind="stable")
+        return self.lik.mix(np.ascontiguousarray(y[o]), np.ascontiguousarray(self.w[o]))
+
+    def clipped(self, x: float) -> float:
+        return min(max(x, -self.lik.r), self.lik.r)
+
+
+def _move_base(
+    p: _P, mu: float, sigma: float, prior: BasePrior, r: float | None, gen: np.random.Generator
+) -> tuple[float, float]:
+    """Non-centred slice moves of (mu, log sigma): atoms keep their prior quantiles."""
+    lp, lq = _quantiles(p.atoms, mu, sigma, r)
+    n = float(p.lik.cnt.sum())
+
+    def ll_at(m_: float, s_: float) -> float:
+        return float(km.sum_log(p.mix(_from_quantiles(lp, lq, m_, s_, r)), p.lik.cnt))
+
+    def log_mu(m_: float) -> float:
+        d = (m_ - prior.mu_mean) / prior.mu_sd
+        return -0.5 * d * d + ll_at(m_, sigma)
+
+    d0 = (mu - prior.mu_mean) / prior.mu_sd
+    width = min(sigma, 4.0 * p.lik.scale / math.sqrt(n))
+    mu, f1 = slice_step_f(log_mu, mu, width, gen, f0=-0.5 * d0 * d0 + p.ll)
+    d1 = (mu - prior.mu_mean) / prior.mu_sd
+    lo, hi = math.log(prior.sigma_lo), math.log(prior.sigma_hi)
+    ls, _ = slice_step_f(
+        lambda v: ll_at(mu, math.exp(v)), math.log(sigma), 0.3, gen, lo, hi, f0=f1 + 0.5 * d1 * d1
+    )
+    sigma = math.exp(ls)
+    p.atoms = _from_quantiles(lp, lq, mu, sigma, r)
+    p.refresh()
+    return mu, sigma
+
+
+def _move_alpha(
+    p: _P,
+    alpha: float,
+    prior: tuple[float, float],
+    mu: float,
+    sigma: float,
+    r: float | None,
+    gen: np.random.Generator,
+) -> float:
+    """Non-centred slice move of log alpha: the sticks keep their prior quantiles.
+
+    In the size-biased order the sticks V_k = w_k / (mass from position k on) are i.i.d.
+    Beta(1, alpha); with l_k = log(1 - U_k) = alpha log(1 - V_k) fixed, alpha' gives
+    log(1 - V_k') = l_k / alpha'. Sticks (and atoms, from P0) beyond those instantiated
+    are drawn from their prior when a larger alpha' leaves a remainder >= TAIL_MASS.
+    """
+    tail = np.maximum(np.cumsum(p.w[::-1])[::-1] + p.rem, 1e-300)  # mass from position k on
+    lq = alpha * np.log1p(-np.minimum(p.w / tail, 1.0 - 1e-16))
+    shape, rate = prior
+    state = {"lq": lq, "atoms": p.atoms}
+
+    def weights(a: float) -> tuple[np.ndarray, float]:
+        while True:
+            cum = np.cumsum(state["lq"]) / a
+            if cum[-1] < math.log(TAIL_MASS):
+                break
+            extra = np.log(gen.random(32))
+            more = draw_base(np.array([mu]), np.array([sigma]), r, gen, 32)[0]
+            state["lq"] = np.concatenate([state["lq"], extra])
+            state["atoms"] = np.concatenate([state["atoms"], more])
+        before = np.concatenate([[0.0], cum[:-1]])
+        return -np.expm1(state["lq"] / a) * np.exp(before), float(math.exp(cum[-1]))
+
+    def logf(la: float) -> float:
+        a = math.exp(la)
+        w, _ = weights(a)
+        p.w = w
+        if p.atoms.shape[0] != w.shape[0]:
+            p.atoms = state["atoms"]
+        return shape * la - rate * a + float(km.sum_log(p.mix(p.atoms), p.lik.cnt))
+
+    f0 = shape * math.log(alpha) - rate * alpha + p.ll
+    la, _ = slice_step_f(logf, math.log(alpha), 0.5, gen, f0=f0)
+    alpha = math.exp(la)
+    p.w, p.rem = weights(alpha)
+    p.atoms = state["atoms"]
+    p.refresh()
+    return alpha
+
+
+def _move_atom(
+    p: _P, k: int, mu: float, sigma: float, r: float | None, gen: np.random.Generator
+) -> None:
+    """Slice move of atom k's location, labels summed out (prior N(mu, sigma^2) on the support)."""
+    wk = float(p.w[k])
+    old = p.lik.column(p.clipped(float(p.atoms[k])))
+    n = float(p.lik.cnt.sum())
+
+    def logf(x: float) -> float:
+        d = (x - mu) / sigma
+        return -0.5 * d * d + p.lik.shift(p.m, wk, old, p.clipped(x))
+
+    width = min(2.0 * sigma, ATOM_WIDTH * p.lik.scale / math.sqrt(n * wk + 1.0), 2.0 * p.lik.r)
+    lower, upper = (-r, r) if r is not None else (-math.inf, math.inf)
+    x0 = float(p.atoms[k])
+    d0 = (x0 - mu) / sigma
+    x, fx = slice_step_f(logf, x0, width, gen, lower, upper, f0=-0.5 * d0 * d0 + p.ll)
+    new = p.lik.column(p.clipped(x))
+    p.m = p.m + wk * (new - old)
+    p.atoms[k] = x
+    d1 = (x - mu) / sigma
+    p.ll = fx + 0.5 * d1 * d1
+
+
+def _move_pair(p: _P, j: int, k: int, gen: np.random.Generator) -> None:
+    """Slice move of a weight transfer delta: w_j + delta, w_k - delta (j < k < T - 1)."""
+    rest = np.cumsum(p.w[::-1])[::-1] + p.rem  # rest[m] = mass at positions >= m
+    after = rest[j + 1 : k + 1]  # R_m = mass after position m, for m = j..k-1
+    if not np.all(after > 0.0):  # weights underflowed to 0 (alpha near 0): nothing to move
+        return
+    col = p.lik.column(p.clipped(float(p.atoms[j]))) - p.lik.column(p.clipped(float(p.atoms[k])))
+
+    def logf(delta: float) -> float:
+        prior = -float(np.sum(np.log(np.maximum(after - delta, 1e-300))))
+        return prior + float(km.sum_log_update(p.m, p.lik.cnt, delta, col))
+
+    wj, wk = float(p.w[j]), float(p.w[k])
+    delta, fx = slice_step_f(
+        logf, 0.0, wj + wk, gen, -wj, wk, f0=-float(np.sum(np.log(after))) + p.ll
+    )
+    p.w[j], p.w[k] = wj + delta, wk - delta
+    p.m = p.m + delta * col
+    p.ll = fx + float(np.sum(np.log(np.maximum(after - delta, 1e-300))))
+
+
+def marginal_block(
+    model: Any, state: Any, lik: MixtureLikelihood, gen: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, float]:
+    """Steps 1-3 of the module docstring; returns (labels, counts, values, alpha, mu, sigma)."""
+    r = model._r
+    mu, sigma, alpha = state.mu, state.sigma, state.alpha
+    atoms, w, rem = augment(state.counts, state.phi, alpha, mu, sigma, r, gen)
+    p = _P(lik, atoms, w, rem)
+    if isinstance(model.base_prior, BasePrior):
+        mu, sigma = _move_base(p, mu, sigma, model.base_prior, r, gen)
+    if model.alpha_prior is not None:
+        alpha = _move_alpha(p, alpha, model.alpha_prior, mu, sigma, r, gen)
+    t = p.atoms.shape[0]
+    for k in range(min(t, model.atom_moves)):
+        _move_atom(p, k, mu, sigma, r, gen)
+    top = min(t - 1, model.atom_moves)
+    for _ in range(model.pair_moves if top >= 2 else 0):
+        j, k = np.sort(gen.choice(top, 2, replace=False))
+        _move_pair(p, int(j), int(k), gen)
+    y = np.clip(p.atoms, -lik.r, lik.r)
+    o = np.argsort(y, kind="stable")
+    uniforms = np.asarray(gen.random(lik.u_all.shape[0]))
+    pick = o[lik.labels(np.ascontiguousarray(y[o]), np.ascontiguousarray(p.w[o]), uniforms)]
+    counts_all = np.bincount(pick, minlength=t)
+    occupied = np.flatnonzero(counts_all)
+    relabel = np.full(t, -1, dtype=np.int64)
+    relabel[occupied] = np.arange(occupied.shape[0])
+    values = p.atoms[occupied].copy()
+    return relabel[pick], counts_all[occupied].astype(np.int64), values, alpha, mu, sigma
