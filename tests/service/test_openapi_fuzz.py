@@ -1,0 +1,100 @@
+"""The OpenAPI document against the live service: schemathesis fuzzes every operation.
+
+A service of its own (the fuzzer changes the budget and adds analysts), on SQLite. Every
+response must have a documented status, a body that matches its documented schema and no
+5xx. Operations that need a key get the key their security scheme names (analyst or
+admin); schemathesis's ``ignored_auth`` check also sends them without one and expects 401.
+A bounded number of examples per operation keeps the run short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+schemathesis = pytest.importorskip("schemathesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from schemathesis import GenerationMode  # noqa: E402
+from schemathesis.checks import not_a_server_error  # noqa: E402
+from schemathesis.specs.openapi import checks as st_checks  # noqa: E402
+
+from tests.service.conftest import Server  # noqa: E402
+
+CHECKS = [
+    st_checks.status_code_conformance,
+    st_checks.content_type_conformance,
+    st_checks.response_schema_conformance,
+    st_checks.negative_data_rejection,
+    st_checks.ignored_auth,
+    not_a_server_error,
+]
+
+
+@pytest.fixture(scope="module")
+def fuzz_server(tmp_path_factory: Any) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("fuzz")
+    srv = Server(f"sqlite:///{tmp / 'service.db'}", tmp, "--epsilon", "5").start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def keys(fuzz_server: Server) -> dict[str, dict[str, str]]:
+    return {"analyst": fuzz_server.new_analyst("fuzzer"), "admin": fuzz_server.admin()}
+
+
+OPERATIONS = [
+    "GET /api/schema",
+    "POST /api/query",
+    "POST /api/quote",
+    "GET /api/history",
+    "GET /api/budget",
+    "POST /api/admin/analysts",
+    "PUT /api/admin/budget",
+]
+
+
+@pytest.mark.parametrize("mode", ["positive", "negative"])
+def test_service_matches_its_openapi_document(
+    fuzz_server: Server, keys: dict[str, dict[str, str]], mode: str
+) -> None:
+    """No undocumented status, no schema violation, no 5xx, on every operation."""
+    schema = schemathesis.openapi.from_url(fuzz_server.url + "/openapi.json")
+    ops = [r.ok() for r in schema.get_all_operations()]
+    assert sorted(f"{o.method.upper()} {o.path}" for o in ops) == sorted(OPERATIONS)
+    gen = GenerationMode.POSITIVE if mode == "positive" else GenerationMode.NEGATIVE
+    for op in ops:
+        if gen == GenerationMode.NEGATIVE and not (list(op.body) or list(op.query)):
+            continue  # nothing to make invalid (the key is checked by ignored_auth)
+        who = "admin" if op.path.startswith("/api/admin") else "analyst"
+
+        @given(case=op.as_strategy(generation_mode=gen))
+        @settings(
+            max_examples=20,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        def run(case: Any) -> None:
+            case.call_and_validate(base_url=fuzz_server.url, headers=keys[who], checks=CHECKS)
+
+        run()
+
+
+def test_openapi_declares_keys_statuses_and_types(fuzz_server: Server) -> None:
+    doc = httpx.get(fuzz_server.url + "/openapi.json", timeout=30).json()
+    schemes = doc["components"]["securitySchemes"]
+    assert {s["scheme"] for s in schemes.values()} == {"bearer"}
+    assert set(schemes) == {"analystKey", "adminKey"}
+    ops = doc["paths"]
+    assert ops["/api/query"]["post"]["security"] == [{"analystKey": []}]
+    assert ops["/api/admin/budget"]["put"]["security"] == [{"adminKey": []}]
+    assert {"analystKey", "adminKey"} == {
+        k for s in ops["/api/budget"]["get"]["security"] for k in s
+    }
