@@ -1,6 +1,6 @@
 """The OpenAPI document against the live service: schemathesis fuzzes every operation.
 
-A service of its own (the fuzzer changes the budget and adds analysts), on SQLite. Every
+A service of its own (``own_server``: the fuzzer changes the budget and adds analysts). Every
 response must have a documented status, a body that matches its documented schema and no
 5xx. Operations that need a key get the key their security scheme names (analyst or
 admin); schemathesis's ``ignored_auth`` check also sends them without one and expects 401.
@@ -9,19 +9,15 @@ A bounded number of examples per operation keeps the run short.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-
-schemathesis = pytest.importorskip("schemathesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from schemathesis import GenerationMode  # noqa: E402
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi import checks as st_checks  # noqa: E402
-
-from tests.service.conftest import Server  # noqa: E402
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi import checks as st_checks
 
 CHECKS = [
     st_checks.status_code_conformance,
@@ -33,14 +29,13 @@ CHECKS = [
 ]
 
 
+Server = Any  # tests/service/conftest.py: Server
+
+
 @pytest.fixture(scope="module")
-def fuzz_server(tmp_path_factory: Any) -> Iterator[Server]:
-    tmp = tmp_path_factory.mktemp("fuzz")
-    srv = Server(f"sqlite:///{tmp / 'service.db'}", tmp, "--epsilon", "5").start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+def fuzz_server(own_server: Server) -> Server:
+    """The module's own service: the fuzzer changes the budget and adds analysts."""
+    return own_server
 
 
 @pytest.fixture(scope="module")
@@ -72,19 +67,22 @@ def test_service_matches_its_openapi_document(
         if gen == GenerationMode.NEGATIVE and not (list(op.body) or list(op.query)):
             continue  # nothing to make invalid (the key is checked by ignored_auth)
         who = "admin" if op.path.startswith("/api/admin") else "analyst"
+        _fuzz(op, gen, fuzz_server.url, keys[who])
 
-        @given(case=op.as_strategy(generation_mode=gen))
-        @settings(
-            max_examples=20,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        )
-        def run(case: Any) -> None:
-            case.call_and_validate(base_url=fuzz_server.url, headers=keys[who], checks=CHECKS)
 
-        run()
+def _fuzz(op: Any, gen: Any, url: str, headers: dict[str, str]) -> None:
+    @given(case=op.as_strategy(generation_mode=gen))
+    @settings(
+        max_examples=20,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    def run(case: Any) -> None:
+        case.call_and_validate(base_url=url, headers=headers, checks=CHECKS)
+
+    run()
 
 
 def test_openapi_declares_keys_statuses_and_types(fuzz_server: Server) -> None:
