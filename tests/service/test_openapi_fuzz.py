@@ -96,3 +96,43 @@ def test_openapi_declares_keys_statuses_and_types(fuzz_server: Server) -> None:
     assert {"analystKey", "adminKey"} == {
         k for s in ops["/api/budget"]["get"]["security"] for k in s
     }
+
+
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+@pytest.mark.parametrize(
+    "internal",
+    [
+        "scales must contain at least one positive scale",
+        "the characteristic function decays too slowly for exact inversion at this "
+        "accuracy; use method='pc'",
+    ],
+)
+def test_engine_limits_are_refusals_not_leaks(
+    internal: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A numerical limit of the engine met while planning (the messages the fuzzer once
+    saw): a documented 409 refusal (a refused quote) that names no internal argument."""
+    from fastapi.testclient import TestClient
+
+    from dpbayes.service import state
+    from dpbayes.service.app import create_app
+
+    def planner(*_a: Any, **_k: Any) -> Any:
+        raise ValueError(internal)
+
+    admin = {"Authorization": "Bearer " + "k" * 32}
+    app = create_app(None, f"sqlite:///{tmp_path / 's.db'}", "k" * 32)
+    with TestClient(app) as c:
+        key = c.post("/api/admin/analysts", json={"name": "x"}, headers=admin).json()
+        who = {"Authorization": f"Bearer {key['api_key']}"}
+        monkeypatch.setattr(state, "plan_answer", planner)
+        body = {"coefficients": [1.0] + [1e-9] * 199, "half_width": 3, "confidence": 0.9}
+        r = c.post("/api/query", json=body, headers=who)
+        assert r.status_code == 409 and r.json()["status"] == "refused", r.text
+        q = c.post("/api/quote", json=body, headers=who)
+        assert q.status_code == 200 and q.json()["status"] == "refused", q.text
+        for text in (r.json()["detail"], q.json()["reason"]):
+            assert text.startswith("the service cannot compute this query's error")
+            assert text.endswith("nothing spent")
+            assert "method=" not in text and "scales" not in text
+        assert c.get("/api/budget", headers=admin).json()["spent"]["epsilon"] == 0.0
