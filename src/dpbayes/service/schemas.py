@@ -44,6 +44,9 @@ def _one_of_where_coefficients(schema: dict[str, Any]) -> None:
         "description": _COEFFICIENTS,
     }
     schema["oneOf"] = [{"required": ["where"]}, {"required": ["coefficients"]}]
+    schema["examples"] = [
+        {"where": "health = poor and idp = 1", "half_width": 20, "confidence": 0.95}
+    ]
 
 
 class QuoteIn(BaseModel):
