@@ -375,6 +375,7 @@ async function showPrice() {
 
 function priceSoon() {
   clearTimeout(priceTimer);
+  if (!schema) return; // not connected yet: no price to ask for
   setPrice("pending", "Price: …");
   priceTimer = setTimeout(showPrice, 250);
 }
