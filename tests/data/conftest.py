@@ -3,7 +3,8 @@
 PostgreSQL: ``DPBAYES_TEST_POSTGRES_URL`` if set, else the server and role that
 ``.ci/setup.d/postgres.sh`` makes (the fixture runs that script when the server
 binaries are installed but the server is down). Spark: local mode, one session.
-Missing engines skip the tests -- except under ``CI=true``, where they fail.
+Missing engines skip the tests naming the ``.ci/setup.d`` script that installs them --
+except under ``CI=true``, where they fail (``require``: tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -19,13 +20,6 @@ import pytest
 
 DEFAULT_POSTGRES_URL = "postgresql://dpbayes:dpbayes@127.0.0.1:5432/dpbayes_test"
 SETUP_SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "setup.d" / "postgres.sh"
-
-
-def _unavailable(reason: str) -> None:
-    """Skip, or fail under CI=true (CI must run every engine)."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: engines must be available)", pytrace=False)
-    pytest.skip(reason)
 
 
 def _server_binaries() -> bool:
@@ -46,42 +40,39 @@ def _connect(url: str) -> Any:
 
 
 @pytest.fixture(scope="session")
-def postgres_engine() -> Iterator[Any]:
+def postgres_engine(require: Any) -> Iterator[Any]:
     """An SQLAlchemy engine on a live PostgreSQL server (its URL in the environment)."""
     try:
         import psycopg  # noqa: F401
         import sqlalchemy as sa
     except ImportError:
-        _unavailable("sqlalchemy/psycopg are not installed: pip install '.[service]'")
+        require("sqlalchemy/psycopg are not installed (pip install '.[test]')", "postgres.sh")
     url = os.environ.get("DPBAYES_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
     try:
         engine = _connect(url)
     except sa.exc.OperationalError:
         if not _server_binaries():
-            _unavailable("PostgreSQL is not installed here; .ci/run installs and starts it")
+            require("PostgreSQL is not installed here", "postgres.sh")
         if url == DEFAULT_POSTGRES_URL and os.geteuid() == 0 and SETUP_SCRIPT.is_file():
             subprocess.run(["bash", str(SETUP_SCRIPT)], check=False, capture_output=True)
         try:
             engine = _connect(url)
         except sa.exc.OperationalError as exc:
-            _unavailable(
-                f"no PostgreSQL server at {url} ({str(exc).splitlines()[0]}); "
-                "run .ci/setup.d/postgres.sh (part of .ci/run)"
-            )
+            require(f"no PostgreSQL server at {url} ({str(exc).splitlines()[0]})", "postgres.sh")
     os.environ["DPBAYES_TEST_POSTGRES_URL"] = url
     yield engine
     engine.dispose()
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(require: Any) -> Iterator[Any]:
     """A local-mode SparkSession: one core, one shuffle partition, no UI."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        _unavailable("pyspark is not installed: pip install '.[test]' installs it")
+        require("pyspark is not installed (pip install '.[test]'; Spark needs Java too)", "java.sh")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        _unavailable("Spark needs Java 17+ (no java on PATH, no JAVA_HOME)")
+        require("Spark needs Java 17+ (no java on PATH, no JAVA_HOME)", "java.sh")
     session = (
         SparkSession.builder.master("local[1]")
         .appName("dpbayes-tests")

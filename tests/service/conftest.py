@@ -2,7 +2,8 @@
 
 Databases: a temporary SQLite file always; PostgreSQL (a fresh schema in the server that
 ``.ci/setup.d/postgres.sh`` makes, or ``DPBAYES_TEST_POSTGRES_URL``) when a server is up.
-A missing PostgreSQL skips those tests, except under ``CI=true`` where it fails.
+A missing PostgreSQL skips those tests naming .ci/setup.d/postgres.sh, except under
+``CI=true`` where it fails (``require``: tests/conftest.py).
 One server per database serves the whole session (``sqlite_server``, ``postgres_server``;
 ``server`` is parametrised over both): a start costs seconds, mostly ``import dpbayes``.
 """
@@ -96,29 +97,20 @@ class Server:
         return {"Authorization": f"Bearer {r.json()['api_key']}"}
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: PostgreSQL must be available)", pytrace=False)
-    pytest.skip(reason)
-
-
-def _postgres_schema_url() -> Iterator[str]:
+def _postgres_schema_url(require: Any) -> Iterator[str]:
     try:
         import sqlalchemy as sa
 
         from dpbayes.service.db import _with_driver
     except ImportError:
-        _unavailable("sqlalchemy/psycopg are not installed: pip install '.[service]'")
+        require("sqlalchemy/psycopg are not installed (pip install '.[test]')", "postgres.sh")
     base = os.environ.get("DPBAYES_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
     try:
         engine = sa.create_engine(_with_driver(base))
         with engine.connect() as con:
             con.exec_driver_sql("SELECT 1")
     except Exception as exc:
-        _unavailable(
-            f"no PostgreSQL server at {base} ({str(exc).splitlines()[0]}); "
-            "run .ci/setup.d/postgres.sh (part of .ci/run)"
-        )
+        require(f"no PostgreSQL server at {base} ({str(exc).splitlines()[0]})", "postgres.sh")
     schema = "svc_" + secrets.token_hex(4)
     with engine.begin() as con:
         con.exec_driver_sql(f"CREATE SCHEMA {schema}")
@@ -131,14 +123,14 @@ def _postgres_schema_url() -> Iterator[str]:
         engine.dispose()
 
 
-def _serve(kind: str, tmp_path_factory: Any) -> Iterator[Server]:
+def _serve(kind: str, tmp_path_factory: Any, require: Any, *args: str) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp(kind)
     if kind == "sqlite":
         urls: Iterator[str] = iter([f"sqlite:///{tmp / 'service.db'}"])
     else:
-        urls = _postgres_schema_url()
+        urls = _postgres_schema_url(require)
     url = next(urls)
-    srv = Server(url, tmp, "--epsilon", "2").start()
+    srv = Server(url, tmp, *(args or ("--epsilon", "2"))).start()
     try:
         yield srv
     finally:
@@ -153,15 +145,22 @@ def _serve(kind: str, tmp_path_factory: Any) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="session")
-def sqlite_server(tmp_path_factory: Any) -> Iterator[Server]:
+def sqlite_server(tmp_path_factory: Any, require: Any) -> Iterator[Server]:
     """A running service on a SQLite file that starts empty (budget eps=2)."""
-    yield from _serve("sqlite", tmp_path_factory)
+    yield from _serve("sqlite", tmp_path_factory, require)
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: Any) -> Iterator[Server]:
+def postgres_server(tmp_path_factory: Any, require: Any) -> Iterator[Server]:
     """A running service on a fresh PostgreSQL schema that starts empty (budget eps=2)."""
-    yield from _serve("postgres", tmp_path_factory)
+    yield from _serve("postgres", tmp_path_factory, require)
+
+
+@pytest.fixture(scope="module")
+def own_server(tmp_path_factory: Any, require: Any) -> Iterator[Server]:
+    """A service of the test module's own (SQLite, budget eps=5): for tests whose outcome
+    depends on the global state (budget, history), so no other test's order matters."""
+    yield from _serve("sqlite", tmp_path_factory, require, "--epsilon", "5")
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])

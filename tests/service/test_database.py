@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import _postgres_schema_url
 
+from conftest import _postgres_schema_url
 from dpbayes.service import EngineConfig
 from dpbayes.service import db as service_db
 from dpbayes.service.config import counts_digest, digest_key
@@ -34,7 +34,7 @@ def db_url(request: Any, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'svc.db'}"
         return
-    urls = _postgres_schema_url()
+    urls = _postgres_schema_url(request.getfixturevalue("require"))
     yield next(urls)
     for _ in urls:  # drop the schema
         pass

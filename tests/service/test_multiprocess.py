@@ -18,8 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import Server, _postgres_schema_url
 from test_service_http import budget, history, weighted
+
+from conftest import Server, _postgres_schema_url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -27,7 +28,7 @@ def shared_url(request: Any, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'shared.db'}"
         return
-    urls = _postgres_schema_url()
+    urls = _postgres_schema_url(request.getfixturevalue("require"))
     yield next(urls)
     for _ in urls:  # drop the schema
         pass

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import bisect
 import math
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -120,7 +122,9 @@ BAD: list[tuple[Any, int, str]] = [
     ({"where": "health = poor", "half_width": "5", "confidence": 0.9}, 422, "half_width"),
     ({"where": "health = poor", "half_width": 5}, 422, "confidence"),
     ({"where": "health = poor", "half_width": 5, "confidence": 0.9, "x": 1}, 422, "x"),
-    ({"half_width": 5, "confidence": 0.9}, 400, "exactly one"),
+    ({"half_width": 5, "confidence": 0.9}, 422, "exactly one"),
+    ({"where": "", "coefficients": [1.0] * 200, "half_width": 5, "confidence": 0.9}, 422, "one"),
+    ({"where": None, "half_width": 5, "confidence": 0.9}, 422, "exactly one"),
     ({"coefficients": [1.0, 2.0], "half_width": 5, "confidence": 0.9}, 400, "length 200"),
     ({"coefficients": [0.0] * 200, "half_width": 5, "confidence": 0.9}, 400, "non-zero"),
     ([1, 2, 3], 422, "body"),
@@ -129,9 +133,13 @@ BAD: list[tuple[Any, int, str]] = [
 
 def test_bad_input_is_4xx_and_spends_nothing(server: Server) -> None:
     key = server.new_analyst()
+    # room for one answer whatever the earlier tests spent (test order, pytest -n), then
     # something is spent (fresh, or free if an earlier test asked it), so that the budget
     # below what is spent is refused whatever the test order
-    assert post(server, key, {"where": "idp = 0", "half_width": 200, "confidence": 0.5}).is_success
+    room = {"epsilon": budget(server)["spent"]["epsilon"] + 1.0}
+    assert httpx.put(server.url + "/api/admin/budget", json=room, headers=server.admin()).is_success
+    r = post(server, key, {"where": "idp = 0", "half_width": 200, "confidence": 0.5})
+    assert r.is_success, r.text
     before = budget(server)
     n_hist = len(history(server))
     for body, code, words in BAD:
@@ -266,3 +274,84 @@ def test_sigkill_during_load_loses_no_released_answer(server: Server) -> None:
     assert b["spent"]["epsilon"] >= received * (1 - 1e-12)
     r = post(server, server.new_analyst(), poor)
     assert r.status_code == 200 and r.json()["free_from_history"], r.text
+
+
+def test_quote_prices_a_query_and_spends_nothing(server: Server) -> None:
+    """POST /api/quote: the eps a query would spend now, free when the history meets it,
+    refused when the budget cannot pay; no quote spends or releases anything."""
+    key = server.new_analyst()
+    room = {"epsilon": budget(server)["spent"]["epsilon"] + 5.0}
+    assert httpx.put(server.url + "/api/admin/budget", json=room, headers=server.admin()).is_success
+    body = {"coefficients": weighted(777), "half_width": 150, "confidence": 0.9}
+
+    def quote(b: Any, headers: dict[str, str] = key) -> httpx.Response:
+        return httpx.post(server.url + "/api/quote", json=b, headers=headers, timeout=60)
+
+    before, hist0 = budget(server), history(server)
+    r = quote(body)
+    assert r.status_code == 200, r.text
+    q = r.json()
+    assert q["status"] == "fresh" and q["query"] == "coefficients"
+    # one Laplace answer alone: S ln(1/(1-p)) / d, S = k max|c| = 5 x 1.5 at most
+    assert 0 < q["epsilon"] <= 5 * 1.5 * math.log(10) / 150 * (1 + 1e-6)
+    assert q["remaining_epsilon"] == pytest.approx(before["remaining"]["epsilon"], rel=1e-12)
+    assert quote(body, server.admin()).json() == q  # the admin may ask the price too
+    assert budget(server) == before and history(server) == hist0  # nothing spent
+    # the answer costs what was quoted; then the same requirement is free
+    a = post(server, key, body).json()
+    assert a["status"] == "fresh" and a["epsilon_spent"] == q["epsilon"], a
+    free = quote(body).json()
+    assert free["status"] == "free" and free["epsilon"] == 0.0, free
+    assert "nothing would be spent" in free["reason"]
+    # a requirement the budget cannot pay: refused, with the reason the query would get
+    tight = {**body, "half_width": 1e-4}
+    refused = quote(tight).json()
+    assert refused["status"] == "refused" and refused["epsilon"] is None, refused
+    r = post(server, key, tight)
+    assert r.status_code == 409 and r.json()["detail"] == refused["reason"]
+    # a half-width so small that no eps is finite: the documented refusal, never a 400
+    for path in ("/api/quote", "/api/query"):
+        r = httpx.post(
+            server.url + path,
+            json={"where": "health = poor", "half_width": 5e-324, "confidence": 0.9},
+            headers=key,
+            timeout=60,
+        )
+        assert r.status_code in (200, 409) and "finite" not in r.text, r.text
+        assert (
+            r.json()["status"] == "refused"
+            and "nothing spent" in r.json()["reason" if path == "/api/quote" else "detail"]
+        )
+    # the same checks as a query, the same messages
+    for bad, code, words in BAD[:6]:
+        r = quote(bad)
+        assert r.status_code == code and words in r.json()["detail"], (bad, r.text)
+    assert quote(body, {"Authorization": "Bearer nope"}).status_code == 401
+    # all it spent is the one answer asked for
+    after = budget(server)
+    assert len(history(server)) == len(hist0) + 1 == after["answers"]
+    assert after["spent"]["epsilon"] <= before["spent"]["epsilon"] + q["epsilon"] * (1 + 1e-9)
+
+
+def test_serve_says_where_it_listens_and_how_to_stop(sqlite_server: Server) -> None:
+    srv = sqlite_server
+    log = srv.tmp / f"server-{srv.port}.log"
+    deadline = time.monotonic() + 30
+    while "listening on" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = [x for x in log.read_text().splitlines() if "listening on" in x]
+    assert lines == [
+        f"dpbayes serve: listening on {srv.url} (web page {srv.url}/, API document "
+        f"{srv.url}/openapi.json); press Ctrl+C to stop"
+    ]
+    # a busy port: one line and exit 2 before anything is opened, no false announcement
+    db = srv.tmp / "never.db"
+    cmd = [sys.executable, "-m", "dpbayes.cli", "serve", "--port", str(srv.port)]
+    cmd += ["--db", f"sqlite:///{db}", "--admin-key-file", str(srv.key_file)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == "", p
+    assert p.stderr.strip().splitlines() == [
+        f"dpbayes: error: --port {srv.port}: cannot listen on 127.0.0.1:{srv.port} "
+        "(Address already in use)"
+    ]
+    assert not db.exists()

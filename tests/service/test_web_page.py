@@ -1,10 +1,13 @@
 """The analysts' web page in a real headless browser (Debian's Chromium, driven by Playwright).
 
-The page is served by the running service (conftest.py's session server on SQLite); the test
-types a key, composes a query from the schema, asks it, and checks what the page shows
-against the API's own /history and /budget. Chromium comes from ``.ci/setup.d/chromium.sh``
-(Playwright's own browser download is never used); a missing browser FAILS the test.
-Set ``DPBAYES_WEB_SCREENSHOT=path.png`` to save a screenshot of the answered query.
+The page is served by a service of this module's own (conftest.py's ``own_server``, so no
+other test's spending changes what the page must show); the tests type a key, compose a
+query from the schema, read its price, ask it, and check what the page shows against the
+API's own /quote, /history and /budget, at desktop and at phone width (390 px). Chromium
+comes from ``.ci/setup.d/chromium.sh`` (Playwright's own browser download is never used);
+a missing browser skips the tests naming that script, and fails them under ``CI=true``.
+Set ``DPBAYES_WEB_SCREENSHOT=path.png`` (``DPBAYES_WEB_PHONE_SCREENSHOT``: at 390 px) to save
+a screenshot of the answered query.
 """
 
 from __future__ import annotations
@@ -35,13 +38,13 @@ WHERE = "health = fair and idp = 0 and year = 3 and mdvis in [1, 6)"
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser(require: Any) -> Iterator[Any]:
     if not Path(CHROMIUM).is_file():
-        pytest.fail(
-            f"no Chromium at {CHROMIUM}: run .ci/setup.d/chromium.sh (part of .ci/run)",
-            pytrace=False,
-        )
-    from playwright.sync_api import sync_playwright
+        require(f"no Chromium at {CHROMIUM}", "chromium.sh")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require("playwright is not installed (pip install '.[test]')", "chromium.sh")
 
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
@@ -92,13 +95,20 @@ def ask(page: Any) -> tuple[int, dict[str, Any]]:
     return resp.status, resp.json()
 
 
-def test_web_page_composes_asks_and_shows_answer(browser: Any, sqlite_server: Server) -> None:
-    srv = sqlite_server
-    # room for the fresh answer below, whatever the other tests in this process spent
+def quote(srv: Server, body: dict[str, Any]) -> dict[str, Any]:
+    r = httpx.post(srv.url + "/api/quote", json=body, headers=srv.admin(), timeout=60)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def test_web_page_composes_asks_and_shows_answer(browser: Any, own_server: Server) -> None:
+    srv = own_server
+    # room for the fresh answer below (this module's service: nothing else spends on it)
     bud = httpx.get(srv.url + "/api/budget", headers=srv.admin(), timeout=30).json()
     r = httpx.put(
         srv.url + "/api/admin/budget",
-        json={"epsilon": max(bud["total"]["epsilon"], bud["spent"]["epsilon"] + 10.0)},
+        json={"epsilon": bud["spent"]["epsilon"] + 10.0},
         headers=srv.admin(),
         timeout=30,
     )
@@ -144,7 +154,22 @@ def test_web_page_composes_asks_and_shows_answer(browser: Any, sqlite_server: Se
         page.fill("#half-width", "10")
         page.fill("#confidence", "0.9")
         b0, h0 = api_state(srv)
+
+        # the price before Ask: the API's quote, shown on the page; quoting spends nothing
+        price = quote(srv, {"where": WHERE, "half_width": 10, "confidence": 0.9})
+        assert price["status"] == "fresh" and price["epsilon"] > 0, price
+        page.wait_for_selector("#price[data-status=fresh]")
+        assert page.inner_text("#price") == (
+            f"Price now: ε = {fmt_eps(price['epsilon'])} (one fresh answer)"
+        )
+        assert float(page.get_attribute("#price", "data-epsilon") or "nan") == price["epsilon"]
+        assert api_state(srv) == (b0, h0)
         status, a = ask(page)
+        assert status == 200 and a["epsilon_spent"] == price["epsilon"], a
+        # now the history meets it: the page's price says so, and the API's quote agrees
+        page.wait_for_selector("#price[data-status=free]")
+        assert page.inner_text("#price").startswith("Price now: free (from the history")
+        assert quote(srv, {"where": WHERE, "half_width": 10, "confidence": 0.9})["epsilon"] == 0
 
         # 1. a fresh answer: values on the page = the API's reply = its history and budget
         assert status == 200, a
@@ -222,7 +247,10 @@ def test_web_page_composes_asks_and_shows_answer(browser: Any, sqlite_server: Se
         page.fill("#confidence", "0.99")
         status, e = ask(page)
         assert status == 409 and e["status"] == "refused" and e["epsilon_spent"] == 0.0, e
-        assert page.inner_text("#error") == e["detail"] + " (nothing was spent)"
+        assert "nothing spent" in e["detail"]  # said once, not twice
+        assert page.inner_text("#error") == e["detail"]
+        assert page.get_attribute("#price", "data-status") == "refused"
+        assert page.inner_text("#price") == "Would be refused now: " + e["detail"]
         # coefficients instead of a predicate: the API checks their number
         page.check("input[name=mode][value=coefficients]")
         assert page.is_hidden("#where") and page.is_visible("#coefficients")
@@ -241,3 +269,111 @@ def test_web_page_composes_asks_and_shows_answer(browser: Any, sqlite_server: Se
     assert requests and all(u.startswith(srv.url + "/") for u in requests), requests
     assert page_errors == []
     assert not [m for m in console if re.search(r"Content.Security|Refused to", m)], console
+
+
+def connect(browser: Any, srv: Server, width: int) -> Any:
+    """A page at ``width`` px, connected with a new analyst's key."""
+    key = srv.new_analyst()["Authorization"].removeprefix("Bearer ")
+    page = browser.new_page(viewport={"width": width, "height": 844})
+    page.goto(srv.url + "/")
+    page.fill("#api-key", key)
+    page.click("#connect")
+    page.wait_for_selector("fieldset.attr[data-name=mdvis]")
+    page.wait_for_selector("#history-body tr")
+    return page
+
+
+def ticked(page: Any) -> dict[str, list[str]]:
+    """The ticked boxes and the chosen bin range of each attribute."""
+    return {  # type: ignore[no-any-return]
+        **page.eval_on_selector_all(
+            "fieldset.attr[data-kind=categories]",
+            "els => Object.fromEntries(els.map(e => [e.dataset.name, "
+            "[...e.querySelectorAll('input:checked')].map(b => b.value)]))",
+        ),
+        **page.eval_on_selector_all(
+            "fieldset.attr[data-kind=bins]",
+            "els => Object.fromEntries(els.map(e => [e.dataset.name, "
+            "[e.querySelector('select.from').value, e.querySelector('select.to').value]]))",
+        ),
+    }
+
+
+def test_hand_edited_predicate_and_the_choices_agree(browser: Any, own_server: Server) -> None:
+    page = connect(browser, own_server, 1180)
+    try:
+        all_bins = ticked(page)["mdvis"]
+        page.check("fieldset[data-name=health] input[value=poor]")
+        assert page.input_value("#where") == "health = poor"
+        # typed by hand in the language the choices write: the boxes follow it
+        page.fill("#where", "health in {fair, good} and year = 2 and mdvis in [1, 6)")
+        got = ticked(page)
+        assert sorted(got["health"]) == ["fair", "good"] and got["year"] == ["2"]
+        assert got["idp"] == [] and got["mdvis"] == ["1", "3"]
+        assert page.is_hidden("#where-note")
+        # the choices then rebuild the same predicate (they agree with it; values in the
+        # domain's order)
+        page.check("fieldset[data-name=idp] input[value='1']")
+        health = ", ".join(got["health"])
+        assert page.input_value("#where") == (
+            f"health in {{{health}}} and idp = 1 and year = 2 and mdvis in [1, 6)"
+        )
+        # a predicate the choices cannot express: they are cleared, and the page says so
+        page.fill("#where", "health = poor or idp = 1")
+        got = ticked(page)
+        assert all(got[a] == [] for a in ("health", "idp", "year")), got
+        assert got["mdvis"] == all_bins
+        assert page.is_visible("#where-note")
+        assert page.input_value("#where") == "health = poor or idp = 1"  # sent as typed
+        # an unknown value also clears them
+        page.fill("#where", "health = purple")
+        assert ticked(page)["health"] == [] and page.is_visible("#where-note")
+        # ticking a box again builds the predicate from the boxes
+        page.check("fieldset[data-name=health] input[value=poor]")
+        assert page.input_value("#where") == "health = poor" and page.is_hidden("#where-note")
+    finally:
+        page.close()
+
+
+def test_phone_width_nothing_overflows(browser: Any, own_server: Server) -> None:
+    """At 390 px: no sideways scrolling of the page, the key field inside its card, and the
+    history's queries wrap at spaces (several characters per line), never per character."""
+    srv = own_server
+    long_where = "health = fair and idp = 1 and year = 2 and mdvis in [1, 6)"
+    r = httpx.post(
+        srv.url + "/api/query",
+        json={"where": long_where, "half_width": 50, "confidence": 0.9},
+        headers=srv.new_analyst(),
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    page = connect(browser, srv, 390)
+    try:
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        key = page.locator("#api-key").bounding_box()
+        card = page.locator("#key-section").bounding_box()
+        assert key is not None and card is not None
+        assert card["x"] >= 0 and card["x"] + card["width"] <= 390
+        assert key["x"] >= card["x"] and key["x"] + key["width"] <= card["x"] + card["width"]
+        row = page.locator("#history-body tr").first
+        assert row.locator("td").nth(1).inner_text() == long_where
+        cell = row.locator("td.query")
+        box = cell.bounding_box()
+        assert box is not None
+        line = float(page.evaluate("parseFloat(getComputedStyle(document.body).lineHeight)"))
+        # the query's 58 characters on at most 5 lines (per character: dozens of lines)
+        assert box["height"] <= 5 * line + 12, (box, line)
+        assert box["width"] >= 100
+        # the answer, the price and an error message fit too
+        page.fill("#where", long_where)
+        page.fill("#half-width", "50")
+        page.fill("#confidence", "0.9")
+        page.wait_for_selector("#price[data-status=free]")
+        ask(page)
+        assert page.is_visible("#answer")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        shot = os.environ.get("DPBAYES_WEB_PHONE_SCREENSHOT")
+        if shot:
+            page.screenshot(path=shot, full_page=True)
+    finally:
+        page.close()

@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     config = EngineConfig(**kw)
     key = _admin_key(args.admin_key_file)
     common = {"host": args.host, "port": args.port, "log_level": "warning", "access_log": False}
+    _announce_when_listening(args.host, args.port, args.workers)
     if args.workers == 1:
         app = create_app(config, args.db, key, time_limit=args.time_limit)
         uvicorn.run(app, timeout_graceful_shutdown=5, **common)
@@ -158,6 +159,45 @@ def run(args: argparse.Namespace) -> int:
         **common,
     )
     return 0
+
+
+def _announce_when_listening(host: str, port: int, workers: int, wait: float = 600.0) -> None:
+    """Say on stderr where the service listens and how to stop it, once it accepts
+    connections (a daemon thread polls the port: the same for one worker or several)."""
+    import socket
+    import threading
+    import time
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:  # a busy port: one line now, not a false announcement
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            msg = f"--port {port}: cannot listen on {host}:{port} ({exc.strerror})"
+            raise ValueError(msg) from None
+    shown = f"[{host}]" if ":" in host else host
+    probe = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    url = f"http://{shown}:{port}"
+    where = "" if workers == 1 else f" with {workers} workers"
+
+    def poll() -> None:
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((probe, port), timeout=0.5).close()
+            except OSError:
+                time.sleep(0.1)
+                continue
+            print(
+                f"dpbayes serve: listening on {url}{where} (web page {url}/, API document "
+                f"{url}/openapi.json); press Ctrl+C to stop",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+
+    threading.Thread(target=poll, name="dpbayes-serve-announce", daemon=True).start()
 
 
 def worker_config(config: Any) -> dict[str, Any]:

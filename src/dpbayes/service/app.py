@@ -1,10 +1,12 @@
 """The HTTP API of the query-answering service (FastAPI): paper 000 §5 as a web service.
 
-Endpoints (``Authorization: Bearer KEY``; analysts' keys for queries, the admin key for
-``/api/admin``): ``GET /api/schema``, ``POST /api/query``, ``GET /api/history``,
+Endpoints (``Authorization: Bearer KEY``; the security schemes ``analystKey`` for queries,
+``adminKey`` for ``/api/admin``, either for reading): ``GET /api/schema``,
+``POST /api/query``, ``POST /api/quote`` (the price, nothing spent), ``GET /api/history``,
 ``GET /api/budget``, ``POST /api/admin/analysts``, ``PUT /api/admin/budget``; the web page
-at ``/``; the OpenAPI document at ``/openapi.json``. No endpoint returns records or exact
-counts: only the attribute domains, noisy answers and what is inferred from them.
+at ``/``; the OpenAPI document at ``/openapi.json`` (bodies and statuses: schemas.py). No
+endpoint returns records or exact counts: only the attribute domains, noisy answers and
+what is inferred from them.
 """
 
 import asyncio
@@ -19,13 +21,29 @@ from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dpbayes.answers.limits import TimeLimitExceeded
 from dpbayes.service.config import EngineConfig, digest_key
+from dpbayes.service.quotes import Quote, quote
+from dpbayes.service.schemas import (
+    AnalystIn,
+    AnalystOut,
+    AnswerOut,
+    BudgetIn,
+    BudgetOut,
+    HistoryOut,
+    QueryIn,
+    QuoteIn,
+    QuoteOut,
+    RefusalOut,
+    SchemaOut,
+    responses,
+)
 from dpbayes.service.state import Busy, Conflict, QueryService, Reply, check_admin
 
 __all__ = ["MAX_BODY_BYTES", "WORKER_ENV", "create_app", "worker_app"]
@@ -42,32 +60,6 @@ PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
-
-
-class QueryIn(BaseModel):
-    """A query with its requirement: the answer within +-half_width with prob. >= confidence."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
-    where: str | None = Field(
-        None, max_length=2000, description='predicate, e.g. "health = poor and idp = 1"'
-    )
-    coefficients: list[float] | None = Field(
-        None, max_length=100_000, description="one coefficient per cell (C order)"
-    )
-    half_width: float = Field(gt=0, le=1e9, description="required half-width d of the interval")
-    confidence: float = Field(ge=0.5, le=0.999999, description="required probability p")
-    density: bool = Field(False, description="include the posterior density for plotting")
-
-
-class AnalystIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@-]+$")
-
-
-class BudgetIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
-    epsilon: float = Field(gt=0, le=1e6)
-    delta: float = Field(0.0, ge=0, lt=1)
 
 
 class _BodyLimit:
@@ -138,7 +130,10 @@ def _first_error(exc: RequestValidationError) -> tuple[int, str]:
     if e.get("type") == "json_invalid":
         return 400, f"malformed JSON body: {e.get('ctx', {}).get('error', e.get('msg'))}"
     loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
-    return 422, f"{loc or 'body'}: {e.get('msg')}"
+    msg = str(e.get("msg", "invalid value")).removeprefix("Value error, ")
+    if loc:
+        return 422, f"{loc}: {msg}"
+    return 422, msg if e.get("type") == "value_error" else f"body: {msg}"
 
 
 def create_app(
@@ -179,40 +174,78 @@ def create_app(
     )
     app.state.service = svc
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail
+        if exc.status_code == 400 and detail == "There was an error parsing the body":
+            detail = "malformed request body: not JSON text in UTF-8"
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
         code, msg = _first_error(exc)
         return JSONResponse({"detail": msg}, status_code=code)
 
-    def _key(authorization: str | None) -> str | None:
-        if authorization and authorization.startswith("Bearer "):
-            return authorization[7:].strip()
-        return None
+    analyst_scheme = HTTPBearer(
+        scheme_name="analystKey",
+        description="an analyst's API key (POST /api/admin/analysts makes one)",
+        auto_error=False,
+    )
+    admin_scheme = HTTPBearer(
+        scheme_name="adminKey",
+        description="the data curator's admin key (dpbayes serve --admin-key-file)",
+        auto_error=False,
+    )
+    Cred = HTTPAuthorizationCredentials | None
 
-    def analyst(authorization: Annotated[str | None, Header()] = None) -> str:
-        name = svc.analyst(_key(authorization))
+    def _unauthorised(msg: str) -> HTTPException:
+        return HTTPException(401, msg, headers={"WWW-Authenticate": "Bearer"})
+
+    def _analyst(token: str | None) -> str:
+        name = svc.analyst(token)
         if name is None:
-            raise HTTPException(401, "missing or invalid API key (Authorization: Bearer KEY)")
+            raise _unauthorised("missing or invalid API key (Authorization: Bearer KEY)")
         return name
 
-    def reader(authorization: Annotated[str | None, Header()] = None) -> str:
-        key = _key(authorization)
-        if check_admin(key, admin_sha):
-            return "admin"
-        return analyst(authorization)
+    def analyst(cred: Annotated[Cred, Security(analyst_scheme)]) -> str | None:
+        return None if cred is None else cred.credentials.strip()
 
-    def admin(authorization: Annotated[str | None, Header()] = None) -> str:
-        if not check_admin(_key(authorization), admin_sha):
-            raise HTTPException(401, "missing or invalid admin key")
+    def reader(
+        a: Annotated[Cred, Security(analyst_scheme)], _b: Annotated[Cred, Security(admin_scheme)]
+    ) -> str:
+        token = None if a is None else a.credentials.strip()
+        if check_admin(token, admin_sha):
+            return "admin"
+        return _analyst(token)
+
+    def admin(cred: Annotated[Cred, Security(admin_scheme)]) -> str:
+        if not check_admin(None if cred is None else cred.credentials.strip(), admin_sha):
+            raise _unauthorised("missing or invalid admin key")
         return "admin"
 
-    @app.get("/api/schema")
+    async def _in_pool(fn: Any) -> Any:
+        """Run ``fn`` on the query threads; 503 when it runs out of time or retries."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(pool, fn)
+        except (TimeLimitExceeded, Busy) as exc:
+            raise HTTPException(
+                503, str(exc).splitlines()[0], headers={"Retry-After": "1"}
+            ) from None
+        except Conflict as exc:
+            raise HTTPException(409, str(exc)) from None
+        except (ValueError, TypeError) as exc:
+            raise HTTPException(400, str(exc).splitlines()[0]) from None
+
+    def _deadline() -> float | None:
+        return None if time_limit is None else time.monotonic() + time_limit
+
+    @app.get("/api/schema", response_model=SchemaOut, responses=responses(401))
     def schema(_who: Annotated[str, Depends(reader)]) -> dict[str, Any]:
         """The attributes and their values (the cube's cells); no counts."""
         return svc.schema()
 
-    def _ask(body: QueryIn, authorization: str | None, deadline: float | None) -> Reply:
-        who = analyst(authorization)  # here, on the query's thread: one hop per request
+    def _ask(body: QueryIn, token: str | None, deadline: float | None) -> Reply:
+        who = _analyst(token)  # here, on the query's thread: one hop per request
         q = svc.make_query(body.where, body.coefficients)
         return svc.ask(
             who,
@@ -223,25 +256,24 @@ def create_app(
             deadline=deadline,
         )
 
-    @app.post("/api/query")
-    async def query(
-        body: QueryIn, authorization: Annotated[str | None, Header()] = None
-    ) -> JSONResponse:
-        """Answer within +-half_width with probability >= confidence (free if the history can)."""
-        deadline = None if time_limit is None else time.monotonic() + time_limit
-        loop = asyncio.get_running_loop()
-        try:
-            r = await loop.run_in_executor(pool, partial(_ask, body, authorization, deadline))
-        except (TimeLimitExceeded, Busy) as exc:
-            return JSONResponse(
-                {"detail": str(exc).splitlines()[0]},
-                status_code=503,
-                headers={"Retry-After": "1"},
-            )
-        except Conflict as exc:
-            raise HTTPException(409, str(exc)) from None
-        except (ValueError, TypeError) as exc:
-            raise HTTPException(400, str(exc).splitlines()[0]) from None
+    @app.post(
+        "/api/query",
+        response_model=AnswerOut,
+        responses=responses(
+            400,
+            401,
+            409,
+            413,
+            422,
+            503,
+            bodies={409: RefusalOut},
+            why={409: "refused (e.g. the budget cannot pay for it); nothing was spent"},
+        ),
+    )
+    async def query(body: QueryIn, token: Annotated[str | None, Depends(analyst)]) -> Any:
+        """Answer within +-half_width with probability >= confidence (free if the history
+        can; else one fresh noisy answer, or a refusal that spends nothing)."""
+        r: Reply = await _in_pool(partial(_ask, body, token, _deadline()))
         if r.answer.status == "refused":
             return JSONResponse(
                 {
@@ -254,7 +286,30 @@ def create_app(
             )
         return JSONResponse(_reply_json(r))
 
-    @app.get("/api/history")
+    def _quote(body: QuoteIn, deadline: float | None) -> Quote:
+        q = svc.make_query(body.where, body.coefficients)
+        return quote(
+            svc, q, half_width=body.half_width, confidence=body.confidence, deadline=deadline
+        )
+
+    @app.post(
+        "/api/quote",
+        response_model=QuoteOut,
+        responses=responses(400, 401, 413, 422, 503),
+    )
+    async def price(body: QuoteIn, _who: Annotated[str, Depends(reader)]) -> dict[str, Any]:
+        """What the query would cost now: free from the history, eps for one fresh answer,
+        or refused. Spends nothing and draws no noise."""
+        got: Quote = await _in_pool(partial(_quote, body, _deadline()))
+        return {
+            "query": got.query,
+            "status": got.status,
+            "epsilon": got.epsilon,
+            "remaining_epsilon": got.remaining_epsilon,
+            "reason": got.reason,
+        }
+
+    @app.get("/api/history", response_model=HistoryOut, responses=responses(401, 422))
     def history(
         _who: Annotated[str, Depends(reader)],
         offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
@@ -263,12 +318,17 @@ def create_app(
         """The noisy answers released so far (each with its eps)."""
         return {"answers": svc.history(offset=offset, limit=limit)}
 
-    @app.get("/api/budget")
+    @app.get("/api/budget", response_model=BudgetOut, responses=responses(401))
     def budget(_who: Annotated[str, Depends(reader)]) -> dict[str, Any]:
         """Total, spent and remaining budget."""
         return svc.budget()
 
-    @app.post("/api/admin/analysts", status_code=201)
+    @app.post(
+        "/api/admin/analysts",
+        status_code=201,
+        response_model=AnalystOut,
+        responses=responses(400, 401, 409, 413, 422, why={409: "an analyst of this name exists"}),
+    )
     def add_analyst(body: AnalystIn, _who: Annotated[str, Depends(admin)]) -> dict[str, Any]:
         """Add an analyst; the API key is returned once (stored hashed)."""
         try:
@@ -276,7 +336,11 @@ def create_app(
         except Conflict as exc:
             raise HTTPException(409, str(exc)) from None
 
-    @app.put("/api/admin/budget")
+    @app.put(
+        "/api/admin/budget",
+        response_model=BudgetOut,
+        responses=responses(400, 401, 409, 413, 422, why={409: "below what is already spent"}),
+    )
     def set_budget(body: BudgetIn, _who: Annotated[str, Depends(admin)]) -> dict[str, Any]:
         """Set the total budget (never below what is spent)."""
         try:

@@ -69,6 +69,10 @@ __all__ = ["Busy", "Conflict", "QueryService", "Reply", "check_admin"]
 _TOLERANCE = 1e-9  # the accountant's relative slack
 _MAX_ATTEMPTS = 8  # plans of one request redone because another answer was committed
 _METHOD_ACCURACY = 1e-6
+_NUMERICAL_LIMIT = (
+    "the service cannot compute this query's error distribution to its accuracy (its "
+    "coefficients or the requirement are too extreme); nothing spent"
+)
 
 
 class Conflict(ValueError):
@@ -351,17 +355,23 @@ class QueryService:
                 self._remember(key, planned)
                 return planned
         total = snap.total[0]
-        plan = plan_answer(
-            snap.history,
-            q,
-            d,
-            p,
-            sensitivity=q.sensitivity * self._sens_factor,
-            accuracy=_METHOD_ACCURACY,
-            max_epsilon=self.config.max_epsilon,
-            cap=total * (1 + _TOLERANCE),
-            cap_reason=f"budget exceeded: the total budget is eps={total:.6g}",
-        )
+        sens = q.sensitivity * self._sens_factor
+        try:
+            plan = plan_answer(
+                snap.history,
+                q,
+                d,
+                p,
+                sensitivity=sens,
+                accuracy=_METHOD_ACCURACY,
+                max_epsilon=self.config.max_epsilon,
+                cap=total * (1 + _TOLERANCE),
+                cap_reason=f"budget exceeded: the total budget is eps={total:.6g}",
+            )
+        except (ValueError, ArithmeticError):
+            # the arguments were checked: what is left are the engine's numerical limits
+            # (an error distribution it cannot compute to its accuracy); refuse, spend nothing
+            return _Planned(Plan(q, d, p, sens, "refused", reason=_NUMERICAL_LIMIT), state)
         planned = _Planned(plan, state)
         self._remember(key, planned)
         return planned

@@ -1,6 +1,7 @@
 // The analysts' page of the dpbayes query service: plain JS, no build step, no network
-// beyond this server. Talks to /api/schema, /api/query, /api/history and /api/budget with
-// the analyst's key; every value shown comes from the API (text nodes only, never HTML).
+// beyond this server. Talks to /api/schema, /api/quote, /api/query, /api/history and
+// /api/budget with the analyst's key; every value shown comes from the API (text nodes only,
+// never HTML).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -113,6 +114,7 @@ function renderAttributes() {
 }
 
 function composeWhere() {
+  $("where-note").hidden = true;
   const clauses = [];
   for (const fs of document.querySelectorAll("#attributes fieldset.attr")) {
     const name = fs.dataset.name;
@@ -137,11 +139,79 @@ function composeWhere() {
   $("where").value = clauses.join(" and ");
 }
 
+// A hand-edited predicate: tick the choices that say the same, or clear them all (with a
+// note) when the choices cannot express it. Parses what composeWhere writes:
+// "a = v", "a in {v, w}", "a in [lo, hi)", joined by "and".
+function unquote(v) {
+  const s = v.trim();
+  return s.length >= 2 && s[0] === "'" && s[s.length - 1] === "'" ? s.slice(1, -1) : s;
+}
+
+function parseWhere(text) {
+  const out = new Map();
+  if (text.trim() === "") return out;
+  for (const clause of text.trim().split(/\s+and\s+/)) {
+    let m = clause.match(/^([A-Za-z_][\w.]*)\s*=\s*(.+)$/);
+    if (m) {
+      if (out.has(m[1])) return null;
+      out.set(m[1], { values: [unquote(m[2])] });
+      continue;
+    }
+    m = clause.match(/^([A-Za-z_][\w.]*)\s+in\s+\{(.*)\}$/);
+    if (m) {
+      if (out.has(m[1])) return null;
+      out.set(m[1], { values: m[2].split(",").map(unquote).filter((v) => v !== "") });
+      continue;
+    }
+    m = clause.match(/^([A-Za-z_][\w.]*)\s+in\s+\[([^,\]]+),([^)\]]+)\)$/);
+    if (m) {
+      if (out.has(m[1])) return null;
+      out.set(m[1], { range: [m[2].trim(), m[3].trim()] });
+      continue;
+    }
+    return null;
+  }
+  return out;
+}
+
+function syncChoices() {
+  const parsed = parseWhere($("where").value);
+  const sets = document.querySelectorAll("#attributes fieldset.attr");
+  const names = new Set([...sets].map((fs) => fs.dataset.name));
+  let ok = parsed !== null && [...parsed.keys()].every((n) => names.has(n));
+  const plan = [];
+  for (const fs of sets) {
+    const want = ok ? parsed.get(fs.dataset.name) : undefined;
+    if (fs.dataset.kind === "bins") {
+      const edges = fs._edges;
+      let lo = 0, hi = edges.length - 1;
+      if (want) {
+        lo = want.range ? edges.indexOf(want.range[0]) : -1;
+        hi = want.range ? edges.indexOf(want.range[1]) : -1;
+        if (lo < 0 || hi <= lo) ok = false;
+      }
+      plan.push(() => {
+        fs.querySelector("select.from").value = String(ok ? lo : 0);
+        fs.querySelector("select.to").value = String(ok ? hi : edges.length - 1);
+      });
+    } else {
+      const boxes = [...fs.querySelectorAll("input[type=checkbox]")];
+      const values = boxes.map((b) => b.value);
+      if (want && (!want.values || !want.values.length ||
+          want.values.some((v) => !values.includes(v)))) ok = false;
+      plan.push(() => {
+        for (const b of boxes) b.checked = ok && !!want && want.values.includes(b.value);
+      });
+    }
+  }
+  plan.forEach((f) => f());
+  $("where-note").hidden = ok;
+}
+
 function readQuery() {
   const body = {
     half_width: Number($("half-width").value === "" ? NaN : $("half-width").value),
     confidence: Number($("confidence").value === "" ? NaN : $("confidence").value),
-    density: true,
   };
   // JSON has no NaN: send null and let the API say which field is wrong
   for (const k of ["half_width", "confidence"]) if (!Number.isFinite(body[k])) body[k] = null;
@@ -270,6 +340,44 @@ async function refreshHistory(nAnswers) {
 async function refresh() {
   const b = await refreshBudget();
   await refreshHistory(b.answers);
+  await showPrice();
+}
+
+// ------------------------------------------------------------------ the price before Ask
+let priceSeq = 0;
+let priceTimer = 0;
+
+function setPrice(status, text, eps) {
+  const el = $("price");
+  el.dataset.status = status;
+  el.dataset.epsilon = eps === null || eps === undefined ? "" : String(eps);
+  el.textContent = text;
+}
+
+async function showPrice() {
+  if (!schema) return;
+  const seq = ++priceSeq;
+  setPrice("pending", "Price: …");
+  let text, status, eps = null;
+  try {
+    const qt = await api("POST", "/api/quote", readQuery());
+    status = qt.status;
+    eps = qt.epsilon;
+    if (qt.status === "free") text = "Price now: free (from the history; no budget spent, no noise drawn)";
+    else if (qt.status === "fresh") text = "Price now: ε = " + fmtEps(qt.epsilon) + " (one fresh answer)";
+    else text = "Would be refused now: " + qt.reason;
+  } catch (err) {
+    status = "invalid";
+    text = "Price: – (" + err.message + ")";
+  }
+  if (seq === priceSeq) setPrice(status, text, eps); // only the latest request's price
+}
+
+function priceSoon() {
+  clearTimeout(priceTimer);
+  if (!schema) return; // not connected yet: no price to ask for
+  setPrice("pending", "Price: …");
+  priceTimer = setTimeout(showPrice, 250);
 }
 
 // ------------------------------------------------------------------ events
@@ -298,10 +406,12 @@ async function ask(ev) {
   btn.disabled = true; // enabled again once the answer, budget and history are all shown
   let msg = "";
   try {
-    showAnswer(await api("POST", "/api/query", readQuery()));
+    showAnswer(await api("POST", "/api/query", { ...readQuery(), density: true }));
   } catch (err) {
     msg = err.message;
-    if (err.data && err.data.status === "refused") msg += " (nothing was spent)";
+    if (err.data && err.data.status === "refused" && !/nothing (was )?spent/.test(msg)) {
+      msg += " (nothing was spent)";
+    }
     $("answer").hidden = true; // never leave an earlier answer next to this error
   }
   try {
@@ -317,12 +427,23 @@ function switchMode() {
   const coef = document.querySelector("input[name=mode]:checked").value === "coefficients";
   $("coefficients-mode").hidden = !coef;
   $("predicate-mode").hidden = coef;
+  priceSoon();
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   $("key-form").addEventListener("submit", connect);
   $("query-form").addEventListener("submit", ask);
-  $("attributes").addEventListener("change", composeWhere);
+  $("attributes").addEventListener("change", () => {
+    composeWhere();
+    priceSoon();
+  });
+  $("where").addEventListener("input", () => {
+    syncChoices();
+    priceSoon();
+  });
+  for (const id of ["coefficients", "half-width", "confidence"]) {
+    $(id).addEventListener("input", priceSoon);
+  }
   for (const r of document.querySelectorAll("input[name=mode]")) r.addEventListener("change", switchMode);
   const saved = sessionStorage.getItem(KEY_STORE);
   if (saved) {

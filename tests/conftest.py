@@ -1,0 +1,29 @@
+"""Shared test helpers: what to do when a system dependency (Chromium, PostgreSQL, Spark's
+Java) is missing.
+
+A test that needs one skips with a one-line reason naming the ``.ci/setup.d`` script that
+installs it, so ``python -m pytest`` passes on a fresh machine; under ``CI=true`` (where
+``.ci/run`` runs those scripts first) it FAILS instead, so CI never skips silently.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import NoReturn
+
+import pytest
+
+
+def unavailable(what: str, script: str) -> NoReturn:
+    """Skip (fail under CI=true): ``what`` is missing; ``script`` in .ci/setup.d installs it."""
+    reason = f"{what}: run .ci/setup.d/{script} (part of .ci/run)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} [CI=true: required]", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def require() -> Callable[[str, str], NoReturn]:
+    """The helper :func:`unavailable`, for conftest fixtures in any test folder."""
+    return unavailable
