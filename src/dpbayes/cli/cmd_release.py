@@ -190,7 +190,6 @@ def _check_prior(prior: list[float] | None, k: int, what: str) -> list[float] | 
 
 def build_model(args: argparse.Namespace) -> tuple[Any, Any, str]:
     """(model, data, column) from the parsed arguments, with bundled defaults."""
-    from dpbayes import models
 
     model = build_model_only(args)
     if args.data is None:
@@ -212,7 +211,10 @@ def build_model_only(args: argparse.Namespace) -> Any:
                 f"--categories is for dirichlet-categorical, not {args.model} (its values "
                 "are 0/1 or a number)",
             ),
-            "bounds": (args.model == "normal-mean", f"--bounds is for normal-mean, not {args.model}"),
+            "bounds": (
+                args.model == "normal-mean",
+                f"--bounds is for normal-mean, not {args.model}",
+            ),
             "noise_sd": (
                 args.model == "normal-mean",
                 f"--noise-sd is for normal-mean, not {args.model}",
@@ -243,7 +245,9 @@ def build_model_only(args: argparse.Namespace) -> Any:
     if not bounds:
         raise ValueError("--bounds LOWER UPPER is required for normal-mean")
     if not bounds[0] < bounds[1]:
-        raise ValueError(f"--bounds LOWER UPPER needs LOWER < UPPER, got {bounds[0]:g} {bounds[1]:g}")
+        raise ValueError(
+            f"--bounds LOWER UPPER needs LOWER < UPPER, got {bounds[0]:g} {bounds[1]:g}"
+        )
     mean, sd = _check_prior(prior, 2, "mean sd for normal-mean") or (0.0, 10.0)
     noise_sd = args.noise_sd if args.noise_sd is not None else (bounds[1] - bounds[0]) / 4
     if not noise_sd > 0:

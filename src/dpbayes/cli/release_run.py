@@ -50,7 +50,10 @@ def _check_flags(args: argparse.Namespace) -> float:
     refuse_inapplicable(
         args,
         {
-            d: (expmech, f"--{d.replace('_', '-')} is for --mechanism expmech, not {args.mechanism}")
+            d: (
+                expmech,
+                f"--{d.replace('_', '-')} is for --mechanism expmech, not {args.mechanism}",
+            )
             for d in EXPMECH_ONLY
         },
     )
@@ -64,9 +67,7 @@ def _check_flags(args: argparse.Namespace) -> float:
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        k: getattr(args, k) for k in EXPMECH_ONLY if getattr(args, k, None) is not None
-    }
+    return {k: getattr(args, k) for k in EXPMECH_ONLY if getattr(args, k, None) is not None}
 
 
 def _stand_in(model: Any, column: str, user: str | None, k: int | None) -> Any:

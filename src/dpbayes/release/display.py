@@ -107,7 +107,8 @@ def lines(rel: Any, level: float = 0.95) -> list[tuple[str, str]]:
     else:
         rows.append(("noise-aware posterior", str(why)))
     if rel.posterior is not None:
-        text = f"{_describe(rel.posterior)}, {level:.0%} interval {_interval_text(rel.posterior, level)}"
+        interval = _interval_text(rel.posterior, level)
+        text = f"{_describe(rel.posterior)}, {level:.0%} interval {interval}"
         rows.append((f"naive posterior ({NAIVE_LABEL})", text))
     rows.append(("guarantee", rel.guarantee.describe()))
     released = json.dumps(plain(rel.released), default=str)

@@ -138,7 +138,7 @@ def _check_guarantee(mechanism: str, g: Guarantee, public: dict[str, Any]) -> No
             f"record's mechanism {mechanism!r}"
         )
     s = public.get("sensitivity")
-    if _number(s) and _number(g.sensitivity) and "group_privacy" not in g.details:
+    if s is not None and _number(s) and _number(g.sensitivity) and "group_privacy" not in g.details:
         if not math.isclose(float(s), g.sensitivity, rel_tol=1e-9):
             raise ValueError(
                 f"release record: the guarantee's sensitivity {g.sensitivity:g} does not "
