@@ -208,8 +208,7 @@ def build_model_only(args: argparse.Namespace) -> Any:
         {
             "categories": (
                 args.model == "dirichlet-categorical",
-                f"--categories is for dirichlet-categorical, not {args.model} (its values "
-                "are 0/1 or a number)",
+                f"--categories is for dirichlet-categorical, not {args.model}",
             ),
             "bounds": (
                 args.model == "normal-mean",
