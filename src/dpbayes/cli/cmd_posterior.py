@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import warnings
 from typing import Any
 
 from dpbayes.cli.common import add_json_argument, add_quiet_argument
@@ -88,8 +90,13 @@ def run(args: argparse.Namespace) -> int:
             )
         options["iterations"] = check_int(args.iterations, "--iterations", minimum=20)
     label = "noise-aware posterior" + (" (MCMC)" if is_mcmc(rel) else "")
-    with progress(label, quiet=args.quiet):
-        aware = noise_aware_posterior(rel, **options)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        with progress(label, quiet=args.quiet):
+            aware = noise_aware_posterior(rel, **options)
+    for w in caught:  # one line each (poor MCMC mixing), in CLI words
+        text = str(w.message).splitlines()[0].replace("(iterations=...)", "(--iterations N)")
+        print(f"dpbayes: warning: {text}", file=sys.stderr)
     n_prior = getattr(aware, "n_prior", None)
     if isinstance(aware, BayesNetNoiseAwarePosterior):
         if args.out:

@@ -3,8 +3,8 @@
 Each row's value (CSV or Parquet input) is clipped to [-r, r] and released with Laplace (or
 Gaussian) noise, or passed through randomized response for categories (paper 001's
 data-owner side). The output CSV holds the privatised column only; the guarantee is
-printed and written next to it as ``OUT.guarantee.json``. Noise is floating-point-safe unless ``--seed`` asks for
-a (non-publishable) simulation.
+printed and written next to it as ``OUT.guarantee.json``. Noise is floating-point-safe
+unless ``--seed`` asks for a (non-publishable) simulation.
 """
 
 from __future__ import annotations
