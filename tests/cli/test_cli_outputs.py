@@ -103,6 +103,40 @@ def test_release_repr_and_html_lead_with_the_noise_aware_posterior() -> None:
     assert "&#x27;" in html and len(html) < 2000  # escaped, compact
 
 
+def test_repr_never_runs_the_slow_noise_aware_paths(monkeypatch) -> None:
+    """MCMC and the exponential mechanism's exact sum are not run by a repr; quick ones are."""
+    import importlib
+
+    import dpbayes as dpb
+    from dpbayes.models.bayes_net import BayesNet
+
+    na = importlib.import_module("dpbayes.release.noise_aware")
+
+    df = pd.DataFrame({"a": [0, 1, 1, 0] * 10, "b": [0, 1, 0, 0] * 10})
+    bn = BayesNet({"a": [0, 1], "b": [0, 1]}, edges=[("a", "b")])
+    coin = dpb.models.BetaBernoulli(alpha=1, beta=1)
+    slow = [
+        dpb.release(bn, df, mechanism="laplace", epsilon=1.0, rng=1),
+        dpb.release(coin, [0, 1] * 20, mechanism="expmech", epsilon=1.0, rng=1),
+    ]
+    quick = dpb.release(coin, [0, 1] * 20, mechanism="laplace", epsilon=1.0, rng=1)
+    calls: list[str] = []
+    original = na.noise_aware_posterior
+
+    def counting(rel: Any, **options: Any) -> Any:
+        calls.append(rel.mechanism)
+        return original(rel, **options)
+
+    monkeypatch.setattr(na, "noise_aware_posterior", counting)
+    for rel in slow:
+        text = repr(rel) + rel._repr_html_()
+        assert "not computed for display" in text and ".noise_aware_posterior()" in text
+    assert calls == []
+    assert "interval [" in repr(quick).split("naive")[0] and calls == ["laplace"]
+    repr(quick)  # computed once and kept
+    assert calls == ["laplace"]
+
+
 def test_the_interval_the_cli_leads_with_covers_the_truth_at_its_nominal_rate(capsys) -> None:
     """Coverage over seeded releases at eps 0.05 on the bundled data (simulation noise).
 

@@ -70,7 +70,13 @@ def _fmt(v: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from dpbayes.cli.common import check_destination, emit_json, progress
     from dpbayes.privacy.validation import check_int, check_probability
-    from dpbayes.release.display import NAIVE_LABEL, NOISE_AWARE_LABEL, is_mcmc, summarise
+    from dpbayes.release.display import (
+        NAIVE_LABEL,
+        NOISE_AWARE_LABEL,
+        is_mcmc,
+        slow_reason,
+        summarise,
+    )
     from dpbayes.release.noise_aware import noise_aware_posterior
     from dpbayes.release.noise_aware_bayes_net import BayesNetNoiseAwarePosterior
     from dpbayes.release.reader import read_release
@@ -89,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{rel.mechanism!r} on {type(rel.model).__name__} is exact"
             )
         options["iterations"] = check_int(args.iterations, "--iterations", minimum=20)
-    label = "noise-aware posterior" + (" (MCMC)" if is_mcmc(rel) else "")
+    slow = slow_reason(rel)
+    label = "noise-aware posterior" + (f" ({slow})" if slow else "")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         with progress(label, quiet=args.quiet):
@@ -128,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         n_rec = rel.public.get("n", args.n)
         print(f"model:       Bayesian network {list(rel.model.nodes)} (n = {n_rec})")
         print(f"mechanism:   {rel.mechanism}; {rel.guarantee.describe()}")
-        print(f"noise-aware posterior ({aware.method}; {NOISE_AWARE_LABEL}):")
+        print(f"noise-aware posterior ({aware.method}) ({NOISE_AWARE_LABEL}):")
         for v in rel.model.nodes:
             print(f"  {v}: mean {_fmt(out['mean'][v])}")
             print(f"  {v}: {level:.0%} intervals {_fmt(out['interval']['bounds'][v])}")
@@ -173,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"model:       {name}" + (f" (n = {n})" if n is not None else ""))
     print(f"mechanism:   {rel.mechanism}; {rel.guarantee.describe()}")
     print(f"released:    {json.dumps(rel.released)}")
-    print(f"noise-aware posterior ({summary['family']}; {NOISE_AWARE_LABEL}):")
+    print(f"noise-aware posterior ({summary['family']}) ({NOISE_AWARE_LABEL}):")
     print(f"  mean:      {_fmt(summary['mean'])}")
     print(f"  sd:        {_fmt(summary['sd'])}")
     print(f"  {level:.0%} credible interval (central): {_fmt(summary['interval']['bounds'])}")

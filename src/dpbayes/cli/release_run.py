@@ -159,9 +159,10 @@ def _dry_run(args: argparse.Namespace, user: str | None, k: int | None) -> int:
 
 
 def _noise_aware(rel: Any, quiet: bool) -> tuple[Any, str | None]:
-    from dpbayes.release.display import is_mcmc
+    from dpbayes.release.display import slow_reason
 
-    label = "noise-aware posterior" + (" (MCMC)" if is_mcmc(rel) else "")
+    slow = slow_reason(rel)
+    label = "noise-aware posterior" + (f" ({slow})" if slow else "")
     try:
         with progress(label, quiet=quiet):
             return rel.noise_aware_posterior(), None

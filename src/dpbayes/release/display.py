@@ -18,6 +18,7 @@ __all__ = [
     "NOISE_AWARE_LABEL",
     "interval_record",
     "is_mcmc",
+    "slow_reason",
     "summarise",
 ]
 
@@ -53,6 +54,21 @@ def is_mcmc(rel: Any) -> bool:
     return False
 
 
+def slow_reason(rel: Any) -> str | None:
+    """Why the noise-aware posterior of ``rel`` takes seconds, or None when it is quick.
+
+    MCMC (networks with edges, regression: seconds to a minute, by ``iterations``) and the
+    exponential mechanism's exact sum over every candidate (about 10 s at n = 20,000).
+    """
+    if is_mcmc(rel):
+        return "MCMC, seconds to a minute"
+    if rel.mechanism == "expmech":
+        n = rel.public.get("n")
+        size = f" at n = {n:,}" if isinstance(n, int) else ""
+        return f"exact sum over every candidate{size}, up to tens of seconds"
+    return None
+
+
 def interval_record(dist: Any, level: float) -> dict[str, Any]:
     """``{"level", "kind", "bounds"}``: the central credible interval of ``dist``."""
     return {"level": level, "kind": "central", "bounds": plain(dist.interval(level))}
@@ -80,8 +96,9 @@ def _cached_noise_aware(rel: Any) -> tuple[Any, str | None]:
     cached = rel.__dict__.get("_noise_aware")
     if cached is not None:
         return cached, None
-    if is_mcmc(rel):
-        return None, "MCMC: call .noise_aware_posterior() (progress shown; takes seconds)"
+    slow = slow_reason(rel)
+    if slow is not None:
+        return None, f"not computed for display ({slow}): call .noise_aware_posterior()"
     try:
         return rel.noise_aware_posterior(), None
     except Exception as exc:  # a display never raises
