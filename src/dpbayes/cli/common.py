@@ -125,5 +125,5 @@ def progress(label: str, *, quiet: bool = False, stream: Any = None) -> Iterator
     finally:
         done.set()
         t.join()
-        out.write(f"\r{label} done in {time.monotonic() - start:.1f} s\n")
+        out.write(f"\r\x1b[K{label} done in {time.monotonic() - start:.1f} s\n")
         out.flush()
