@@ -18,12 +18,23 @@ def _grid(dists: list[Any]) -> np.ndarray:
 
 
 def plot_posteriors(
-    curves: dict[str, Any], path: str | Path, *, title: str = "", level: float = 0.95
+    curves: dict[str, Any],
+    path: str | Path,
+    *,
+    title: str = "",
+    level: float = 0.95,
+    categories: Any = None,
+    xlabel: str = "",
 ) -> Path:
     """Draw each labelled 1-d distribution (Beta, Normal) or Dirichlet (its marginals).
 
-    The first curve's central credible interval at ``level`` is shaded.
+    The first curve's central credible interval at ``level`` is shaded (lead with the
+    noise-aware posterior). Dirichlet-like curves (with ``marginal(i)``) get one panel per
+    category, titled with ``categories`` (the model's names) when given. Long titles are
+    wrapped, never clipped.
     """
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,17 +42,25 @@ def plot_posteriors(
 
     first = next(iter(curves.values()))
     if hasattr(first, "marginal"):  # Dirichlet: one panel per category
-        m = len(first.alpha)
-        fig, axes = plt.subplots(1, m, figsize=(3.2 * m, 3.0), squeeze=False)
+        names = list(categories) if categories is not None else None
+        m = len(names) if names is not None else len(first.alpha)
+        fig, axes = plt.subplots(1, m, figsize=(max(3.2 * m, 6.4), 3.4), squeeze=False)
         for i, ax in enumerate(axes[0]):
             margs = {k: d.marginal(i) for k, d in curves.items()}
-            _panel(ax, margs, level)
-            ax.set_title(f"category {i}", fontsize=9)
+            _panel(ax, margs, level, legend=i == 0)
+            label = names[i] if names is not None else f"category {i}"
+            ax.set_title(f"P({label})", fontsize=9)
+            if i:
+                ax.set_ylabel("")
+        width = 24 * m
     else:
-        fig, ax = plt.subplots(figsize=(6.4, 3.6))
+        fig, ax = plt.subplots(figsize=(6.4, 3.8))
         _panel(ax, curves, level)
+        if xlabel:
+            ax.set_xlabel(xlabel)
+        width = 80
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle("\n".join(textwrap.wrap(title, width=max(width, 60))), fontsize=9)
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=120)
@@ -49,7 +68,7 @@ def plot_posteriors(
     return out
 
 
-def _panel(ax: Any, curves: dict[str, Any], level: float) -> None:
+def _panel(ax: Any, curves: dict[str, Any], level: float, *, legend: bool = True) -> None:
     x = _grid(list(curves.values()))
     for i, (label, d) in enumerate(curves.items()):
         y = d.pdf(x)
@@ -59,4 +78,5 @@ def _panel(ax: Any, curves: dict[str, Any], level: float) -> None:
             mask = (x >= lo) & (x <= hi)
             ax.fill_between(x[mask], y[mask], alpha=0.2, color=line[0].get_color())
     ax.set_ylabel("density")
-    ax.legend(fontsize=8)
+    if legend:
+        ax.legend(fontsize=7)

@@ -70,8 +70,13 @@ def test_release_json_and_plot(tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     assert doc["guarantee"]["epsilon"] == 0.5 and doc["guarantee"]["simulation"] is True
     assert doc["public"]["n"] == 200
-    lo, hi = doc["credible_interval"]["bounds"]
-    assert 0 <= lo < hi <= 1
+    # issue 16: the noise-aware posterior leads, as a labelled object; the naive one is labelled
+    assert next(iter(doc)) == "noise_aware_posterior"
+    aware = doc["noise_aware_posterior"]
+    assert aware["interval"]["level"] == 0.95
+    lo, hi = aware["interval"]["bounds"]
+    assert 0 <= lo < aware["mean"] < hi <= 1
+    assert doc["naive_posterior"]["label"] == "treats the noise as data; over-confident"
     assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -213,7 +218,13 @@ def test_demo_runs_quickly_and_shows_real_releases(tmp_path: Path) -> None:
     elapsed = time.perf_counter() - start
     assert r.returncode == 0, r.stderr
     assert elapsed < 60
-    assert r.stdout.count("private posterior") == 3 and "refused" in r.stdout
+    # issue 16: the noise-aware posterior first, the naive one labelled, the exact one the
+    # curator's only
+    assert r.stdout.count("noise-aware posterior (publishable") == 3 and "refused" in r.stdout
+    assert r.stdout.count("naive posterior (treats the noise as data; over-confident)") == 3
+    assert r.stdout.count("exact posterior (curator only, never published)") == 3
+    for block in r.stdout.split("== ")[1:]:
+        assert block.index("noise-aware") < block.index("naive") < block.index("exact")
     assert "Guarantees below protect one person: all of their rows, at most 5" in r.stdout
     assert "20190 of 20190 person-years kept" in r.stdout
     assert r.stdout.count("add/remove one user (<= 5 rows)") == 3
@@ -221,9 +232,7 @@ def test_demo_runs_quickly_and_shows_real_releases(tmp_path: Path) -> None:
     assert len(list((tmp_path / "demo").glob("*.png"))) == 3
     # sensible: the private share of poor health is the exact 303 / 20,192 up to Laplace(5)
     # noise on the counts (off by > 100 counts with probability e^-20)
-    a, b = map(
-        float, re.search(r"publishable\): Beta\(a=([\d.]+), b=([\d.]+)\)", r.stdout).groups()
-    )
+    a, b = map(float, re.search(r"\n\s+Beta\(a=([\d.]+), b=([\d.]+)\)", r.stdout).groups())
     assert abs(a / (a + b) - 303 / 20_192) < 100 / 20_192
 
 
@@ -244,7 +253,7 @@ def test_posterior_of_the_default_person_level_release(tmp_path: Path, capsys) -
     r = dpbayes("posterior", "--release", str(path), "--level", "0.9", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)["noise_aware_posterior"]
-    lo, hi = out["credible_interval"]["bounds"]
+    lo, hi = out["interval"]["bounds"]
     assert 0.0 < lo < out["mean"] < hi < 0.1
     assert out["n_prior"]["kind"] == "flat" and out["omitted_mass"] < 1e-9
     assert main(["posterior", "--release", str(path)]) == 0

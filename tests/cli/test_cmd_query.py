@@ -43,7 +43,10 @@ def test_query_creates_continues_and_refuses(tmp_path: Path, capsys) -> None:
         ["query", "--state", state, "--where", "mdvis >= 5", "--half-width", "0.1",
          "--confidence", "0.99"]
     )  # fmt: skip
-    assert code == 3 and capsys.readouterr().out.startswith("refused")
+    # issue 16 item 8: a refusal follows the one rule: exit 2, one line on stderr
+    out = capsys.readouterr()
+    assert code == 2 and out.out == "" and out.err.startswith("dpbayes: error: refused")
+    assert out.err.count("\n") == 1
     ledger = json.loads((tmp_path / "st" / "ledger.json").read_text())
     assert len(ledger["spends"]) == 1
     # End to end: a bad predicate is one line on stderr and exit code 2, nothing spent.

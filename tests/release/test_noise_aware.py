@@ -299,9 +299,9 @@ def test_cli_posterior_end_to_end(tmp_path, capsys):
         check=True,
     )
     got = json.loads(res.stdout)
-    assert got["noise_aware_posterior"]["credible_interval"]["level"] == 0.95
-    lo, hi = got["noise_aware_posterior"]["credible_interval"]["bounds"]
-    nlo, nhi = got["naive_posterior"]["credible_interval"]["bounds"]
+    assert got["noise_aware_posterior"]["interval"]["level"] == 0.95
+    lo, hi = got["noise_aware_posterior"]["interval"]["bounds"]
+    nlo, nhi = got["naive_posterior"]["interval"]["bounds"]
     assert lo < nlo and hi > nhi  # the noise widens the interval
     assert main(["posterior", "--release", str(path)]) == 0
     text = capsys.readouterr().out

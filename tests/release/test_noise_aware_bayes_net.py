@@ -217,7 +217,7 @@ def test_cli_posterior_reads_a_bayes_net_release(tmp_path, capsys):
     assert main(["posterior", "--release", str(path), "--level", "0.9", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)["noise_aware_posterior"]
     assert got["method"] == "exact"
-    bounds = np.asarray(got["credible_interval"]["bounds"]["B"])
+    bounds = np.asarray(got["interval"]["bounds"]["B"])
     assert bounds.shape == (3, 2)
     want = rel.noise_aware_posterior().node("B").marginal(2).interval(0.9)
     assert np.allclose(bounds[2], want, atol=1e-9)
@@ -385,7 +385,7 @@ def test_cli_posterior_reads_a_sampling_release(tmp_path, capsys):
     assert main(["posterior", "--release", str(path), "--json"]) == 0  # n is public
     got = json.loads(capsys.readouterr().out)["noise_aware_posterior"]
     assert got["method"] == "mcmc" and got["normaliser"]["exact_nodes"] == ["A", "B"]
-    assert np.asarray(got["credible_interval"]["bounds"]["B"]).shape == (2, 2, 2)
+    assert np.asarray(got["interval"]["bounds"]["B"]).shape == (2, 2, 2)
     # under add/remove n is private: the recipient must state it
     rel = release(model, DATA, mechanism="sampling", epsilon=1.0, rng=3, neighbours="add-remove")
     path.write_text(rel.to_json())
@@ -557,7 +557,7 @@ def test_cli_posterior_reads_a_map_release(tmp_path, capsys):
     assert main(["posterior", "--release", str(path), "--json"]) == 0  # n, scale public
     got = json.loads(capsys.readouterr().out)["noise_aware_posterior"]
     assert got["method"] == "mcmc" and got["normaliser"]["tabulated_nodes"] == ["A", "B"]
-    assert np.asarray(got["credible_interval"]["bounds"]["B"]).shape == (2, 2, 2)
+    assert np.asarray(got["interval"]["bounds"]["B"]).shape == (2, 2, 2)
     assert np.allclose(np.asarray(got["mean"]["B"]).sum(axis=-1), 1.0)
     assert main(["posterior", "--release", str(path)]) == 0
     assert "noise-aware posterior (mcmc)" in capsys.readouterr().out

@@ -17,10 +17,39 @@ from collections.abc import Sequence
 __all__ = ["build_parser", "main"]
 
 
+EPILOG = (
+    "Every command: results on stdout (one JSON object with --json); an error or a "
+    "refusal (an exhausted budget included) is one line 'dpbayes: error: ...' on stderr "
+    "with exit code 2, and nothing is spent; `dpbayes audit` exits 1 when it finds a "
+    "violation."
+)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dpbayes")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed distribution's version (importlib.metadata), lazily."""
+
+    def __init__(self, option_strings: list[str], dest: str = "version", **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kw: object) -> None:
+        print(f"dpbayes {_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="dpbayes", description="Differentially private Bayesian inference."
+        prog="dpbayes", description="Differentially private Bayesian inference.", epilog=EPILOG
     )
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if info.name.startswith("cmd_"):

@@ -16,8 +16,13 @@ it violates the claim, detectably, on the die with a concentrated prior, e.g.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
+
+from dpbayes.cli.common import add_json_argument, add_quiet_argument, emit_json, progress
+
+#: Largest --n an audit accepts: it builds neighbouring data sets of n records (and the
+#: exponential mechanism scores every candidate), so memory grows with n.
+MAX_AUDIT_N = 10_000_000
 
 
 def register(sub: Any) -> None:
@@ -66,13 +71,20 @@ def register(sub: Any) -> None:
         action="store_true",
         help="allow mechanisms that are not DP (local sensitivity): experiments only",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_argument(p, "the audit result")
+    add_quiet_argument(p)
     p.set_defaults(handler=run)
 
 
 def _result(args: argparse.Namespace) -> Any:
     from dpbayes.audit import audit
     from dpbayes.audit.targets import audit_release, builtin_model
+
+    if not 1 <= args.n <= MAX_AUDIT_N:
+        raise ValueError(
+            f"--n must be between 1 and {MAX_AUDIT_N:,} (an audit builds data sets of n "
+            f"records), got {args.n:,}"
+        )
 
     if args.example:
         from dataclasses import replace
@@ -126,11 +138,12 @@ def _result(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    r = _result(args)
-    if args.json:
+    with progress("auditing", quiet=args.quiet):
+        r = _result(args)
+    if args.json is not None:
         d = r.to_dict()
         d["epsilon_lower_bound"] = float(d["epsilon_lower_bound"])
-        print(json.dumps(d, default=str))
+        emit_json(d, args.json)
     else:
         print(r.describe())
         for key, value in r.details.items():

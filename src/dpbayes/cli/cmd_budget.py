@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
+
+from dpbayes.cli.common import add_json_argument, emit_json
 
 
 def register(sub: Any) -> None:
@@ -14,10 +15,11 @@ def register(sub: Any) -> None:
     init.add_argument("file", help="ledger file to create (must not exist)")
     init.add_argument("--epsilon", type=float, required=True, help="total eps > 0")
     init.add_argument("--delta", type=float, default=0.0, help="total delta in [0, 1)")
+    add_json_argument(init, "the new ledger's summary")
     init.set_defaults(handler=run_init)
     show = bsub.add_parser("show", help="show a ledger's total, spent and remaining budget")
     show.add_argument("file")
-    show.add_argument("--json", action="store_true")
+    add_json_argument(show, "the ledger's summary and spends")
     show.set_defaults(handler=run_show)
 
 
@@ -25,6 +27,9 @@ def run_init(args: argparse.Namespace) -> int:
     from dpbayes.privacy import Accountant
 
     acc = Accountant(args.epsilon, args.delta, path=args.file)
+    if args.json is not None:
+        emit_json({"path": str(acc.path), **acc.summary()}, args.json)
+        return 0
     print(f"created {acc.path}: total eps {args.epsilon:g}, delta {args.delta:g}")
     return 0
 
@@ -34,9 +39,9 @@ def run_show(args: argparse.Namespace) -> int:
 
     acc = Accountant.open(args.file)
     summary = acc.summary()
-    if args.json:
+    if args.json is not None:
         summary["spends"] = [s.to_dict() for s in acc.spends]
-        print(json.dumps(summary))
+        emit_json(summary, args.json)
         return 0
     t, s, r = summary["total"], summary["spent"], summary["remaining"]
     print(f"ledger:    {acc.path}")

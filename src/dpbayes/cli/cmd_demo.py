@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
+
+from dpbayes.cli.common import add_json_argument, add_quiet_argument
 
 
 def register(sub: Any) -> None:
@@ -23,15 +26,25 @@ def register(sub: Any) -> None:
         action="store_true",
         help="protect one person-year instead of one person",
     )
+    add_json_argument(p, "the three release records")
+    add_quiet_argument(p)
     p.set_defaults(handler=run, user_column=None)
 
 
 def run(args: argparse.Namespace) -> int:
     import dpbayes as dpb
     from dpbayes.cli.cmd_release import describe_distribution, privacy_unit
+    from dpbayes.cli.common import check_destination, emit_json, progress
     from dpbayes.data import BUNDLED_DESCRIPTION, Table, load_bundled
     from dpbayes.plots import plot_posteriors
     from dpbayes.privacy import Accountant, BudgetExceeded
+    from dpbayes.release.display import NAIVE_LABEL, NOISE_AWARE_LABEL, summarise
+
+    quiet_text = args.json == "-"  # stdout carries the JSON object alone
+
+    def say(text: str = "") -> None:
+        if not quiet_text:
+            print(text)
 
     user, k = privacy_unit(args, bundled=True)
     df = load_bundled("randhie")
@@ -40,22 +53,18 @@ def run(args: argparse.Namespace) -> int:
     # seeded noise is a simulation: it is accounted apart from any real budget
     budget = Accountant(3 * eps, simulation=args.seed is not None)
     people = df["person"].nunique()
-    print(
-        f"Bundled data: RAND Health Insurance Experiment, {len(df)} person-years, {people} people."
-    )
+    say(f"Bundled data: RAND Health Insurance Experiment, {len(df)} person-years, {people} people.")
     if user is None:
-        print(
-            "Guarantees below protect one person-year (one row), not one person (--record-level)."
-        )
+        say("Guarantees below protect one person-year (one row), not one person (--record-level).")
     else:
         kept = int(df.groupby(user).size().clip(upper=k).sum())
-        print(
+        say(
             f"Guarantees below protect one person: all of their rows, at most {k} per person "
             f"('{user}' column; {kept} of {len(df)} person-years kept), so noise scales by {k}."
         )
-    print(f"Privacy budget for this session: eps = {3 * eps:g} (three releases of eps = {eps:g}).")
+    say(f"Privacy budget for this session: eps = {3 * eps:g} (three releases of eps = {eps:g}).")
     noise = "secure (OpenDP)" if args.seed is None else f"SIMULATION, seed {args.seed}"
-    print(f"Noise: {noise}\n")
+    say(f"Noise: {noise}\n")
 
     jobs: list[tuple[str, Any, str, str]] = [
         (
@@ -82,8 +91,12 @@ def run(args: argparse.Namespace) -> int:
         ),
     ]
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)  # before any noise is drawn
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise OSError(f"--out {out}: folder not writable (nothing was released)")
+    check_destination(args.json, "--json")
     seed = args.seed
+    records = []
     for i, (title, model, column, mechanism) in enumerate(jobs):
         exact = model.posterior(data, column=column)
         rel = dpb.release(
@@ -95,25 +108,34 @@ def run(args: argparse.Namespace) -> int:
             accountant=budget,
             rng=None if seed is None else seed + i,
         )
-        print(f"== {title}: column '{column}' ({BUNDLED_DESCRIPTION.get(column, '')})")
-        print(f"   exact posterior (curator only): {describe_distribution(exact)}")
-        print(f"   private posterior (publishable): {describe_distribution(rel.posterior)}")
-        lo_hi = rel.posterior.interval(0.95)
-        if getattr(lo_hi, "ndim", 1) == 2:
-            cats = model.categories
-            for c, (lo, hi) in zip(cats, lo_hi, strict=True):
-                print(f"   95% interval P({c}): [{lo:.4f}, {hi:.4f}]")
-        else:
-            print(f"   95% credible interval: [{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]")
-        print(f"   guarantee: {rel.guarantee.describe()}")
+        with progress("noise-aware posterior", quiet=args.quiet):
+            aware = rel.noise_aware_posterior()
+        say(f"== {title}: column '{column}' ({BUNDLED_DESCRIPTION.get(column, '')})")
+        say(f"   noise-aware posterior (publishable; {NOISE_AWARE_LABEL}):")
+        _intervals(say, model, aware, "      ")
+        say(f"   naive posterior ({NAIVE_LABEL}):")
+        say(f"      {describe_distribution(rel.posterior)}")
+        _intervals(say, model, rel.posterior, "      ")
+        say(f"   exact posterior (curator only, never published): {describe_distribution(exact)}")
+        say(f"   guarantee: {rel.guarantee.describe()}")
         fig = plot_posteriors(
-            {"private posterior": rel.posterior, "exact posterior": exact},
+            {
+                "noise-aware posterior": aware,
+                "naive posterior (treats the noise as data)": rel.posterior,
+                "exact posterior (curator only, not published)": exact,
+            },
             out / f"demo_{column}.png",
             title=f"{title}: {rel.guarantee.describe()}",
+            categories=getattr(model, "categories", None),
+            xlabel=column,
         )
-        print(f"   figure: {fig}\n")
+        say(f"   figure: {fig} (the exact curve is the curator's, drawn for comparison)\n")
+        rec: dict[str, Any] = {"title": title, "figure": str(fig)}
+        rec["noise_aware_posterior"] = {"label": NOISE_AWARE_LABEL, **summarise(aware, 0.95)}
+        rec["naive_posterior"] = {"label": NAIVE_LABEL, **summarise(rel.posterior, 0.95)}
+        records.append({**rec, **rel.to_dict()})
     left = budget.remaining[0]
-    print(f"Budget spent: eps {budget.spent[0]:g} of {budget.total[0]:g}; remaining {left:g}.")
+    say(f"Budget spent: eps {budget.spent[0]:g} of {budget.total[0]:g}; remaining {left:g}.")
     try:
         dpb.release(
             jobs[0][1],
@@ -125,5 +147,17 @@ def run(args: argparse.Namespace) -> int:
             rng=seed,
         )
     except BudgetExceeded as exc:
-        print(f"A fourth release is refused: {exc}")
+        say(f"A fourth release is refused: {exc}")
+    if args.json is not None:
+        emit_json({"releases": records, "budget": budget.summary()}, args.json)
     return 0
+
+
+def _intervals(say: Any, model: Any, d: Any, indent: str) -> None:
+    lo_hi = d.interval(0.95)
+    if getattr(lo_hi, "ndim", 1) == 2:
+        for c, (lo, hi), m in zip(model.categories, lo_hi, d.mean(), strict=True):
+            say(f"{indent}P({c}): 95% interval [{lo:.4f}, {hi:.4f}], mean {m:.4f}")
+    else:
+        lo, hi, m = float(lo_hi[0]), float(lo_hi[1]), float(d.mean())
+        say(f"{indent}95% credible interval: [{lo:.4f}, {hi:.4f}], mean {m:.4f}")

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from typing import Any
+
+from dpbayes.cli.common import add_json_argument, add_quiet_argument
 
 
 def register(sub: Any) -> None:
@@ -20,7 +23,22 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--release", required=True, metavar="RELEASE.json", help="the release file")
     p.add_argument("--level", type=float, default=0.95, help="credible level (default 0.95)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_argument(p, "the noise-aware (and naive) posterior")
+    p.add_argument(
+        "--out",
+        "--plot",
+        dest="out",
+        metavar="FILE.png",
+        help="draw the noise-aware and naive posteriors (coins, categories, means)",
+    )
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help="MCMC paths (Bayesian networks with edges, regression): sweeps per chain "
+        "(default: the sampler's, a few seconds to a minute; progress shown on a terminal)",
+    )
+    add_quiet_argument(p)
     p.add_argument(
         "--n",
         type=int,
@@ -40,84 +58,63 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def _plain(v: Any) -> Any:
-    if hasattr(v, "tolist"):
-        return v.tolist()
-    if isinstance(v, tuple):
-        return [_plain(x) for x in v]
-    return v
-
-
 def _fmt(v: Any) -> str:
-    v = _plain(v)
+    from dpbayes.release.display import plain
+
+    v = plain(v)
     if isinstance(v, list):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-def _read(path: str) -> Any:
-    """read_release, plus the Bayesian-network and regression records it cannot rebuild.
-
-    Those models write ``{"family": ...}`` records; the recipient needs only the model,
-    mechanism, released values, public facts and guarantee (the naive posterior is left
-    out for them).
-    """
-    from pathlib import Path
-
-    from dpbayes.models.bayes_net import BayesNet, NaiveBayes
-    from dpbayes.models.linear_regression import BayesianLinearRegression
-    from dpbayes.privacy import Guarantee
-    from dpbayes.release.base import Release
-    from dpbayes.release.reader import read_release
-
-    try:
-        record = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not a JSON release record ({exc})") from None
-    fam = record.get("model", {}).get("family") if isinstance(record, dict) else None
-    if fam not in ("bayes-net", "naive-bayes", "bayesian-linear-regression"):
-        return read_release(path)
-    params = {k: v for k, v in record["model"].items() if k != "family"}
-    model: Any
-    if fam == "bayes-net":
-        model = BayesNet(
-            params["variables"], [tuple(e) for e in params["edges"]], alpha=params["alpha"]
-        )
-    elif fam == "naive-bayes":
-        tgt = params["target"]
-        feats = {k: v for k, v in params["variables"].items() if k != tgt}
-        model = NaiveBayes(tgt, params["variables"][tgt], feats, alpha=params["alpha"])
-    else:
-        model = BayesianLinearRegression(**params)
-    return Release(
-        model=model,
-        mechanism=str(record["mechanism"]),
-        posterior=None,
-        guarantee=Guarantee.from_dict(record["guarantee"]),
-        released=dict(record["released"]),
-        public=dict(record.get("public") or {}),
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    from dpbayes.privacy.validation import check_probability
+    from dpbayes.cli.common import check_destination, emit_json, progress
+    from dpbayes.privacy.validation import check_int, check_probability
+    from dpbayes.release.display import (
+        NAIVE_LABEL,
+        NOISE_AWARE_LABEL,
+        is_mcmc,
+        slow_reason,
+        summarise,
+    )
     from dpbayes.release.noise_aware import noise_aware_posterior
     from dpbayes.release.noise_aware_bayes_net import BayesNetNoiseAwarePosterior
+    from dpbayes.release.reader import read_release
 
     level = check_probability(args.level, "--level", open_interval=True)
-    rel = _read(args.release)
+    check_destination(args.out, "--out")
+    check_destination(args.json, "--json")
+    rel = read_release(args.release)
     options: dict[str, Any] = {} if args.n is None else {"n": args.n}
     if args.n_prior is not None:
         options["n_prior"] = tuple(args.n_prior)
-    aware = noise_aware_posterior(rel, **options)
+    if args.iterations is not None:
+        if not is_mcmc(rel):
+            raise ValueError(
+                f"--iterations is for MCMC paths; the noise-aware posterior of "
+                f"{rel.mechanism!r} on {type(rel.model).__name__} is exact"
+            )
+        options["iterations"] = check_int(args.iterations, "--iterations", minimum=20)
+    slow = slow_reason(rel)
+    label = "noise-aware posterior" + (f" ({slow})" if slow else "")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        with progress(label, quiet=args.quiet):
+            aware = noise_aware_posterior(rel, **options)
+    for w in caught:  # one line each (poor MCMC mixing), in CLI words
+        text = str(w.message).splitlines()[0].replace("(iterations=...)", "(--iterations N)")
+        print(f"dpbayes: warning: {text}", file=sys.stderr)
     n_prior = getattr(aware, "n_prior", None)
     if isinstance(aware, BayesNetNoiseAwarePosterior):
-        out = {
+        if args.out:
+            raise ValueError("--out draws coins, categories and means, not Bayesian networks")
+        out: dict[str, Any] = {
+            "label": NOISE_AWARE_LABEL,
             "mechanism": rel.mechanism,
             "guarantee": rel.guarantee.to_dict(),
             "method": aware.method,
             "mean": {k: v.tolist() for k, v in aware.mean().cpts.items()},
-            "credible_interval": {
+            "interval": {
                 "level": level,
                 "kind": "central, per CPT entry",
                 "bounds": {k: v.tolist() for k, v in aware.intervals(level).items()},
@@ -132,17 +129,16 @@ def run(args: argparse.Namespace) -> int:
             "normaliser": aware.normaliser,
             "n_prior": None if n_prior is None else n_prior.to_dict(),
         }
-        if args.json:
-            json.dump({"noise_aware_posterior": out}, sys.stdout)
-            sys.stdout.write("\n")
+        if args.json is not None:
+            emit_json({"noise_aware_posterior": out}, args.json)
             return 0
         n_rec = rel.public.get("n", args.n)
         print(f"model:       Bayesian network {list(rel.model.nodes)} (n = {n_rec})")
         print(f"mechanism:   {rel.mechanism}; {rel.guarantee.describe()}")
-        print(f"noise-aware posterior ({aware.method}):")
+        print(f"noise-aware posterior ({aware.method}) ({NOISE_AWARE_LABEL}):")
         for v in rel.model.nodes:
             print(f"  {v}: mean {_fmt(out['mean'][v])}")
-            print(f"  {v}: {level:.0%} intervals {_fmt(out['credible_interval']['bounds'][v])}")
+            print(f"  {v}: {level:.0%} intervals {_fmt(out['interval']['bounds'][v])}")
         if n_prior is not None:
             print(f"  n is private; prior on n: {n_prior.to_dict()['text']}")
         if out["diagnostics"] is not None:
@@ -151,57 +147,49 @@ def run(args: argparse.Namespace) -> int:
             what = "grid normaliser" if rel.mechanism == "map" else "trimmed-region normaliser"
             print(f"  {what}: {aware.normaliser}")
         return 0
-    summary: dict[str, Any] = {
-        "mean": _plain(aware.mean()),
-        "sd": _plain(aware.std()),
-        "credible_interval": {
-            "level": level,
-            "kind": "central",
-            "bounds": _plain(aware.interval(level)),
-        },
-    }
-    if n_prior is not None:
-        summary["n_prior"] = n_prior.to_dict()
-        summary["omitted_mass"] = float(getattr(aware, "omitted_mass", 0.0))
+    summary = {"label": NOISE_AWARE_LABEL, **summarise(aware, level)}
     naive = None
     if rel.posterior is not None and hasattr(rel.posterior, "interval"):
-        naive = {
-            "mean": _plain(rel.posterior.mean()),
-            "sd": _plain(rel.posterior.std()),
-            "credible_interval": {
-                "level": level,
-                "kind": "central",
-                "bounds": _plain(rel.posterior.interval(level)),
-            },
-        }
-    if args.json:
+        naive = {"label": NAIVE_LABEL, **summarise(rel.posterior, level)}
+    if args.out:
+        from dpbayes.plots import plot_posteriors
+
+        curves = {"noise-aware posterior": aware}
+        if naive is not None:
+            curves["naive posterior (treats the noise as data)"] = rel.posterior
+        plot_posteriors(
+            curves,
+            args.out,
+            title=f"{getattr(rel.model, 'name', '')}: {rel.guarantee.describe()}",
+            level=level,
+            categories=getattr(rel.model, "categories", None),
+        )
+    if args.json is not None:
         out = {
+            "noise_aware_posterior": summary,
+            "naive_posterior": naive,
             "model": rel.model.to_dict(),
             "mechanism": rel.mechanism,
             "released": rel.released,
             "guarantee": rel.guarantee.to_dict(),
-            "noise_aware_posterior": {"family": getattr(aware, "family", None), **summary},
-            "naive_posterior": naive,
         }
-        json.dump(out, sys.stdout)
-        sys.stdout.write("\n")
+        emit_json(out, args.json)
         return 0
     n = rel.public.get("n")
     name = getattr(rel.model, "name", type(rel.model).__name__)
     print(f"model:       {name}" + (f" (n = {n})" if n is not None else ""))
     print(f"mechanism:   {rel.mechanism}; {rel.guarantee.describe()}")
     print(f"released:    {json.dumps(rel.released)}")
-    print(f"noise-aware posterior ({getattr(aware, 'family', type(aware).__name__)}):")
+    print(f"noise-aware posterior ({summary['family']}) ({NOISE_AWARE_LABEL}):")
     print(f"  mean:      {_fmt(summary['mean'])}")
     print(f"  sd:        {_fmt(summary['sd'])}")
-    print(
-        f"  {level:.0%} credible interval (central): {_fmt(summary['credible_interval']['bounds'])}"
-    )
+    print(f"  {level:.0%} credible interval (central): {_fmt(summary['interval']['bounds'])}")
     if n_prior is not None:
         print(f"  n is private; prior on n: {n_prior.to_dict()['text']}")
     if naive is not None:
-        print("naive posterior (noise ignored, over-confident):")
+        print(f"naive posterior ({NAIVE_LABEL}):")
         print(f"  mean:      {_fmt(naive['mean'])}")
-        bounds = naive["credible_interval"]["bounds"]
-        print(f"  {level:.0%} credible interval (central): {_fmt(bounds)}")
+        print(f"  {level:.0%} credible interval (central): {_fmt(naive['interval']['bounds'])}")
+    if args.out:
+        print(f"figure:      {args.out}")
     return 0

@@ -1,10 +1,10 @@
 """``dpbayes privatize``: release one column of a CSV file under local differential privacy.
 
-Each row's value is clipped to [-r, r] and released with Laplace (or Gaussian) noise, or
-passed through randomized response for categories (paper 001's data-owner side). The
-output CSV holds the privatised column only; the guarantee is printed and written next
-to it as ``OUT.guarantee.json``. Noise is floating-point-safe unless ``--seed`` asks for
-a (non-publishable) simulation.
+Each row's value (CSV or Parquet input) is clipped to [-r, r] and released with Laplace (or
+Gaussian) noise, or passed through randomized response for categories (paper 001's
+data-owner side). The output CSV holds the privatised column only; the guarantee is
+printed and written next to it as ``OUT.guarantee.json``. Noise is floating-point-safe
+unless ``--seed`` asks for a (non-publishable) simulation.
 """
 
 from __future__ import annotations
@@ -14,12 +14,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dpbayes.cli.common import (
+    add_json_argument,
+    check_destination,
+    emit_json,
+    refuse_inapplicable,
+)
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "privatize", help="release a column under local DP (Laplace/Gaussian with clipping, RR)"
     )
-    p.add_argument("--data", required=True, help="input CSV file")
+    p.add_argument("--data", required=True, help="input CSV or Parquet file")
     p.add_argument("--column", required=True, help="column to privatise")
     p.add_argument(
         "--mechanism",
@@ -28,16 +35,44 @@ def register(sub: Any) -> None:
         help="local mechanism (default laplace)",
     )
     p.add_argument("--epsilon", type=float, required=True, help="privacy parameter eps > 0")
-    p.add_argument("--delta", type=float, default=0.0, help="delta (gaussian only)")
+    p.add_argument("--delta", type=float, default=None, help="delta (gaussian only)")
     p.add_argument("--r", type=float, help="clipping bound: values are clipped to [-r, r]")
     p.add_argument(
-        "--categories", help="comma-separated public category list (randomized-response)"
+        "--categories", nargs="+", help="randomized-response: the public categories, a b c"
     )
     p.add_argument("--out", required=True, help="output CSV (the privatised column only)")
     p.add_argument(
         "--seed", type=int, help="seeded SIMULATION noise (not for publication); default secure"
     )
+    add_json_argument(p, "a summary (output file, count, guarantee)")
     p.set_defaults(handler=run)
+
+
+def _is_parquet(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(4) == b"PAR1"
+
+
+def _read_column(path: Path, column: str, *, as_text: bool) -> Any:
+    """One column of a CSV or Parquet file (Parquet found by its magic bytes)."""
+    import pandas as pd
+
+    if _is_parquet(path):
+        import pyarrow.parquet as pq
+
+        header = pq.read_schema(path).names
+        if column not in header:
+            raise ValueError(f"--column {column!r} is not in {path.name} (columns: {header})")
+        col = pd.read_parquet(path, columns=[column])[column]
+        return col.astype(str).where(col.notna(), None) if as_text else col
+    try:
+        header = list(pd.read_csv(path, nrows=0).columns)
+    except UnicodeDecodeError:
+        raise ValueError(f"--data {path}: neither UTF-8 CSV nor Parquet") from None
+    if column not in header:
+        raise ValueError(f"--column {column!r} is not in {path.name} (columns: {header})")
+    dtype = {column: str} if as_text else None
+    return pd.read_csv(path, usecols=[column], dtype=dtype)[column]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,30 +80,41 @@ def run(args: argparse.Namespace) -> int:
 
     from dpbayes.nonparametric import privatize
 
+    rr = args.mechanism == "randomized-response"
+    refuse_inapplicable(
+        args,
+        {
+            "categories": (rr, f"--categories is for randomized-response, not {args.mechanism}"),
+            "r": (not rr, "--r is for laplace and gaussian, not randomized-response"),
+            "delta": (
+                args.mechanism == "gaussian",
+                f"--delta is for gaussian, not {args.mechanism}",
+            ),
+        },
+    )
     path = Path(args.data)
     if not path.is_file():
         raise OSError(f"--data file not found: {path}")
-    header = pd.read_csv(path, nrows=0).columns
-    if args.column not in header:
-        raise ValueError(
-            f"--column {args.column!r} is not in {path.name} (columns: {list(header)})"
-        )
-    if args.mechanism == "randomized-response":
+    out = Path(args.out)
+    sidecar = out.with_suffix(".guarantee.json")
+    check_destination(args.out, "--out")
+    check_destination(str(sidecar), "--out (its .guarantee.json)")
+    check_destination(args.json, "--json")
+    if rr:
         if not args.categories:
             raise ValueError("--categories must list the public categories for randomized-response")
-        cats = [c.strip() for c in args.categories.split(",")]
-        col = pd.read_csv(path, usecols=[args.column], dtype={args.column: str})[args.column]
+        col = _read_column(path, args.column, as_text=True)
         if col.isna().any():
             raise ValueError(f"column {args.column!r} has missing values; privatise complete data")
         result = privatize(
             col.to_numpy(dtype=object),
             mechanism="randomized-response",
             epsilon=args.epsilon,
-            categories=cats,
+            categories=list(args.categories),
             rng=args.seed,
         )
     else:
-        col = pd.read_csv(path, usecols=[args.column])[args.column]
+        col = _read_column(path, args.column, as_text=False)
         if not pd.api.types.is_numeric_dtype(col):
             raise ValueError(
                 f"column {args.column!r} must be numeric for the {args.mechanism} mechanism"
@@ -77,14 +123,30 @@ def run(args: argparse.Namespace) -> int:
             col.to_numpy(dtype=float),
             mechanism=args.mechanism,
             epsilon=args.epsilon,
-            delta=args.delta,
+            delta=0.0 if args.delta is None else args.delta,
             r=args.r,
             rng=args.seed,
         )
-    out = Path(args.out)
-    pd.DataFrame({args.column: result.values}).to_csv(out, index=False)
-    sidecar = out.with_suffix(".guarantee.json")
-    sidecar.write_text(json.dumps(result.guarantee.to_dict(), indent=2, default=str) + "\n")
+    # released from here on: a failing write still prints the guarantee and says so
+    text = json.dumps(result.guarantee.to_dict(), indent=2, default=str) + "\n"
+    try:
+        pd.DataFrame({args.column: result.values}).to_csv(out, index=False)
+        sidecar.write_text(text)
+    except OSError as exc:
+        print(text, end="")
+        raise OSError(
+            f"could not write --out {out} ({exc.strerror or exc}); the guarantee is printed "
+            "above, the values are not kept (nothing was published)"
+        ) from None
+    if args.json is not None:
+        summary = {
+            "out": str(out),
+            "count": len(result),
+            "guarantee": result.guarantee.to_dict(),
+            "guarantee_file": str(sidecar),
+        }
+        emit_json(summary, args.json)
+        return 0
     print(f"wrote {len(result)} privatised values to {out}")
     print(f"guarantee: {result.guarantee.describe()} (per person, local DP)")
     print(f"guarantee written to {sidecar}")

@@ -20,10 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
 from dpbayes.cli.cmd_release import add_privacy_unit_arguments, privacy_unit
+from dpbayes.cli.common import add_json_argument, emit_json
 
 _SPEC = "cube.json"
 
@@ -37,10 +39,15 @@ def register(sub: Any) -> None:
         "--data", help="CSV/Parquet file (first call only; default: the bundled RAND HIE data)"
     )
     p.add_argument(
+        "--attributes",
         "--attribute",
-        action="append",
+        dest="attribute",
+        nargs="+",
+        action="extend",
         default=[],
-        help="name=a,b,c or name=bins:e0,e1,...,inf (first call only; repeat per attribute)",
+        metavar="SPEC",
+        help="name=a,b,c (categories) or name=bins:e0,e1,...,inf, one SPEC per attribute "
+        "(first call only)",
     )
     p.add_argument("--epsilon", type=float, help="total privacy budget (first call only)")
     p.add_argument("--where", default="", help='predicate, e.g. "health = poor and idp = 1"')
@@ -49,7 +56,7 @@ def register(sub: Any) -> None:
     # kept only to refuse it by name: the engine spends a real ledger, so seeded
     # (reproducible) noise is never accepted here; simulations use the library
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    add_json_argument(p, "the answer")
     add_privacy_unit_arguments(p)
     p.set_defaults(handler=run)
 
@@ -163,22 +170,21 @@ def run(args: argparse.Namespace) -> int:
         spec_path.write_text(json.dumps(spec, indent=1))
     a = engine.ask(args.where, half_width=args.half_width, confidence=args.confidence)
     remaining = engine.accountant.remaining[0]
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "query": a.query,
-                    "status": a.status,
-                    "estimate": a.estimate,
-                    "interval": a.interval,
-                    "confidence": a.confidence,
-                    "epsilon": a.epsilon,
-                    "remaining_epsilon": remaining,
-                    "reason": a.reason,
-                    "privacy_unit": _unit_text(spec.get("privacy_unit")),
-                    "guarantee": a.guarantee.describe() if a.guarantee else None,
-                }
-            )
+    if args.json is not None:
+        emit_json(
+            {
+                "query": a.query,
+                "status": a.status,
+                "estimate": a.estimate,
+                "interval": a.interval,
+                "confidence": a.confidence,
+                "epsilon": a.epsilon,
+                "remaining_epsilon": remaining,
+                "reason": a.reason,
+                "privacy_unit": _unit_text(spec.get("privacy_unit")),
+                "guarantee": a.guarantee.describe() if a.guarantee else None,
+            },
+            args.json,
         )
     elif a.answered:
         assert a.interval is not None and a.estimate is not None
@@ -189,6 +195,10 @@ def run(args: argparse.Namespace) -> int:
         )
         if a.guarantee is not None:
             print(a.guarantee.describe())
-    else:
-        print(f"refused: {a.reason}")
-    return 0 if a.answered else 3
+    if a.answered:
+        return 0
+    # a refusal (the budget cannot pay for this accuracy) is an error like any other:
+    # one line on stderr, exit code 2, nothing spent
+    reason = str(a.reason or "refused").strip().splitlines()[0]
+    print(f"dpbayes: error: refused: {reason}", file=sys.stderr)
+    return 2

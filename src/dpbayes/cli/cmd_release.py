@@ -10,9 +10,13 @@ a public n, expmech and input, are refused there).
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
+
+from dpbayes.cli.common import (
+    add_json_argument,
+    add_quiet_argument,
+    refuse_inapplicable,
+)
 
 # Defaults on the bundled RAND HIE data when no --data is given.
 BUNDLED_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -123,7 +127,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "release",
         help="release a differentially private posterior",
-        description="Release a differentially private posterior of one column.",
+        description="Release a differentially private posterior of one column and print "
+        "its noise-aware posterior (the one to use: it accounts for the privacy noise), "
+        "then the naive one (treats the noise as data; over-confident).",
     )
     add_model_arguments(p)
     add_privacy_unit_arguments(p)
@@ -159,30 +165,68 @@ def register(sub: Any) -> None:
         type=int,
         help="seeded SIMULATION noise (not for publication; refused with --budget-file)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--plot", metavar="FILE.png", help="draw the released posterior")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the guarantee and its cost against --budget-file; spend nothing, read no data",
+    )
+    add_json_argument(p, "the release record (the file `dpbayes posterior --release` reads)")
+    p.add_argument(
+        "--out",
+        "--plot",
+        dest="out",
+        metavar="FILE.png",
+        help="draw the noise-aware and naive posteriors (--plot is an alias)",
+    )
+    add_quiet_argument(p)
     p.set_defaults(handler=run)
+
+
+def _check_prior(prior: list[float] | None, k: int, what: str) -> list[float] | None:
+    if prior is not None and len(prior) != k:
+        raise ValueError(f"--prior takes {k} values ({what}), got {len(prior)}")
+    return prior
 
 
 def build_model(args: argparse.Namespace) -> tuple[Any, Any, str]:
     """(model, data, column) from the parsed arguments, with bundled defaults."""
-    from dpbayes import models
-    from dpbayes.data import load_bundled
 
-    defaults = BUNDLED_DEFAULTS[args.model] if args.data is None else {}
+    model = build_model_only(args)
     if args.data is None:
-        data: Any = load_bundled("randhie")
-        column = args.column or defaults["column"]
-    else:
-        if not args.column:
-            raise ValueError("--column is required with --data")
-        data, column = args.data, args.column
+        from dpbayes.data import load_bundled
+
+        return model, load_bundled("randhie"), args.column or BUNDLED_DEFAULTS[args.model]["column"]
+    return model, args.data, args.column
+
+
+def build_model_only(args: argparse.Namespace) -> Any:
+    """The model from the arguments, reading no data; inapplicable flags are refused."""
+    from dpbayes import models
+
+    refuse_inapplicable(
+        args,
+        {
+            "categories": (
+                args.model == "dirichlet-categorical",
+                f"--categories is for dirichlet-categorical, not {args.model}",
+            ),
+            "bounds": (
+                args.model == "normal-mean",
+                f"--bounds is for normal-mean, not {args.model}",
+            ),
+            "noise_sd": (
+                args.model == "normal-mean",
+                f"--noise-sd is for normal-mean, not {args.model}",
+            ),
+        },
+    )
+    if args.data is not None and not args.column:
+        raise ValueError("--column is required with --data")
+    defaults = BUNDLED_DEFAULTS[args.model] if args.data is None else {}
     prior = args.prior
     if args.model == "beta-bernoulli":
-        a, b = prior if prior else (1.0, 1.0)
-        if prior and len(prior) != 2:
-            raise ValueError("--prior takes two values (alpha beta) for beta-bernoulli")
-        return models.BetaBernoulli(alpha=a, beta=b), data, column
+        a, b = _check_prior(prior, 2, "alpha beta for beta-bernoulli") or (1.0, 1.0)
+        return models.BetaBernoulli(alpha=a, beta=b)
     if args.model == "dirichlet-categorical":
         cats = args.categories or defaults.get("categories")
         if not cats:
@@ -194,116 +238,38 @@ def build_model(args: argparse.Namespace) -> tuple[Any, Any, str]:
         if len(alpha) == 1:
             alpha = [alpha[0]] * len(cats)
         if len(alpha) != len(cats):
-            raise ValueError(f"--prior needs 1 or {len(cats)} values, got {len(alpha)}")
-        return models.DirichletCategorical(alpha=alpha, categories=cats), data, column
+            raise ValueError(f"--prior takes 1 or {len(cats)} values, got {len(alpha)}")
+        return models.DirichletCategorical(alpha=alpha, categories=cats)
     bounds = args.bounds or defaults.get("bounds")
     if not bounds:
         raise ValueError("--bounds LOWER UPPER is required for normal-mean")
-    mean, sd = prior if prior else (0.0, 10.0)
-    if prior and len(prior) != 2:
-        raise ValueError("--prior takes two values (mean sd) for normal-mean")
+    if not bounds[0] < bounds[1]:
+        raise ValueError(
+            f"--bounds LOWER UPPER needs LOWER < UPPER, got {bounds[0]:g} {bounds[1]:g}"
+        )
+    mean, sd = _check_prior(prior, 2, "mean sd for normal-mean") or (0.0, 10.0)
     noise_sd = args.noise_sd if args.noise_sd is not None else (bounds[1] - bounds[0]) / 4
-    model = models.NormalMean(
+    if not noise_sd > 0:
+        raise ValueError(f"--noise-sd must be > 0, got {noise_sd:g}")
+    return models.NormalMean(
         prior_mean=mean, prior_sd=sd, noise_sd=noise_sd, lower=bounds[0], upper=bounds[1]
     )
-    return model, data, column
 
 
 def describe_distribution(d: Any) -> str:
-    params = ", ".join(f"{k}={_fmt(v)}" for k, v in d.to_dict().items() if k != "family")
+    params = ", ".join(f"{k}={fmt(v)}" for k, v in d.to_dict().items() if k != "family")
     return f"{type(d).__name__}({params})"
 
 
-def _fmt(v: Any) -> str:
+def fmt(v: Any) -> str:
+    if hasattr(v, "tolist"):
+        v = v.tolist()
     if isinstance(v, list | tuple):
-        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+        return "[" + ", ".join(fmt(x) for x in v) + "]"
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-def interval_of(d: Any, level: float) -> Any:
-    lo_hi = d.interval(level)
-    try:
-        return [float(lo_hi[0]), float(lo_hi[1])]
-    except TypeError:
-        return [[float(a), float(b)] for a, b in lo_hi]
-
-
 def run(args: argparse.Namespace) -> int:
-    import dpbayes as dpb
-    from dpbayes.data import Table
-    from dpbayes.privacy import Accountant
-    from dpbayes.privacy.validation import check_probability
+    from dpbayes.cli.release_run import run_release
 
-    level = check_probability(args.level, "--level", open_interval=True)
-    if args.seed is not None and args.budget_file:
-        raise ValueError(
-            "--seed cannot spend from --budget-file: seeded noise is a reproducible "
-            "simulation, not a release; drop --seed (secure noise) to spend real budget"
-        )
-    user, k = privacy_unit(args, bundled=args.data is None)
-    model, data, column = build_model(args)
-    if user is not None:
-        data = Table(data, user_column=user, max_rows_per_user=k)
-    accountant = Accountant.open(args.budget_file) if args.budget_file else None
-    options = {
-        k: v
-        for k, v in (
-            ("sensitivity", args.sensitivity),
-            ("divergence", args.divergence),
-            ("max_candidates", args.max_candidates),
-            ("lattice", args.lattice),
-        )
-        if v is not None
-    }
-    rel = dpb.release(
-        model,
-        data,
-        column=column,
-        mechanism=args.mechanism,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        neighbours=args.neighbours,
-        accountant=accountant,
-        rng=args.seed,
-        allow_non_private=args.allow_non_private,
-        **options,
-    )
-    interval = interval_of(rel.posterior, level)
-    if args.plot:
-        from dpbayes.plots import plot_posteriors
-
-        plot_posteriors(
-            {"released posterior": rel.posterior, "prior": model.prior},
-            args.plot,
-            title=f"{model.name} on '{column}', {rel.guarantee.describe()}",
-            level=level,
-        )
-    if args.json:
-        out = rel.to_dict()
-        out["credible_interval"] = {"level": level, "kind": "central", "bounds": interval}
-        if accountant is not None:
-            out["budget"] = accountant.summary()
-        json.dump(out, sys.stdout)
-        sys.stdout.write("\n")
-        return 0
-    print(f"model:       {model.name} on column '{column}'" + _n_text(rel))
-    print(f"released:    {json.dumps(rel.released)}")
-    print(f"posterior:   {describe_distribution(rel.posterior)}")
-    print(f"mean:        {_fmt(_tolist(rel.posterior.mean()))}")
-    print(f"{level:.0%} credible interval (central): {_fmt(_tolist(interval))}")
-    print(f"guarantee:   {rel.guarantee.describe()}")
-    if accountant is not None:
-        eps_left, delta_left = accountant.remaining
-        print(f"budget:      eps {eps_left:.6g}, delta {delta_left:.3g} remaining")
-    if args.plot:
-        print(f"plot:        {args.plot}")
-    return 0
-
-
-def _tolist(v: Any) -> Any:
-    return v.tolist() if hasattr(v, "tolist") else v
-
-
-def _n_text(rel: Any) -> str:
-    n = rel.public.get("n")
-    return f" (n = {n})" if n is not None else ""
+    return run_release(args)

@@ -41,7 +41,10 @@ def register(sub: Any) -> None:
     p.add_argument("--data", help="CSV/Parquet file (default: the bundled RAND HIE data)")
     p.add_argument(
         "--attributes",
+        "--attribute",
+        dest="attributes",
         nargs="+",
+        action="extend",
         default=[],
         metavar="SPEC",
         help="name=a,b,c (categories) or name=bins:e0,e1,...,inf; required with --data",

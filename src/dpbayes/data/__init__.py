@@ -12,7 +12,12 @@ rows per user, in the engine, for user-level privacy.
 """
 
 from dpbayes.data.contributions import bound_contributions
-from dpbayes.data.datasets import BUNDLED_DESCRIPTION, bundled_path, load_bundled
+from dpbayes.data.datasets import (
+    BUNDLED_DESCRIPTION,
+    bundled_path,
+    bundled_table,
+    load_bundled,
+)
 from dpbayes.data.readers import as_source, open_table
 from dpbayes.data.source import KINDS, ArraySource, Source
 from dpbayes.data.spark import SparkTable
@@ -33,6 +38,7 @@ __all__ = [
     "as_source",
     "bound_contributions",
     "bundled_path",
+    "bundled_table",
     "load_bundled",
     "open_table",
 ]

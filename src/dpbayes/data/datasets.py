@@ -19,6 +19,7 @@ __all__ = [
     "BUNDLED_DESCRIPTION",
     "BUNDLED_PRIVACY_UNIT",
     "bundled_path",
+    "bundled_table",
     "load_bundled",
 ]
 
@@ -76,3 +77,23 @@ def load_bundled(name: str = "randhie") -> Any:
     import pandas as pd
 
     return pd.read_csv(bundled_path(name))
+
+
+def bundled_table(name: str = "randhie", *, record_level: bool = False) -> Any:
+    """A bundled data set at its person level, as ``dpbayes release/demo/query`` read it.
+
+    A :class:`~dpbayes.data.Table` bounded to ``BUNDLED_PRIVACY_UNIT[name]`` (``randhie``:
+    the ``person`` column, <= 5 rows, which keeps every row): releases from it protect one
+    person (add/remove one user, n private). ``record_level=True`` is the explicit
+    opt-out (the CLI's ``--record-level``): the plain DataFrame, whose releases protect
+    one row (a person-year), not a person.
+    """
+    if not isinstance(record_level, bool):
+        raise TypeError(f"record_level must be True or False, got {type(record_level).__name__}")
+    df = load_bundled(name)
+    if record_level:
+        return df
+    from dpbayes.data.sql import Table
+
+    user, k = BUNDLED_PRIVACY_UNIT[_check_name(name)]
+    return Table(df, user_column=user, max_rows_per_user=k)

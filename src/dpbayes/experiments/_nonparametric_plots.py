@@ -103,6 +103,7 @@ def _sbc_ranks(out: Path, sbc_rows: list[dict[str, Any]]) -> Path:
         )
         ax.set_title(f"SBC ranks of F(t), {cell[0]} eps={cell[1]:g} n={cell[2]}", fontsize=8)
         ax.set_xlabel(f"rank among {thin} posterior draws (all t)")
+        ax.set_ylabel("replications per rank bin")
     fig.tight_layout()
     p = out / "nonparametric_sbc_ranks.png"
     fig.savefig(p, dpi=110)
@@ -126,6 +127,8 @@ def _example(
     for method in methods:
         a1.plot(grid, cdfs[method], lw=1, label=_LABELS.get(method, method))
     a1.set_title(f"CDF, eps = {example['eps']:g}, n = {example['n']}", fontsize=9)
+    a1.set_ylabel("P(X <= t)")
+    a1.set_xlabel("t")
     a1.legend(fontsize=6)
     dgrid = np.linspace(-1, 1, 201)
     dlo, dhi = fit.density_band(dgrid, 0.95)
@@ -133,6 +136,8 @@ def _example(
     a2.plot(dgrid, fit.density(dgrid), label="posterior mean (smoothed)")
     a2.fill_between(dgrid, dlo, dhi, alpha=0.25, label="95% pointwise band")
     a2.set_title("density of X (Normal-smoothed P)", fontsize=9)
+    a2.set_ylabel("density")
+    a2.set_xlabel("x")
     a2.legend(fontsize=7)
     fig.tight_layout()
     p = out / "nonparametric_example.png"
@@ -169,10 +174,14 @@ def _real(out: Path, real: dict[Any, Any], methods: Sequence[str]) -> Path:
             d["band_grid"], *d["sband"], color="C0", alpha=0.15, label="95% simultaneous"
         )
         ax.fill_between(d["band_grid"], *d["band"], color="C0", alpha=0.3, label="95% pointwise")
-        ax.step(d["grid"], d["truth"], "k", lw=2, where="post", label="true (non-private)")
+        ax.step(
+            d["grid"], d["truth"], "k", lw=2, where="post", label="true (curator only, not private)"
+        )
         for method in methods:
             ax.plot(d["grid"], d["cdfs"][method], lw=1, label=_LABELS.get(method, method))
         ax.set_title(f"{d['label']}, eps = {eps:g}", fontsize=8)
+        ax.set_xlabel("t")
+    axes[0][0].set_ylabel("P(X <= t)")
     axes[0][0].legend(fontsize=6)
     fig.tight_layout()
     p = out / "nonparametric_real.png"

@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Release:
     """A private posterior: what may be published, and its guarantee.
 
@@ -92,7 +92,7 @@ class Release:
             "mechanism": self.mechanism,
             "released": self.released,
             "public": self.public,
-            "posterior": self.posterior.to_dict(),
+            "posterior": None if self.posterior is None else self.posterior.to_dict(),
             "guarantee": self.guarantee.to_dict(),
         }
 
@@ -103,15 +103,39 @@ class Release:
         """The posterior given the released values and the known noise, not the data.
 
         See :mod:`dpbayes.release.noise_aware` (uses released, public, guarantee, model);
-        ``options`` (e.g. ``iterations``, ``chains``, ``rng``) go to the MCMC paths.
+        ``options`` (e.g. ``iterations``, ``chains``, ``rng``) go to the MCMC paths. The
+        default (no options) is computed once and kept: the displays lead with it.
         """
         from dpbayes.release.noise_aware import noise_aware_posterior
 
-        return noise_aware_posterior(self, **options)
+        if options:
+            return noise_aware_posterior(self, **options)
+        cached = self.__dict__.get("_noise_aware")
+        if cached is None:
+            cached = noise_aware_posterior(self)
+            object.__setattr__(self, "_noise_aware", cached)  # a cache, not a field
+        return cached
+
+    def __repr__(self) -> str:
+        """Noise-aware posterior and its interval first; the naive one labelled as such."""
+        from dpbayes.release.display import release_repr
+
+        return release_repr(self)
+
+    def _repr_html_(self) -> str:
+        """A compact table for notebooks, in the order of :meth:`__repr__`."""
+        from dpbayes.release.display import release_html
+
+        return release_html(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Release:
-        """Rebuild a release from :meth:`to_dict` output (see ``release/reader.py``)."""
+        """Rebuild a release from :meth:`to_dict` output, refusing inconsistent records.
+
+        Any model (conjugate, Bayesian network, regression); a record no mechanism could
+        have produced (counts outside [0, n], an unknown version, a guarantee of another
+        mechanism) raises a one-line ``ValueError`` (see ``release/reader.py``).
+        """
         from dpbayes.release.reader import release_from_dict
 
         return release_from_dict(d)

@@ -1,0 +1,299 @@
+"""The body of ``dpbayes release``: check everything, release, lead with the noise-aware posterior.
+
+Order (so that a failing call spends nothing and loses nothing): the arguments and every
+flag's applicability; every output destination (``--out``, ``--json FILE``, the ledger);
+``--dry-run`` stops here with the guarantee and its price; then the release (the only
+step that draws noise and charges the ledger); then the outputs. A write that fails
+after the charge still prints the release record on stdout, and reports the failure in
+one line on stderr (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from dpbayes.cli.cmd_release import (
+    build_model,
+    build_model_only,
+    describe_distribution,
+    fmt,
+    privacy_unit,
+)
+from dpbayes.cli.common import (
+    check_destination,
+    check_ledger_writable,
+    emit_json,
+    progress,
+    refuse_inapplicable,
+)
+
+__all__ = ["run_release"]
+
+EXPMECH_ONLY = ("sensitivity", "divergence", "max_candidates", "lattice")
+
+
+def _check_flags(args: argparse.Namespace) -> float:
+    from dpbayes.privacy.validation import check_delta, check_epsilon, check_probability
+
+    level = check_probability(args.level, "--level", open_interval=True)
+    check_epsilon(args.epsilon, "--epsilon")
+    check_delta(args.delta, "--delta")
+    if args.seed is not None and args.budget_file:
+        raise ValueError(
+            "--seed cannot spend from --budget-file: seeded noise is a reproducible "
+            "simulation, not a release; drop --seed (secure noise) to spend real budget"
+        )
+    expmech = args.mechanism == "expmech"
+    refuse_inapplicable(
+        args,
+        {
+            d: (
+                expmech,
+                f"--{d.replace('_', '-')} is for --mechanism expmech, not {args.mechanism}",
+            )
+            for d in EXPMECH_ONLY
+        },
+    )
+    if expmech and args.model != "dirichlet-categorical":
+        for d in ("max_candidates", "lattice"):
+            if getattr(args, d) is not None:
+                raise ValueError(f"--{d.replace('_', '-')} is for dirichlet-categorical")
+    if args.dry_run and args.out:
+        raise ValueError("--out: a --dry-run draws nothing, so there is nothing to plot")
+    return level
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: getattr(args, k) for k in EXPMECH_ONLY if getattr(args, k, None) is not None}
+
+
+def _stand_in(model: Any, column: str, user: str | None, k: int | None) -> Any:
+    """Public values of the model's domain (no private data) for planning a dry run."""
+    import pandas as pd
+
+    from dpbayes.data import Table
+    from dpbayes.models import BetaBernoulli, DirichletCategorical
+
+    if isinstance(model, BetaBernoulli):
+        values: list[Any] = [0, 1]
+    elif isinstance(model, DirichletCategorical):
+        values = list(model.categories)
+    else:
+        values = [model.lower, model.upper]
+    frame = pd.DataFrame({column: values})
+    if user is None:
+        return frame
+    frame[user] = range(len(values))
+    return Table(frame, user_column=user, max_rows_per_user=k)
+
+
+def _dry_run(args: argparse.Namespace, user: str | None, k: int | None) -> int:
+    """The guarantee and its price against the ledger: nothing drawn, spent or read."""
+    from dpbayes.privacy import Accountant
+    from dpbayes.release import plan
+
+    model = build_model_only(args)
+    column = args.column or "value"
+    planned = plan(
+        model,
+        _stand_in(model, column, user, k),
+        column=column,
+        mechanism=args.mechanism,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        neighbours=args.neighbours,
+        allow_non_private=args.allow_non_private,
+        **_options(args),
+    )
+    g = planned.guarantee.with_simulation(args.seed is not None)
+    note = (
+        "the sensitivity depends on n and is computed from the data when run"
+        if args.mechanism == "expmech"
+        else None
+    )
+    out: dict[str, Any] = {
+        "dry_run": True,
+        "spent": {"epsilon": 0.0, "delta": 0.0},
+        "cost": {"epsilon": g.epsilon, "delta": g.delta},
+        "guarantee": g.to_dict(),
+        "guarantee_text": g.describe(),
+        "note": note,
+        "ledger": None,
+    }
+    fits = True
+    if args.budget_file:
+        acc = Accountant.open(args.budget_file)
+        fits = acc.can_spend(g.epsilon, g.delta)
+        eps_left, delta_left = acc.remaining
+        out["ledger"] = {
+            "path": args.budget_file,
+            "remaining": {"epsilon": eps_left, "delta": delta_left},
+            "fits": fits,
+        }
+    if args.json is not None:
+        emit_json(out, args.json)
+    else:
+        print("dry run:     nothing drawn, nothing spent, no data read")
+        print(f"guarantee:   {g.describe()}")
+        if note:
+            print(f"note:        {note}")
+        print(f"cost:        eps {g.epsilon:.6g}, delta {g.delta:.3g}")
+        if out["ledger"] is not None:
+            led = out["ledger"]["remaining"]
+            verdict = "fits" if fits else "does NOT fit: the release would be refused"
+            print(
+                f"ledger:      {args.budget_file}: eps {led['epsilon']:.6g}, delta "
+                f"{led['delta']:.3g} remaining; this release {verdict}"
+            )
+    if not fits:
+        print(
+            f"dpbayes: error: budget exceeded (dry run): eps {g.epsilon:.6g} does not fit in "
+            f"{args.budget_file}; nothing was spent",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
+
+
+def _noise_aware(rel: Any, quiet: bool) -> tuple[Any, str | None]:
+    from dpbayes.release.display import slow_reason
+
+    slow = slow_reason(rel)
+    label = "noise-aware posterior" + (f" ({slow})" if slow else "")
+    try:
+        with progress(label, quiet=quiet):
+            return rel.noise_aware_posterior(), None
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        return None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _record(rel: Any, aware: Any, why: str | None, level: float, accountant: Any) -> dict:
+    from dpbayes.release.display import NAIVE_LABEL, NOISE_AWARE_LABEL, summarise
+
+    na: dict[str, Any] = {"label": NOISE_AWARE_LABEL}
+    na.update(summarise(aware, level) if aware is not None else {"error": why})
+    naive = {"label": NAIVE_LABEL, **summarise(rel.posterior, level)}
+    out: dict[str, Any] = {"noise_aware_posterior": na, "naive_posterior": naive}
+    out.update(rel.to_dict())
+    if accountant is not None:
+        out["budget"] = accountant.summary()
+    return out
+
+
+def _print_text(
+    rel: Any, rec: dict, model: Any, column: str, level: float, args: argparse.Namespace
+) -> None:
+    na, naive = rec["noise_aware_posterior"], rec["naive_posterior"]
+    n = rel.public.get("n")
+    print(f"model:       {model.name} on column '{column}'" + (f" (n = {n})" if n else ""))
+    print(f"noise-aware posterior ({na['label']}):")
+    if "error" in na:
+        print(f"  unavailable: {na['error']}")
+    else:
+        _print_summary(na, model, level)
+        if "n_prior" in na:
+            print(f"  n is private; prior on n: {na['n_prior']['text']}")
+    print(f"naive posterior ({naive['label']}):")
+    print(f"  {describe_distribution(rel.posterior)}")
+    _print_summary(naive, model, level)
+    print(f"released:    {json.dumps(rel.released)}")
+    print(f"guarantee:   {rel.guarantee.describe()}")
+    if "budget" in rec:
+        r = rec["budget"]["remaining"]
+        print(f"budget:      eps {r['epsilon']:.6g}, delta {r['delta']:.3g} remaining")
+
+
+def _print_summary(s: dict, model: Any, level: float) -> None:
+    bounds = s["interval"]["bounds"]
+    cats = getattr(model, "categories", None)
+    if cats is not None and isinstance(bounds[0], list):
+        print(f"  {level:.0%} credible intervals (central), mean:")
+        for c, (lo, hi), m in zip(cats, bounds, s["mean"], strict=True):
+            print(f"    P({c}): [{lo:.4g}, {hi:.4g}], mean {m:.4g}")
+        return
+    print(f"  mean:      {fmt(s['mean'])}" + (f", sd {fmt(s['sd'])}" if "sd" in s else ""))
+    print(f"  {level:.0%} credible interval (central): {fmt(bounds)}")
+
+
+def _plot(rel: Any, aware: Any, model: Any, column: str, level: float, path: str) -> None:
+    from dpbayes.plots import plot_posteriors
+
+    curves = {}
+    if aware is not None:
+        curves["noise-aware posterior"] = aware
+    curves["naive posterior (treats the noise as data)"] = rel.posterior
+    plot_posteriors(
+        curves,
+        path,
+        title=f"{model.name} on '{column}': {rel.guarantee.describe()}",
+        level=level,
+        categories=getattr(model, "categories", None),
+        xlabel=column,
+    )
+
+
+def run_release(args: argparse.Namespace) -> int:
+    import dpbayes as dpb
+    from dpbayes.data import Table
+    from dpbayes.privacy import Accountant
+
+    level = _check_flags(args)
+    user, k = privacy_unit(args, bundled=args.data is None)
+    if args.dry_run:
+        return _dry_run(args, user, k)
+    build_model_only(args)  # every flag checked before a file is touched
+    check_destination(args.out, "--out")
+    check_destination(args.json, "--json")
+    check_ledger_writable(args.budget_file)
+    accountant = Accountant.open(args.budget_file) if args.budget_file else None
+    model, data, column = build_model(args)
+    if user is not None:
+        data = Table(data, user_column=user, max_rows_per_user=k)
+    rel = dpb.release(
+        model,
+        data,
+        column=column,
+        mechanism=args.mechanism,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        neighbours=args.neighbours,
+        accountant=accountant,
+        rng=args.seed,
+        allow_non_private=args.allow_non_private,
+        **_options(args),
+    )
+    # charged from here on: whatever fails below, the release is printed, never lost
+    aware, why = _noise_aware(rel, args.quiet)
+    rec = _record(rel, aware, why, level, accountant)
+    failures: list[str] = []
+    json_to_stdout = args.json == "-"
+    if args.json not in (None, "-"):
+        try:
+            emit_json(rec, args.json)
+        except OSError as exc:
+            failures.append(f"could not write --json {args.json} ({exc.strerror or exc})")
+            json_to_stdout = True
+    if args.out:
+        try:
+            _plot(rel, aware, model, column, level, args.out)
+        except (OSError, ValueError, RuntimeError) as exc:
+            failures.append(f"could not write --out {args.out} ({exc})")
+    if json_to_stdout:
+        emit_json(rec, None)
+    else:
+        _print_text(rel, rec, model, column, level, args)
+        if args.json not in (None, "-") and not any("--json" in f for f in failures):
+            print(f"record:      {args.json}")
+        if args.out and not any("--out" in f for f in failures):
+            print(f"figure:      {args.out}")
+    if failures:
+        print(
+            f"dpbayes: error: {'; '.join(failures)}; the release was made (and charged) and "
+            "is printed on stdout",
+            file=sys.stderr,
+        )
+        return 2
+    return 0

@@ -1,0 +1,556 @@
+"""Issue 16 (items 1-5, 7-9) and issue 21 item 5, through the real ``dpbayes`` interface.
+
+Noise-aware results first; every output destination checked before noise is drawn and a
+release never lost; inapplicable flags refused in one line naming the argument; release
+files checked when read; a price before the purchase (--dry-run); one privacy unit for
+the library and the CLI; one exit-code/stream rule; plots that tell the truth.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from dpbayes.cli import main
+
+NAIVE = "naive posterior (treats the noise as data; over-confident)"
+
+
+def dpbayes(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dpbayes.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def ledger(tmp_path: Path, eps: float = 2.0) -> Path:
+    from dpbayes.privacy import Accountant
+
+    path = tmp_path / "team.ledger"
+    Accountant(eps, path=path)
+    return path
+
+
+def spent(path: Path) -> float:
+    from dpbayes.privacy import Accountant
+
+    return Accountant.open(path).spent[0]
+
+
+# ---------------------------------------------------------------- 1. noise-aware first
+
+
+def test_release_text_leads_with_the_noise_aware_posterior() -> None:
+    r = dpbayes("release", "--epsilon", "0.05", "--seed", "4")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "noise-aware posterior (accounts for the privacy noise" in out
+    assert out.index("noise-aware posterior") < out.index(NAIVE) < out.index("guarantee:")
+    # the headline interval is the noise-aware one: wider than the naive one
+    lines = [ln for ln in out.splitlines() if "credible interval (central)" in ln]
+    (alo, ahi), (nlo, nhi) = (json.loads(ln.split(": ", 1)[1]) for ln in lines[:2])
+    assert ahi - alo > 2 * (nhi - nlo)
+
+
+def test_release_json_and_dirichlet_text_name_the_categories(capsys) -> None:
+    code, out, _ = run(
+        capsys, "release", "--model", "dirichlet-categorical", "--epsilon", "0.1", "--seed", "2"
+    )
+    assert code == 0
+    assert out.index("P(poor)") < out.index(NAIVE)
+    code, out, _ = run(
+        capsys, "release", "--model", "normal-mean", "--epsilon", "0.1", "--seed", "2", "--json"
+    )
+    doc = json.loads(out)
+    assert list(doc)[:2] == ["noise_aware_posterior", "naive_posterior"]
+    aware, naive = doc["noise_aware_posterior"], doc["naive_posterior"]
+    assert aware["interval"]["level"] == 0.95 and len(aware["interval"]["bounds"]) == 2
+    assert naive["label"] == "treats the noise as data; over-confident"
+    assert aware["sd"] > naive["sd"]
+
+
+def test_release_repr_and_html_lead_with_the_noise_aware_posterior() -> None:
+    import dpbayes as dpb
+    from dpbayes.data import bundled_table
+
+    rel = dpb.release(
+        dpb.models.BetaBernoulli(alpha=1, beta=1),
+        bundled_table("randhie"),
+        column="hlthp",
+        mechanism="laplace",
+        epsilon=0.05,
+        rng=3,
+    )
+    text = repr(rel)
+    assert text.startswith("Release(beta-bernoulli, mechanism='laplace')")
+    assert text.index("noise-aware posterior") < text.index(NAIVE) < text.index("guarantee")
+    lo, hi = rel.noise_aware_posterior().interval(0.95)
+    assert f"{lo:.4g}" in text and f"{hi:.4g}" in text
+    assert len(text.splitlines()) <= 8
+    html = rel._repr_html_()
+    assert html.startswith("<div>") and html.index("noise-aware") < html.index("naive")
+    assert "&#x27;" in html and len(html) < 2000  # escaped, compact
+
+
+def test_repr_never_runs_the_slow_noise_aware_paths(monkeypatch) -> None:
+    """MCMC and the exponential mechanism's exact sum are not run by a repr; quick ones are."""
+    import importlib
+
+    import dpbayes as dpb
+    from dpbayes.models.bayes_net import BayesNet
+
+    na = importlib.import_module("dpbayes.release.noise_aware")
+
+    df = pd.DataFrame({"a": [0, 1, 1, 0] * 10, "b": [0, 1, 0, 0] * 10})
+    bn = BayesNet({"a": [0, 1], "b": [0, 1]}, edges=[("a", "b")])
+    coin = dpb.models.BetaBernoulli(alpha=1, beta=1)
+    slow = [
+        dpb.release(bn, df, mechanism="laplace", epsilon=1.0, rng=1),
+        dpb.release(coin, [0, 1] * 20, mechanism="expmech", epsilon=1.0, rng=1),
+    ]
+    quick = dpb.release(coin, [0, 1] * 20, mechanism="laplace", epsilon=1.0, rng=1)
+    calls: list[str] = []
+    original = na.noise_aware_posterior
+
+    def counting(rel: Any, **options: Any) -> Any:
+        calls.append(rel.mechanism)
+        return original(rel, **options)
+
+    monkeypatch.setattr(na, "noise_aware_posterior", counting)
+    for rel in slow:
+        text = repr(rel) + rel._repr_html_()
+        assert "not computed for display" in text and ".noise_aware_posterior()" in text
+    assert calls == []
+    assert "interval [" in repr(quick).split("naive")[0] and calls == ["laplace"]
+    repr(quick)  # computed once and kept
+    assert calls == ["laplace"]
+
+
+def test_the_interval_the_cli_leads_with_covers_the_truth_at_its_nominal_rate(capsys) -> None:
+    """Coverage over seeded releases at eps 0.05 on the bundled data (simulation noise).
+
+    The truth is the bundled share of poor health (the data's, which the noise hides).
+    100 seeds: the binomial sd at 95% is 0.022, so nominal coverage passes >= 0.885 (3 sd);
+    the naive interval (about a third) fails it by far more than that.
+    """
+    from dpbayes.data import load_bundled
+
+    truth = float(load_bundled("randhie")["hlthp"].mean())
+    seeds = range(100)
+    aware = naive = 0
+    for seed in seeds:
+        code, out, _ = run(capsys, "release", "--epsilon", "0.05", "--seed", str(seed), "--json")
+        assert code == 0
+        doc = json.loads(out)
+        lo, hi = doc["noise_aware_posterior"]["interval"]["bounds"]
+        nlo, nhi = doc["naive_posterior"]["interval"]["bounds"]
+        aware += lo <= truth <= hi
+        naive += nlo <= truth <= nhi
+    rate, naive_rate = aware / len(seeds), naive / len(seeds)
+    print(f"coverage of the 95% interval: noise-aware {rate:.2f}, naive {naive_rate:.2f}")
+    assert rate >= 0.95 - 3 * 0.022
+    assert naive_rate < 0.95 - 3 * 0.022
+
+
+def test_progress_shows_on_a_terminal_only() -> None:
+    import io
+
+    from dpbayes.cli.common import progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    with progress("noise-aware posterior (MCMC)", stream=tty):
+        pass
+    with progress("noise-aware posterior (MCMC)", stream=pipe):
+        pass
+    quiet = Tty()
+    with progress("x", stream=quiet, quiet=True):
+        pass
+    assert "noise-aware posterior (MCMC) done in" in tty.getvalue()
+    assert pipe.getvalue() == "" and quiet.getvalue() == ""
+
+
+# ---------------------------------------------------------------- 2. nothing spent, nothing lost
+
+
+@pytest.mark.parametrize("flag", ["--out", "--plot", "--json"])
+def test_a_bad_destination_spends_nothing(tmp_path: Path, flag: str) -> None:
+    path = ledger(tmp_path)
+    r = dpbayes("release", "--epsilon", "1", "--budget-file", str(path), flag, "/no/such/x.png")
+    assert r.returncode == 2 and r.stdout == ""
+    assert (
+        r.stderr.count("\n") == 1 and "does not exist" in r.stderr and "Traceback" not in r.stderr
+    )
+    assert spent(path) == 0.0
+
+
+def test_a_write_failing_after_the_charge_still_prints_the_release(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    import dpbayes.plots
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(dpbayes.plots, "plot_posteriors", broken)
+    path = ledger(tmp_path)
+    png = tmp_path / "x.png"
+    code, out, err = run(
+        capsys, "release", "--epsilon", "1", "--budget-file", str(path), "--out", str(png)
+    )
+    assert code == 2 and spent(path) == pytest.approx(1.0)
+    assert "noise-aware posterior" in out and "released:" in out  # never lost
+    assert err.count("\n") == 1 and "--out" in err and "No space left" in err
+    # --json FILE that fails after the charge: the record goes to stdout instead
+    monkeypatch.setattr(
+        "dpbayes.cli.release_run.emit_json",
+        lambda obj, dest: (
+            (_ for _ in ()).throw(OSError(5, "I/O error"))
+            if dest not in (None, "-")
+            else print(json.dumps(obj))
+        ),
+    )
+    rec = tmp_path / "rel.json"
+    code, out, err = run(
+        capsys, "release", "--epsilon", "0.5", "--budget-file", str(path), "--json", str(rec)
+    )
+    assert code == 2 and spent(path) == pytest.approx(1.5)
+    assert json.loads(out)["noise_aware_posterior"]["interval"]["bounds"]
+    assert err.count("\n") == 1 and "--json" in err
+
+
+def test_json_file_is_the_release_file_the_recipient_reads(tmp_path: Path, capsys) -> None:
+    rec = tmp_path / "rel.json"
+    code, out, _ = run(capsys, "release", "--epsilon", "0.2", "--seed", "1", "--json", str(rec))
+    assert code == 0 and f"record:      {rec}" in out
+    code, out, _ = run(capsys, "posterior", "--release", str(rec), "--json")
+    assert code == 0
+    doc = json.loads(out)["noise_aware_posterior"]
+    saved = json.loads(rec.read_text())["noise_aware_posterior"]
+    assert doc["interval"]["bounds"] == pytest.approx(saved["interval"]["bounds"])
+
+
+def test_demo_checks_its_folder_before_any_release(tmp_path: Path, capsys) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, out, err = run(capsys, "demo", "--out", str(blocker / "sub"), "--seed", "1")
+    assert code == 2 and "==" not in out and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- 3. inapplicable flags
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--categories", "a", "b", "c"], "--categories is for dirichlet-categorical"),
+        (["--bounds", "0", "20"], "--bounds is for normal-mean"),
+        (["--noise-sd", "2"], "--noise-sd is for normal-mean"),
+        (["--sensitivity", "smooth"], "--sensitivity is for --mechanism expmech"),
+        (["--lattice", "10"], "--lattice is for --mechanism expmech"),
+        (["--prior", "1"], "--prior takes 2 values (alpha beta for beta-bernoulli), got 1"),
+        (["--model", "normal-mean", "--bounds", "20", "0"], "--bounds LOWER UPPER needs LOWER <"),
+        (["--model", "normal-mean", "--noise-sd", "-1"], "--noise-sd must be > 0"),
+        (["--model", "normal-mean", "--prior", "1", "2", "3"], "--prior takes 2 values"),
+        (["--level", "1.5"], "--level"),
+    ],
+)
+def test_inapplicable_or_bad_flags_are_refused_by_name(
+    tmp_path: Path, capsys, args: list[str], needle: str
+) -> None:
+    path = ledger(tmp_path)
+    code, out, err = run(capsys, "release", "--epsilon", "1", "--budget-file", str(path), *args)
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err
+    assert spent(path) == 0.0
+
+
+def test_privatize_reads_parquet_and_takes_categories_one_way(tmp_path: Path, capsys) -> None:
+    frame = pd.DataFrame({"x": [0.5, -1.0, 2.0] * 20, "c": ["a", "b", "c"] * 20})
+    frame.to_parquet(tmp_path / "in.parquet")
+    out_csv = tmp_path / "out.csv"
+    base = ["privatize", "--data", str(tmp_path / "in.parquet"), "--out", str(out_csv)]
+    code, out, err = run(capsys, *base, "--column", "x", "--epsilon", "1", "--r", "2", "--json")
+    assert code == 0, err
+    assert json.loads(out)["count"] == 60 and len(pd.read_csv(out_csv)) == 60
+    code, out, err = run(
+        capsys,
+        *base,
+        "--column",
+        "c",
+        "--mechanism",
+        "randomized-response",
+        "--categories",
+        "a",
+        "b",
+        "c",
+        "--epsilon",
+        "2",
+    )
+    assert code == 0, err
+    assert set(pd.read_csv(out_csv)["c"]) <= {"a", "b", "c"}
+    code, out, err = run(capsys, *base, "--column", "x", "--epsilon", "1", "--categories", "a")
+    assert code == 2 and "--categories is for randomized-response" in err
+
+
+def test_audit_refuses_a_huge_n_in_one_line() -> None:
+    r = dpbayes(
+        "audit", "--model", "beta-bernoulli", "--mechanism", "laplace", "--n", "1000000000000"
+    )
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "--n must be between 1 and" in r.stderr
+
+
+# ---------------------------------------------------------------- 4. release files checked
+
+
+def _record(capsys) -> dict:
+    code, out, _ = run(
+        capsys, "release", "--epsilon", "1", "--seed", "1", "--record-level", "--json"
+    )
+    assert code == 0
+    return json.loads(out)
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda d: d["released"].update(counts=[-5, 1e9]), "outside [0, n] (n = 20190)"),
+        (lambda d: d["released"].update(counts=[1.0, float("nan")]), "finite"),
+        (lambda d: d["released"].update(counts=[1.0]), "must list 2 numbers"),
+        (lambda d: d.update(version=99), "'version' 99 is not supported"),
+        (lambda d: d.update(format="other"), "'format' must be 'dpbayes-release'"),
+        (lambda d: d.pop("guarantee"), "missing field(s) guarantee"),
+        (
+            lambda d: d["guarantee"].update(mechanism="expmech (hellinger, global sensitivity)"),
+            "the guarantee is for mechanism 'expmech",
+        ),
+        (lambda d: d["guarantee"].update(sensitivity=0.01), "does not match the public"),
+        (lambda d: d.update(mechanism="fourier"), "does not release BetaBernoulli"),
+    ],
+)
+def test_inconsistent_release_records_are_refused(
+    tmp_path: Path, capsys, edit: Any, needle: str
+) -> None:
+    import dpbayes as dpb
+
+    d = _record(capsys)
+    edit(d)
+    with pytest.raises(ValueError, match="release record") as exc:
+        dpb.Release.from_dict(d)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(d))
+    code, out, err = run(capsys, "posterior", "--release", str(path))
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [(b"\x89PNG\r\n", "not UTF-8"), (b"{nope", "not a JSON release record"), (b"[]", "object")],
+)
+def test_unreadable_release_files_are_one_line(
+    tmp_path: Path, capsys, content: bytes, needle: str
+) -> None:
+    path = tmp_path / "r.json"
+    path.write_bytes(content)
+    code, _, err = run(capsys, "posterior", "--release", str(path))
+    assert code == 2 and err.count("\n") == 1 and needle in err
+
+
+def test_from_dict_round_trips_network_and_regression_releases() -> None:
+    import numpy as np
+
+    import dpbayes as dpb
+    from dpbayes.models.bayes_net import BayesNet, NaiveBayes
+    from dpbayes.models.linear_regression import BayesianLinearRegression
+
+    df = pd.DataFrame({"a": [0, 1, 1, 0] * 25, "b": ["x", "y", "y", "x"] * 25})
+    bn = BayesNet({"a": [0, 1], "b": ["x", "y"]}, edges=[("a", "b")], alpha=1.0)
+    nb = NaiveBayes("a", [0, 1], {"b": ["x", "y"]})
+    rels = [dpb.release(bn, df, mechanism=m, epsilon=1.0, rng=1) for m in ("laplace", "map")]
+    rels.append(dpb.release(nb, df, mechanism="laplace", epsilon=1.0, rng=2))
+    x = np.tile([[0.5, 1.0], [1.0, 0.2]], (50, 1))
+    reg = BayesianLinearRegression(
+        prior_precision=1.0,
+        noise_variance=1.0,
+        feature_bound=2.0,
+        label_bound=4.0,
+        weight_bound=5.0,
+    )
+    rels.append(dpb.release(reg, (x, x @ [1.0, 2.0]), mechanism="sampling", epsilon=3.0, rng=3))
+    for rel in rels:
+        back = dpb.Release.from_dict(json.loads(rel.to_json()))
+        assert back.mechanism == rel.mechanism and back.guarantee == rel.guarantee
+        assert back.model.to_dict() == rel.model.to_dict() and back.released == rel.released
+        assert json.dumps(back.to_dict()) == json.dumps(rel.to_dict())
+
+
+# ---------------------------------------------------------------- 5. a price before the purchase
+
+
+def test_dry_run_prints_the_price_reads_no_data_and_spends_nothing(tmp_path: Path, capsys) -> None:
+    path = ledger(tmp_path, eps=1.0)
+    # the data file does not exist: a dry run never opens it
+    own = ["--data", str(tmp_path / "absent.csv"), "--column", "smoker"]
+    code, out, err = run(
+        capsys, "release", *own, "--epsilon", "0.4", "--budget-file", str(path), "--dry-run"
+    )
+    assert code == 0, err
+    assert "nothing spent" in out and "0.4-DP, substitute one record" in out
+    assert f"{path}: eps 1, delta 0 remaining; this release fits" in out
+    code, out, err = run(
+        capsys, "release", "--epsilon", "2", "--budget-file", str(path), "--dry-run", "--json"
+    )
+    doc = json.loads(out)
+    assert code == 2 and doc["ledger"]["fits"] is False and doc["cost"]["epsilon"] == 2.0
+    assert "add/remove one user (<= 5 rows)" in doc["guarantee_text"]
+    assert err.count("\n") == 1 and "budget exceeded (dry run)" in err
+    assert spent(path) == 0.0
+
+
+# ---------------------------------------------------------------- 7. one privacy unit
+
+
+def test_the_library_and_the_cli_protect_the_same_unit(capsys) -> None:
+    import dpbayes as dpb
+    from dpbayes.data import bundled_table
+
+    model = dpb.models.BetaBernoulli(alpha=1, beta=1)
+    for record_level, flags in ((False, []), (True, ["--record-level"])):
+        lib = dpb.release(
+            model,
+            bundled_table("randhie", record_level=record_level),
+            column="hlthp",
+            mechanism="laplace",
+            epsilon=1,
+            rng=1,
+        )
+        code, out, _ = run(capsys, "release", "--epsilon", "1", "--seed", "1", "--json", *flags)
+        assert code == 0
+        assert json.loads(out)["guarantee"] == lib.guarantee.to_dict()
+        unit = "substitute one record" if record_level else "add/remove one user (<= 5 rows)"
+        assert unit in lib.guarantee.describe()
+    with pytest.raises(TypeError, match="record_level"):
+        bundled_table(record_level="yes")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- 8. one exit/stream rule
+
+
+def test_every_command_reports_errors_as_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    path = ledger(tmp_path, eps=0.5)
+    failing = [
+        ["release", "--epsilon", "1", "--budget-file", str(path)],  # budget exhausted
+        ["budget", "show", str(tmp_path / "absent.ledger")],
+        ["posterior", "--release", str(tmp_path / "absent.json")],
+        ["audit", "--model", "beta-bernoulli", "--mechanism", "laplace", "--n", "0"],
+        ["privatize", "--data", str(tmp_path / "a.csv"), "--column", "x", "--epsilon", "1",
+         "--out", str(tmp_path / "o.csv")],
+        ["query", "--state", str(tmp_path / "q"), "--half-width", "1", "--confidence", "0.9"],
+        # a refused query (this budget cannot buy that accuracy): exit 2, stderr, like the rest
+        ["query", "--state", str(tmp_path / "r"), "--attributes", "idp=0,1", "--epsilon",
+         "0.01", "--where", "idp = 1", "--half-width", "0.5", "--confidence", "0.99"],
+    ]  # fmt: skip
+    for args in failing:
+        code, out, err = run(capsys, *args)
+        assert code == 2 and out == "", (args, out)
+        assert err.startswith("dpbayes: error: ") and err.count("\n") == 1, (args, err)
+
+
+# ---------------------------------------------------------------- 9. plots that tell the truth
+
+
+def _capture_figures(monkeypatch) -> list[Any]:
+    import matplotlib.figure
+
+    figures: list[Any] = []
+    original = matplotlib.figure.Figure.savefig
+
+    def savefig(self: Any, *args: Any, **kwargs: Any) -> None:
+        figures.append(
+            {
+                "suptitle": self._suptitle.get_text() if self._suptitle else "",
+                "titles": [ax.get_title() for ax in self.axes],
+                "legend": [t.get_text() for t in self.axes[0].get_legend().get_texts()],
+                "ylabel": self.axes[0].get_ylabel(),
+            }
+        )
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    return figures
+
+
+def test_dirichlet_plot_names_the_categories_and_leads_with_noise_aware(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    figures = _capture_figures(monkeypatch)
+    png = tmp_path / "health.png"
+    code, _, err = run(
+        capsys, "release", "--model", "dirichlet-categorical", "--epsilon", "0.5", "--seed", "1",
+        "--plot", str(png),
+    )  # fmt: skip
+    assert code == 0, err
+    assert png.stat().st_size > 1000
+    (fig,) = figures
+    assert fig["titles"] == ["P(excellent)", "P(good)", "P(fair)", "P(poor)"]
+    assert fig["legend"][0] == "noise-aware posterior" and "naive" in fig["legend"][1]
+    assert "prior" not in " ".join(fig["legend"])  # no flat prior squashing the curves
+
+
+def test_demo_figures_say_the_exact_curve_is_the_curators_and_titles_wrap(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    figures = _capture_figures(monkeypatch)
+    code, _, err = run(capsys, "demo", "--out", str(tmp_path / "d"), "--seed", "2", "--quiet")
+    assert code == 0, err
+    assert len(figures) == 3
+    for fig in figures:
+        assert fig["legend"][0] == "noise-aware posterior"
+        assert any("curator only" in t for t in fig["legend"])
+        assert all(len(line) <= 100 for line in fig["suptitle"].splitlines())
+        assert "add/remove one user (<= 5 rows)" in fig["suptitle"].replace("\n", " ")
+
+
+# ---------------------------------------------------------------- issue 21 item 5
+
+
+def test_version_json_everywhere_and_out_alias(tmp_path: Path, capsys) -> None:
+    from importlib.metadata import version
+
+    r = dpbayes("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"dpbayes {version('dpbayes')}"
+    code, out, _ = run(capsys, "budget", "init", str(tmp_path / "l"), "--epsilon", "1", "--json")
+    assert code == 0 and json.loads(out)["total"]["epsilon"] == 1.0
+    code, out, _ = run(capsys, "experiment", "--json")
+    assert code == 0 and json.loads(out)["experiments"]
+    for flag in ("--out", "--plot"):
+        png = tmp_path / f"{flag[2:]}.png"
+        code, out, _ = run(capsys, "release", "--epsilon", "1", "--seed", "1", flag, str(png))
+        assert code == 0 and png.read_bytes()[:4] == b"\x89PNG" and f"figure:      {png}" in out
+
+
+def test_query_takes_attributes_one_way(tmp_path: Path, capsys) -> None:
+    code, out, err = run(
+        capsys, "query", "--state", str(tmp_path / "s"), "--attributes",
+        "health=excellent,good,fair,poor", "idp=0,1", "--epsilon", "1", "--where",
+        "health = poor and idp = 1", "--half-width", "400", "--confidence", "0.9", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["status"] == "fresh"
+    spec = json.loads((tmp_path / "s" / "cube.json").read_text())
+    assert set(spec["attributes"]) == {"health", "idp"}
