@@ -84,15 +84,16 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from dpbayes import display
 from dpbayes.models.bayes_net import BayesNet
-from dpbayes.models.bayes_net_posterior import BayesNetParameters
+from dpbayes.models.bayes_net_posterior import BayesNetParameters, bayes_net_rows, cpt_summary
 from dpbayes.models.mixtures import DirichletMixture, SeparableDirichletMixture
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware import count_posterior, register_noise_aware
 from dpbayes.release.noise_aware_bayes_net_jit import run_sweeps, trim_mass_table
-from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose
+from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose, diagnostics_rows
 
 __all__ = [
     "DEFAULT_SWEEPS",
@@ -176,6 +177,23 @@ class BayesNetNoiseAwarePosterior:
                 res[idx] = self.node(v, vals).interval(level)
             out[v] = res
         return out
+
+    def summary(self, level: float = 0.95) -> Any:
+        """Every CPT entry's posterior mean, sd and central interval (a DataFrame)."""
+        return cpt_summary(self.model, self.node, level)
+
+    def _display(self) -> tuple[str, list[tuple[str, str]]]:
+        rows = [*bayes_net_rows(self.model), ("method", self.method)]
+        if self.diagnostics is not None:
+            rows += diagnostics_rows(self.diagnostics)
+        rows.append(("table", ".summary() for every CPT entry"))
+        return "BayesNetNoiseAwarePosterior", rows
+
+    def __repr__(self) -> str:
+        return display.text(self)
+
+    def _repr_html_(self) -> str:
+        return display.html(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {

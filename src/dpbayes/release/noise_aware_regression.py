@@ -38,12 +38,13 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import optimize, special
 
+from dpbayes.display import PosteriorDisplay
 from dpbayes.models.linear_regression import BayesianLinearRegression
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_array, check_int, check_probability
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware import register_noise_aware
-from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose
+from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose, diagnostics_rows
 from dpbayes.release.noise_aware_regression_jit import mh_steps, target_parts
 
 __all__ = ["RegressionNoiseAwarePosterior", "regression_noise_aware"]
@@ -51,8 +52,8 @@ __all__ = ["RegressionNoiseAwarePosterior", "regression_noise_aware"]
 ADAPT = 50  # burn-in steps between adaptations of the random walk
 
 
-@dataclass(frozen=True, eq=False)
-class RegressionNoiseAwarePosterior:
+@dataclass(frozen=True, eq=False, repr=False)
+class RegressionNoiseAwarePosterior(PosteriorDisplay):
     """sum_s N(means[s], covs[s]) / S over the kept draws of T; ``draws`` are w draws."""
 
     means: np.ndarray
@@ -61,6 +62,9 @@ class RegressionNoiseAwarePosterior:
     diagnostics: Diagnostics
     ball_mass: float
     family: ClassVar[str] = "regression-noise-aware"
+
+    def _display_extra(self) -> list[tuple[str, str]]:
+        return diagnostics_rows(self.diagnostics)
 
     def mean(self) -> np.ndarray:
         return np.asarray(self.means.mean(axis=0))
