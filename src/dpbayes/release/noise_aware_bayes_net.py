@@ -90,6 +90,7 @@ from dpbayes.models.bayes_net_posterior import BayesNetParameters, bayes_net_row
 from dpbayes.models.mixtures import DirichletMixture, SeparableDirichletMixture
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int
+from dpbayes.progress import Progress
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware import count_posterior, register_noise_aware
 from dpbayes.release.noise_aware_bayes_net_jit import run_sweeps, trim_mass_table
@@ -645,6 +646,7 @@ def _gibbs(
     burn = sweeps // 2
     chunk = max(1, 2_000_000 // (m * (3 * pair_moves + (5 + slices) * relabel)))
     s0 = 0
+    bar = Progress(m * sweeps, "noise-aware Bayes-net MCMC", unit="sweep")
     while s0 < sweeps:
         # burn-in: chunks of ADAPT sweeps, then the relabelling widths are tuned; the kept
         # half runs with fixed widths (a fixed, valid MH kernel)
@@ -692,7 +694,9 @@ def _gibbs(
             widths = np.clip(np.round(widths * grow), 1, n).astype(np.int64)
             tried[:] = 0
             accepted[:] = 0
+        bar.update(m * (s1 - s0))
         s0 = s1
+    bar.close()
 
     return out
 

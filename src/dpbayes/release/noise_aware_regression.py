@@ -42,6 +42,7 @@ from dpbayes.display import PosteriorDisplay
 from dpbayes.models.linear_regression import BayesianLinearRegression
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_array, check_int, check_probability
+from dpbayes.progress import Progress
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware import register_noise_aware
 from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose, diagnostics_rows
@@ -205,6 +206,7 @@ def regression_noise_aware(
     accepted = np.zeros(m, dtype=np.int64)
     empty = (np.empty((m, 0, d)), np.empty((m, 0, d, d)), np.empty((m, 0, d)), np.empty((m, 0)))
     step = 0
+    bar = Progress(m * its, "noise-aware regression MCMC", unit="step")
     while step < its:
         # burn-in in blocks of ADAPT steps, the random walk's nu tuned after each; the
         # kept half runs with nu fixed (a fixed, valid MH kernel)
@@ -241,6 +243,8 @@ def regression_noise_aware(
             nu = max(nu, d + 2.0)
         accepted[:] = 0
         step += size
+        bar.update(m * size)
+    bar.close()
     series = np.concatenate([keep_w, keep_ld[:, :, None]], axis=2)
     names = [f"w[{i}]" for i in range(d)] + ["log det X'X"]
     diag = diagnose(series, names, what="noise-aware linear-regression posterior")
