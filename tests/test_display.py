@@ -65,7 +65,7 @@ def test_guarantee_repr_is_its_description():
     g = dpb.Guarantee(
         epsilon=1.0, delta=0.0, neighbours="substitute", mechanism="laplace", sensitivity=2.0
     )
-    text, html = _check_display(g, g.describe())
+    _text, html = _check_display(g, g.describe())
     assert "L1" in html and "simulation" not in html
 
 
@@ -75,7 +75,7 @@ def test_coin_noise_aware_posterior_is_compact_with_a_tidy_summary():
     rel = dpb.release(model, df, column="x", mechanism="laplace", epsilon=0.2, rng=0)
     post = rel.noise_aware_posterior()
     assert post.weights.size > 6  # old repr printed every component's weight
-    text, _ = _check_display(post, "Beta components", "95% interval")
+    _text, _ = _check_display(post, "Beta components", "95% interval")
     table = post.summary(0.9)
     assert list(table.columns) == ["mean", "sd", "lower", "upper"] and len(table) == 1
     lo, hi = post.interval(0.9)
@@ -123,7 +123,7 @@ def test_bayes_net_posteriors_show_structure_and_a_table_of_cpt_entries():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         post = rel.noise_aware_posterior(rng=7, iterations=400)
-    text, _ = _check_display(post, "method", "max R-hat", "mcmc")
+    _text, _ = _check_display(post, "method", "max R-hat", "mcmc")
     assert len(post.summary()) == 6
     diag = post.diagnostics.summary()
     assert list(diag.columns) == ["rhat", "ess"] and len(diag) == len(post.diagnostics.names)
