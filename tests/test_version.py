@@ -15,4 +15,3 @@ def test_version_is_the_installed_distributions():
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
     assert dpbayes.__version__ == tomllib.loads(pyproject.read_text())["project"]["version"]
     assert re.fullmatch(r"\d+\.\d+\.\d+.*", dpbayes.__version__)
-    assert "__version__" in dir(dpbayes) or hasattr(dpbayes, "__version__")
