@@ -149,7 +149,7 @@ class BayesNetParameters:
 
 
 class BayesNetPosterior:
-    """Product of Dirichlet(alphas[node][parent configuration]) over every CPT row."""
+    """Product of ``Dirichlet(alphas[node][parent configuration])`` over every CPT row."""
 
     def __init__(self, model: BayesNet, alphas: Mapping[str, Any]) -> None:
         self.model = model
