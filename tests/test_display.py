@@ -161,3 +161,46 @@ def test_nonparametric_fit_display():
         fit = DPMixture(mechanism=mech).fit(z, draws=40, warmup=10, chains=2, rng=2)
     _, html = _check_display(fit, "60")
     assert "2 chains x 40 draws" in html and "clusters" in html
+
+
+def test_mcmc_posteriors_give_arviz_inference_data():
+    arviz = pytest.importorskip("arviz")
+    data = pd.DataFrame({"A": [0, 1, 1, 0, 1, 1], "B": [0, 1, 1, 1, 0, 1]})
+    model = BayesNet({"A": [0, 1], "B": [0, 1]}, [("A", "B")])
+    rel = dpb.release(model, data, mechanism="laplace", epsilon=2.0, rng=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        post = rel.noise_aware_posterior(rng=7, iterations=400)
+    idata = post.to_inference_data()
+    diag = post.diagnostics
+    cpt = idata.posterior["cpt_B"]
+    assert cpt.shape == (diag.chains, diag.draws, 2, 2) and cpt.dims[2:] == ("A", "B")
+    # the draws' average is the posterior mean the object reports
+    np.testing.assert_allclose(cpt.mean(("chain", "draw")).values, post.mean().cpts["B"])
+    counts = idata.posterior["counts_A"].values
+    assert np.all(counts >= 0) and np.all(counts.sum(axis=-1) == counts.sum(axis=-1)[0, 0])
+    assert float(arviz.rhat(idata)["cpt_A"].max()) < 1.2
+    exact = dpb.release(BayesNet({"A": [0, 1]}), data, mechanism="laplace", epsilon=1.0, rng=1)
+    with pytest.raises(ValueError, match="exact"):
+        exact.noise_aware_posterior().to_inference_data()
+
+
+def test_regression_posterior_gives_arviz_inference_data():
+    pytest.importorskip("arviz")
+    from dpbayes.models import BayesianLinearRegression
+
+    model = BayesianLinearRegression(
+        noise_variance=0.25, feature_bound=1.0, label_bound=3.0, weight_bound=4.0
+    )
+    gen = np.random.default_rng(0)
+    x = gen.normal(size=(60, 2)) / np.sqrt(2)
+    y = x @ np.array([0.5, -0.3]) + 0.5 * gen.normal(size=60)
+    rel = dpb.release(model, (x, y), mechanism="sampling", epsilon=5.0, rng=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        post = rel.noise_aware_posterior(rng=4, iterations=400)
+    idata = post.to_inference_data()
+    w = idata.posterior["w"]
+    assert w.shape == (post.diagnostics.chains, post.diagnostics.draws, 2)
+    np.testing.assert_allclose(idata.posterior["w_mean"].mean(("chain", "draw")), post.mean())
+    _check_display(post, "max R-hat")

@@ -94,7 +94,12 @@ from dpbayes.progress import Progress
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware import count_posterior, register_noise_aware
 from dpbayes.release.noise_aware_bayes_net_jit import run_sweeps, trim_mass_table
-from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose, diagnostics_rows
+from dpbayes.release.noise_aware_mcmc import (
+    Diagnostics,
+    diagnose,
+    diagnostics_rows,
+    inference_data,
+)
 
 __all__ = [
     "DEFAULT_SWEEPS",
@@ -182,6 +187,31 @@ class BayesNetNoiseAwarePosterior:
     def summary(self, level: float = 0.95) -> Any:
         """Every CPT entry's posterior mean, sd and central interval (a DataFrame)."""
         return cpt_summary(self.model, self.node, level)
+
+    def to_inference_data(self) -> Any:
+        """ArviZ ``InferenceData`` of the MCMC: per node, the draws of the true family
+        counts (``counts_<node>``) and the CPT's conditional posterior mean given them
+        (``cpt_<node>``, the Rao-Blackwellised estimate), dims (chain, draw, *table)."""
+        if self.diagnostics is None:
+            raise ValueError(
+                "this posterior is exact (method 'exact'): it has no MCMC draws; "
+                "use summary() or node(...)"
+            )
+        post: dict[str, np.ndarray] = {}
+        dims: dict[str, list[str]] = {}
+        for v in self.model.nodes:
+            counts = self._draws[v]
+            a = self.model.alpha + counts
+            post[f"counts_{v}"] = counts
+            post[f"cpt_{v}"] = a / a.sum(axis=-1, keepdims=True)
+            dims[f"counts_{v}"] = dims[f"cpt_{v}"] = [*self.model.parents[v], v]
+        return inference_data(
+            post,
+            self.diagnostics,
+            dims=dims,
+            coords={v: list(vals) for v, vals in self.model.variables.items()},
+            attrs={"model": "noise-aware posterior of a Bayesian-network release"},
+        )
 
     def _display(self) -> tuple[str, list[tuple[str, str]]]:
         rows = [*bayes_net_rows(self.model), ("method", self.method)]

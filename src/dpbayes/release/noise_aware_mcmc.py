@@ -26,6 +26,7 @@ __all__ = [
     "diagnose",
     "diagnostics_rows",
     "ess",
+    "inference_data",
     "split_rhat",
 ]
 
@@ -134,6 +135,35 @@ class Diagnostics:
             "rhat": dict(zip(self.names, self.rhat.tolist(), strict=True)),
             "ess": dict(zip(self.names, self.ess.tolist(), strict=True)),
         }
+
+
+def inference_data(
+    posterior: dict[str, np.ndarray],
+    diagnostics: Diagnostics,
+    *,
+    dims: dict[str, list[str]] | None = None,
+    coords: dict[str, Any] | None = None,
+    attrs: dict[str, Any] | None = None,
+) -> Any:
+    """ArviZ ``InferenceData`` of MCMC draws stored chain-major as (chains * draws, ...)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            import arviz
+    except ImportError:
+        raise ImportError(
+            "to_inference_data needs ArviZ: pip install 'dpbayes[nonparametric]' (or arviz)"
+        ) from None
+    shaped = {
+        k: np.asarray(v).reshape(diagnostics.chains, diagnostics.draws, *np.shape(v)[1:])
+        for k, v in posterior.items()
+    }
+    info = {
+        "max_rhat": diagnostics.max_rhat,
+        "min_ess": diagnostics.min_ess,
+        **(attrs or {}),
+    }
+    return arviz.from_dict(posterior=shaped, dims=dims or {}, coords=coords or {}, attrs=info)
 
 
 def diagnostics_rows(d: Diagnostics) -> list[tuple[str, str]]:

@@ -45,7 +45,12 @@ from dpbayes.privacy.validation import check_array, check_int, check_probability
 from dpbayes.progress import Progress
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware import register_noise_aware
-from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose, diagnostics_rows
+from dpbayes.release.noise_aware_mcmc import (
+    Diagnostics,
+    diagnose,
+    diagnostics_rows,
+    inference_data,
+)
 from dpbayes.release.noise_aware_regression_jit import mh_steps, target_parts
 
 __all__ = ["RegressionNoiseAwarePosterior", "regression_noise_aware"]
@@ -66,6 +71,16 @@ class RegressionNoiseAwarePosterior(PosteriorDisplay):
 
     def _display_extra(self) -> list[tuple[str, str]]:
         return diagnostics_rows(self.diagnostics)
+
+    def to_inference_data(self) -> Any:
+        """ArviZ ``InferenceData`` of the MCMC: the draws of the weights ``w`` and the
+        conditional posterior means ``w_mean`` of every kept step, dims (chain, draw, coef)."""
+        return inference_data(
+            {"w": self.draws, "w_mean": self.means},
+            self.diagnostics,
+            dims={"w": ["coef"], "w_mean": ["coef"]},
+            attrs={"model": "noise-aware posterior of a linear-regression release"},
+        )
 
     def mean(self) -> np.ndarray:
         return np.asarray(self.means.mean(axis=0))
