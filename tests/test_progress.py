@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import warnings
 
+import numpy as np
 import pytest
 
 from dpbayes.progress import Progress, progress_enabled, set_progress, silenced
@@ -102,3 +103,22 @@ def test_noise_aware_mcmc_draws_a_bar_when_forced(capsys, monkeypatch):
         set_progress(False)
         rel.noise_aware_posterior(rng=7, iterations=200)
     assert capsys.readouterr().err == ""
+
+
+def test_the_auditor_reports_every_output(capsys, monkeypatch):
+    from dpbayes.audit import audit
+    from dpbayes.privacy.noise import noise_source
+
+    def coin(data, gen, size):
+        return noise_source(gen).laplace(np.full(size, float(sum(data))), 1.0)
+
+    monkeypatch.setattr(Progress, "DELAY", 0.0)
+    seen = []
+    real_update = Progress.update
+    monkeypatch.setattr(
+        Progress, "update", lambda self, n=1.0: (seen.append(n), real_update(self, n))
+    )
+    set_progress(True)
+    audit(coin, [([0, 1], [1, 1])], epsilon=1.0, samples=200, batch=True, rng=0)
+    assert sum(seen) == 400  # both data sets, 200 outputs each
+    assert "audit:" in capsys.readouterr().err
