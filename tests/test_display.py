@@ -32,6 +32,7 @@ def test_number_helpers_shorten():
     short = display.nums(range(55))
     assert short.startswith("[0, 1, 2, 3, 4") and "(49 more)" in short and short.endswith("54]")
     assert display.nums([1, 2]) == "[1, 2]"
+    assert display.num(float("nan")) == "nan" and display.num(float("inf")) == "inf"
 
 
 def test_html_escapes_text():

@@ -11,6 +11,7 @@ it) and no numeric library.
 from __future__ import annotations
 
 import html as _html
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -27,7 +28,7 @@ def num(x: Any, digits: int = 4) -> str:
         v = float(x)
     except (TypeError, ValueError):
         return str(x)
-    if v == int(v) and abs(v) < 1e15:
+    if math.isfinite(v) and v == int(v) and abs(v) < 1e15:
         return str(int(v))
     return f"{v:.{digits}g}"
 
