@@ -72,19 +72,6 @@ def html(obj: Displayable) -> str:
     )
 
 
-class DisplayMixin:
-    """``__repr__`` and ``_repr_html_`` from ``_display`` (for classes that own their repr)."""
-
-    def _display(self) -> tuple[str, Rows]:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return text(self)
-
-    def _repr_html_(self) -> str:
-        return html(self)
-
-
 class PosteriorDisplay:
     """Display and ``summary()`` for distribution-like objects with ``mean()``, ``std()`` and
     ``interval(level)`` (a scalar or one value per component).
