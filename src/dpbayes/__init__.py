@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from dpbayes.privacy import Accountant, BudgetExceeded, Guarantee, Neighbours
     from dpbayes.release import Release, mechanisms_for
 
-__version__ = "0.1.0"
+#: ``dpbayes.__version__``: the installed distribution's version (one source: pyproject.toml),
+#: read through importlib.metadata on first use.
+__version__: str
 
 __all__ = [
     "Accountant",
@@ -64,13 +66,25 @@ _SUBPACKAGES = frozenset(
         "nonparametric",
         "privacy",
         "programs",
+        "progress",
         "service",
     }
 )
 
 
+def _installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dpbayes")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
-    if name in _LAZY_NAMES:
+    if name == "__version__":
+        value: Any = _installed_version()
+    elif name in _LAZY_NAMES:
         value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
     elif name in _SUBPACKAGES:
         value = importlib.import_module(f"{__name__}.{name}")

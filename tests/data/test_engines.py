@@ -138,6 +138,7 @@ def spark_frame(spark, frame, tmp_path_factory):
     return spark.read.parquet(str(path))
 
 
+@pytest.mark.slow
 def test_spark_matches_memory_and_bounds(spark_frame, frame):
     # few queries: each Spark job costs ~0.5 s even on tiny data
     got, want = as_source(spark_frame, column="e"), as_source(frame, column="e")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from dpbayes.nonparametric import ConvergenceWarning, DPMixture, LocalLaplace
@@ -29,6 +30,7 @@ def test_prior_draws_of_p_follow_the_dp():
     assert stats.kstest(mass, stats.beta(3.0 * p0, 3.0 * (1 - p0)).cdf).pvalue > 1e-4
 
 
+@pytest.mark.slow
 def test_sbc_replicate_reports_coverage_and_ranks():
     model = DPMixture(mechanism=LocalLaplace(epsilon=2.0, r=1.0))
     grid = np.linspace(-0.8, 0.8, 5)

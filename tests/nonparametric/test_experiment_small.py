@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from dpbayes.experiments import run
 
 
+@pytest.mark.slow
 def test_small_experiment_writes_tables_and_figures(tmp_path):
     paths = run("nonparametric", tmp_path, small=True, seed=0)
     names = {p.name for p in paths}

@@ -95,6 +95,7 @@ def test_network_without_edges_is_exact_against_enumeration():
 
 
 @pytest.mark.parametrize("mechanism", ["laplace", "fourier"])
+@pytest.mark.slow
 def test_gibbs_matches_enumeration_and_reports_diagnostics(mechanism):
     model = BayesNet({"A": [0, 1], "B": [0, 1]}, [("A", "B")])
     rel = release(model, DATA, mechanism=mechanism, epsilon=2.0, rng=5)

@@ -125,6 +125,7 @@ def test_issue_reproduction_ternary_law_matches_the_marginal() -> None:
     assert chi_square_against(theta[:, 1], cdf, bins=8) > ALPHA
 
 
+@pytest.mark.slow
 def test_issue_reproduction_regression_1d() -> None:
     case = regression_reproduction()
     for data in (case.data, case.data_prime):  # the secure path: no point mass
@@ -218,6 +219,7 @@ def test_truncated_normal_quantiles_match_mpmath_far_in_the_tail() -> None:
     assert np.unique(wide).size == 5000
 
 
+@pytest.mark.slow
 def test_bayes_net_edge_cases_never_collapse_to_a_point_mass() -> None:
     for case in bayes_net_edge_cases():
         p = trim_for_epsilon(case.model, case.epsilon)["c"]
@@ -230,6 +232,7 @@ def test_bayes_net_edge_cases_never_collapse_to_a_point_mass() -> None:
             assert np.unique(small).size == 100, case.name
 
 
+@pytest.mark.slow
 def test_regression_edge_cases_never_collapse_to_a_point_mass() -> None:
     for case in regression_edge_cases():
         for seed, data in enumerate((case.data, case.data_prime)):

@@ -34,6 +34,7 @@ def shared_url(request: Any, tmp_path: Path) -> Iterator[str]:
         pass
 
 
+@pytest.mark.slow
 def test_processes_on_one_database_share_the_ledger(shared_url: str, tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

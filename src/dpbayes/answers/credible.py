@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes import display
 from dpbayes.answers.blue import BLUE
 from dpbayes.answers.error_distribution import LaplaceSum
 from dpbayes.privacy.validation import check_finite, check_positive, check_probability
@@ -187,3 +188,16 @@ class Posterior:
             f"Posterior(estimate={self.estimate:.6g}, std={math.sqrt(self.variance):.4g}, "
             f"support={self.support!r}, error={self.error!r})"
         )
+
+    def _display(self) -> tuple[str, list[tuple[str, str]]]:
+        lo, hi = self.interval(0.95)
+        return "Posterior of a query answer (from released answers, no new cost)", [
+            ("estimate", display.num(self.estimate, 6)),
+            ("sd", display.num(math.sqrt(self.variance))),
+            ("95% interval", display.interval(lo, hi, 6)),
+            ("support", self.support),
+            ("error", f"sum of {self.error.scales.size} Laplace terms ({self.error.method})"),
+        ]
+
+    def _repr_html_(self) -> str:
+        return display.html(self)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes import display
 from dpbayes.answers.blue import BLUE, History, NotEstimable
 from dpbayes.answers.credible import Posterior
 from dpbayes.answers.error_distribution import LaplaceSum
@@ -81,6 +82,33 @@ class Answer:
     @property
     def answered(self) -> bool:
         return self.status != "refused"
+
+    def _display(self) -> tuple[str, list[tuple[str, str]]]:
+        rows: list[tuple[str, str]] = [("query", self.query), ("status", self.status)]
+        if self.answered and self.estimate is not None:
+            rows.append(("estimate", display.num(self.estimate, 6)))
+        if self.interval is not None:
+            rows.append((f"{self.level:g} interval", display.interval(*self.interval, 6)))
+        if self.confidence is not None:
+            rows.append((f"P(|error| <= {display.num(self.half_width)})", f"{self.confidence:.4f}"))
+        rows.append(("epsilon spent", display.num(self.epsilon, 6)))
+        if self.guarantee is not None:
+            rows.append(("guarantee", self.guarantee.describe()))
+        if self.reason:
+            rows.append(("reason", self.reason))
+        return "Answer", rows
+
+    def __repr__(self) -> str:
+        est = "" if self.estimate is None else f", estimate={self.estimate:.6g}"
+        iv = "" if self.interval is None else f", interval={display.interval(*self.interval, 6)}"
+        why = f", reason={self.reason!r}" if self.reason else ""
+        return (
+            f"Answer({self.query!r}, status={self.status!r}{est}{iv}, "
+            f"epsilon={self.epsilon:.6g}{why})"
+        )
+
+    def _repr_html_(self) -> str:
+        return display.html(self)
 
 
 @dataclass(frozen=True)

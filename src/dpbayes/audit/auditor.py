@@ -46,6 +46,7 @@ from dpbayes.audit.exact import (
 )
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_delta, check_epsilon, check_int, check_probability
+from dpbayes.progress import Progress
 
 __all__ = ["AuditResult", "NeighbourPair", "PairAudit", "as_vector", "audit"]
 
@@ -167,6 +168,17 @@ def _draw(
     return out
 
 
+def _counting(mechanism: Callable[..., Any], bar: Progress) -> Callable[..., Any]:
+    """``mechanism``, reporting every output it makes to the progress ``bar``."""
+
+    def run(data: Any, gen: np.random.Generator, *size: int) -> Any:
+        out = mechanism(data, gen, *size)
+        bar.update(size[0] if size else 1)
+        return out
+
+    return run
+
+
 def _pairs(pairs: Iterable[Any]) -> list[NeighbourPair]:
     out: list[NeighbourPair] = []
     for i, p in enumerate(pairs):
@@ -255,23 +267,27 @@ def audit(
     t0 = time.perf_counter()
 
     exact, exact_pair, dists = None, None, None
-    if dist_fn is not None:
-        exact, exact_pair, dists = _exact(dist_fn, plist, dlt)
-        alpha_sel = (1.0 - conf) / (2.0 * tests)
-        power = [
-            expected_lower_bound(dx, dy, samples, alpha=alpha_sel, delta=dlt) for dx, dy in dists
-        ]
-        order = sorted(range(len(plist)), key=lambda i: -power[i])[:keep]
-        chosen = _exact_events(
-            mechanism, plist, order, dists, samples, gen, stat, batch, alpha_sel, dlt, tests
-        )
-    else:
-        if len(plist) > keep:
-            search = max(500, samples // 5)
-            finalists = _pilot(mechanism, plist, keep, search, gen, stat, batch, dlt)
+    search = max(500, samples // 5) if dist_fn is None and len(plist) > keep else 0
+    total = 2 * (samples * min(keep, len(plist)) + search * len(plist))
+    with Progress(total, "audit", unit="output") as bar:
+        run = _counting(mechanism, bar)
+        if dist_fn is not None:
+            exact, exact_pair, dists = _exact(dist_fn, plist, dlt)
+            alpha_sel = (1.0 - conf) / (2.0 * tests)
+            power = [
+                expected_lower_bound(dx, dy, samples, alpha=alpha_sel, delta=dlt)
+                for dx, dy in dists
+            ]
+            order = sorted(range(len(plist)), key=lambda i: -power[i])[:keep]
+            chosen = _exact_events(
+                run, plist, order, dists, samples, gen, stat, batch, alpha_sel, dlt, tests
+            )
         else:
-            finalists = plist
-        chosen = _split_events(mechanism, finalists, samples, gen, stat, batch, dlt, tests)
+            if search:
+                finalists = _pilot(run, plist, keep, search, gen, stat, batch, dlt)
+            else:
+                finalists = plist
+            chosen = _split_events(run, finalists, samples, gen, stat, batch, dlt, tests)
     alpha = (1.0 - conf) / (2.0 * len(chosen))
     measured: list[PairAudit] = []
     for score, label, direction, description, k_num, k_den, m in chosen:

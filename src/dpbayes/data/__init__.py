@@ -21,8 +21,9 @@ from dpbayes.data.datasets import (
 from dpbayes.data.readers import as_source, open_table
 from dpbayes.data.source import KINDS, ArraySource, Source
 from dpbayes.data.spark import SparkTable
-from dpbayes.data.sql import ColumnSource, DuckDBTable, SQLTable, Table
+from dpbayes.data.sql import ColumnSource, DuckDBTable, SQLTable
 from dpbayes.data.sqlalchemy_table import SQLAlchemyTable
+from dpbayes.data.table import Table
 
 __all__ = [
     "BUNDLED_DESCRIPTION",

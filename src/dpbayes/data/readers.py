@@ -22,7 +22,7 @@ import numpy as np
 from dpbayes.data.contributions import bound_contributions
 from dpbayes.data.source import ArraySource, Source
 from dpbayes.data.spark import SparkTable, is_spark_dataframe
-from dpbayes.data.sql import ColumnSource, DuckDBTable, SQLTable, Table, _one_line
+from dpbayes.data.sql import ColumnSource, DuckDBTable, SQLTable, _one_line
 from dpbayes.data.sqlalchemy_table import SQLAlchemyTable, is_database_url
 
 __all__ = ["CSV_SUFFIXES", "PARQUET_SUFFIXES", "as_source", "open_table"]
@@ -65,7 +65,9 @@ def _is_pandas(data: Any, kind: str) -> bool:
 
 
 def _is_table_like(data: Any) -> bool:
-    if _is_pandas(data, "DataFrame") or isinstance(data, SQLTable | Table | str | os.PathLike):
+    if _is_pandas(data, "DataFrame") or isinstance(data, SQLTable | str | os.PathLike):
+        return True
+    if isinstance(getattr(data, "backend", None), SQLTable):  # a dpbayes.data.Table
         return True
     if is_spark_dataframe(data) or _module_of(data) == "sqlalchemy":
         return True
@@ -148,8 +150,9 @@ def _open_table(data: Any, name: str | None, *, table: str | None, schema: str |
         raise TypeError(
             f"table and schema apply to a database URL or engine, not {type(data).__name__}"
         )
-    if isinstance(data, Table):
-        return data.backend
+    backend = getattr(data, "backend", None)  # a dpbayes.data.Table (front of an SQLTable)
+    if isinstance(backend, SQLTable):
+        return backend
     if isinstance(data, SQLTable):
         table_ = data
     elif is_database:
@@ -199,7 +202,7 @@ def as_source(
     data:
         A list, tuple, 1-d numpy array or pandas Series (``column`` must be None); a
         pandas or polars DataFrame, Arrow table, DuckDB relation,
-        :class:`~dpbayes.data.sql.Table`, or a path to a CSV (``.csv``, ``.csv.gz``,
+        :class:`~dpbayes.data.table.Table`, or a path to a CSV (``.csv``, ``.csv.gz``,
         ``.tsv``; with a header row; empty, ``NA`` and ``NULL`` fields are NULL) or
         Parquet (``.parquet``) file (``column`` required); a database URL
         (``"postgresql://user:password@host/db"``) or SQLAlchemy engine with ``table``;

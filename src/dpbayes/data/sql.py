@@ -26,7 +26,7 @@ from typing import Any
 from dpbayes.data.exact import combine_scaled_sums, scaled_parts_sql
 from dpbayes.data.source import Source, check_bounds
 
-__all__ = ["ColumnSource", "DuckDBTable", "SQLTable", "Table"]
+__all__ = ["ColumnSource", "DuckDBTable", "SQLTable"]
 
 
 def _python_scalar(v: Any) -> Any:
@@ -366,73 +366,5 @@ class ColumnSource(Source):
         return self.table.columns
 
     def value_counts_joint(self, columns: list[str], *, dropna: bool = True) -> dict[tuple, int]:
-        """Contingency table of ``columns`` of the same table (see :class:`Table`)."""
+        """Contingency table of ``columns`` of the same table (``Table.value_counts_joint``)."""
         return self.table.value_counts_joint(columns, dropna=dropna)
-
-
-class Table:
-    """A table (CSV/Parquet path, pandas/polars/Arrow frame, DuckDB relation, database
-    URL with ``table=``, Spark DataFrame); ``options`` are :func:`open_table`'s
-    (``table``, ``schema``, ``user_column``, ``max_rows_per_user``).
-
-    ``Table(data).column(name)`` is the :class:`ColumnSource` that ``as_source(data,
-    column=name)`` gives; ``value_counts_joint(columns)`` (alias ``count_table``) is
-    the contingency table computed by GROUP BY in the engine.
-    """
-
-    def __init__(self, data: Any, *, name: str | None = None, **options: Any) -> None:
-        from dpbayes.data.readers import open_table
-
-        self.backend: SQLTable = (
-            data
-            if isinstance(data, SQLTable) and not options
-            else open_table(data, name, **options)
-        )
-        self.name = self.backend.name
-
-    @property
-    def columns(self) -> list[str]:
-        """The column names, in table order."""
-        return self.backend.columns
-
-    @property
-    def rows_per_user_bound(self) -> int | None:
-        """At most this many rows per user (None: rows are not bounded per user)."""
-        return self.backend.rows_per_user_bound
-
-    def bound_contributions(self, user_column: str, max_rows_per_user: int) -> Table:
-        """This table with at most ``max_rows_per_user`` rows per user, chosen in the engine.
-
-        See :func:`~dpbayes.data.contributions.bound_contributions`.
-        """
-        from dpbayes.data.contributions import bound_contributions
-
-        return Table(bound_contributions(self.backend, user_column, max_rows_per_user))
-
-    def materialize(self) -> Table:
-        """This table computed once by its engine (DuckDB temporary table, cached Spark
-        DataFrame); statistics then read the stored rows. See ``DuckDBTable.materialize``."""
-        mat = getattr(self.backend, "materialize", None)
-        if mat is None:
-            raise TypeError(f"{type(self.backend).__name__} tables cannot be materialized")
-        return Table(mat())
-
-    def column(self, name: str) -> ColumnSource:
-        """The source for one column."""
-        return ColumnSource(self.backend, name)
-
-    def n(self) -> int:
-        """Number of rows."""
-        return self.backend.n()
-
-    def value_counts_joint(self, columns: list[str], *, dropna: bool = True) -> dict[tuple, int]:
-        """Contingency table: tuple of values of ``columns`` -> count (GROUP BY).
-
-        Rows with a NULL in any of ``columns`` are left out unless ``dropna=False``.
-        """
-        return self.backend.value_counts_joint(columns, dropna=dropna)
-
-    count_table = value_counts_joint
-
-    def __repr__(self) -> str:
-        return f"<Table {self.name} columns={self.columns}>"

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes.progress import Progress
+
 NAME = "audit"
 DESCRIPTION = "empirical privacy audit: claimed eps vs. a 95% lower bound, every mechanism"
 
@@ -287,7 +289,8 @@ def run(out_dir: Path, *, small: bool = False, seed: int = 0) -> list[Path]:
     max_pairs = 2 if small else 4
     csv_path = out / "audit.csv"
     rows: list[dict[str, Any]] = []
-    with csv_path.open("w", newline="") as fh:  # rows are written as they are measured
+    bar = Progress(0, "audit experiment", unit="audit")
+    with csv_path.open("w", newline="") as fh, bar:  # rows are written as they are measured
         w = csv.DictWriter(fh, fieldnames=FIELDS)
         w.writeheader()
 
@@ -296,6 +299,7 @@ def run(out_dir: Path, *, small: bool = False, seed: int = 0) -> list[Path]:
                 w.writerow(r)
                 fh.flush()
                 rows.append(r)
+                bar.update(1)
 
         emit(_privacy_rows(samples, seed))
         emit(_program_rows(samples, seed, small))

@@ -29,6 +29,7 @@ from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
 from dpbayes.models.statistics import CountStatistics, SumStatistics
 from dpbayes.privacy import Neighbours
 from dpbayes.privacy.noise import noise_source
+from dpbayes.progress import Progress
 from dpbayes.release.expmech import plan_expmech_coin
 from dpbayes.release.input import plan_input_coin
 from dpbayes.release.noise_aware import noise_aware_posterior
@@ -149,11 +150,13 @@ def run(out_dir: Path | str, *, small: bool = False, seed: int = 0) -> list[Path
     cov_rows: list[dict[str, Any]] = []
     rank_rows: list[dict[str, Any]] = []
     all_u: dict[tuple[str, float], dict[str, np.ndarray]] = {}
+    bar = Progress(len(SETTINGS) * len(EPSILONS), "calibration experiment", unit="setting")
     for mi, (mech, setting) in enumerate(SETTINGS.items()):
         n = setting.n_small if small else setting.n_full
         for ei, eps in enumerate(EPSILONS):
             u = pit_values(mech, eps, reps, n=n, seed=seed * 1000 + mi * 10 + ei)
             all_u[(mech, eps)] = u
+            bar.update(1)
             for kind in KINDS:
                 for level in LEVELS:
                     c = coverage(u[kind], level)
@@ -180,6 +183,7 @@ def run(out_dir: Path | str, *, small: bool = False, seed: int = 0) -> list[Path
                             "count": int(count),
                         }
                     )
+    bar.close()
     paths = [out / "calibration_coverage.csv", out / "calibration_ranks.csv"]
     for path, rows in zip(paths, (cov_rows, rank_rows), strict=True):
         with path.open("w", newline="") as fh:

@@ -28,6 +28,7 @@ from dpbayes.models import BetaBernoulli, CountStatistics
 from dpbayes.models.divergence import hellinger_beta
 from dpbayes.privacy import Neighbours
 from dpbayes.privacy.noise import noise_source
+from dpbayes.progress import Progress
 from dpbayes.release.candidates import coin_scores, coin_smooth_sensitivity
 from dpbayes.release.expmech import plan_expmech_coin, select_candidate
 from dpbayes.release.parameters import plan_counts
@@ -183,10 +184,12 @@ def run(out_dir: Path, *, small: bool = False, seed: int = 0) -> list[Path]:
     all_runs: dict[tuple[int, float, str], np.ndarray] = {}
     run_rows: list[dict[str, Any]] = []
     summary: list[dict[str, Any]] = []
+    bar = Progress(len(ns) * len(epss) * len(MECHANISMS), "expmech experiment", unit="setting")
     for n in ns:
         for eps in epss:
             for mech in MECHANISMS:
                 h = _runs(n, eps, mech, runs, gen)
+                bar.update(1)
                 all_runs[(n, eps, mech)] = h
                 run_rows.extend(
                     {"n": n, "epsilon": eps, "mechanism": mech, "run": i, "hellinger": float(v)}
@@ -206,6 +209,7 @@ def run(out_dir: Path, *, small: bool = False, seed: int = 0) -> list[Path]:
                         "mean_hellinger": float(np.mean(h)),
                     }
                 )
+    bar.close()
     paths = []
     for name, rows in (
         ("expmech_accuracy_runs.csv", run_rows),

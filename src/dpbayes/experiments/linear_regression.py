@@ -34,6 +34,7 @@ from dpbayes.experiments._paper004 import (
 )
 from dpbayes.models.linear_regression import BayesianLinearRegression
 from dpbayes.privacy.noise import noise_source
+from dpbayes.progress import Progress
 
 NAME = "linear-regression"
 DESCRIPTION = "paper 004 §5.2: private Bayesian linear regression MSE vs prior precision and eps"
@@ -198,10 +199,12 @@ def run(out_dir: Path, *, small: bool = False, seed: int = 0) -> list[Path]:
         sets["diabetes"] = db
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    for name, data in sets.items():
-        for rep in range(reps):
-            tr, te = split(len(data["y"]), 0.3, gen)
-            rows += _one_split(name, data, tr, te, rep, grid, seed, baseline)
+    with Progress(len(sets) * reps, "regression experiment", unit="split") as bar:
+        for name, data in sets.items():
+            for rep in range(reps):
+                tr, te = split(len(data["y"]), 0.3, gen)
+                rows += _one_split(name, data, tr, te, rep, grid, seed, baseline)
+                bar.update(1)
     for r in rows:
         r["weight_bound"] = WEIGHT_BOUND
         r["baseline_status"] = status

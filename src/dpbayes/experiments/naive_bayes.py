@@ -39,6 +39,7 @@ from dpbayes.experiments._paper004 import (
     write_csv,
 )
 from dpbayes.privacy.noise import noise_source
+from dpbayes.progress import Progress
 
 NAME = "naive-bayes"
 DESCRIPTION = "paper 004 §5.1: private naive Bayes accuracy vs eps, 4 mechanisms vs diffprivlib"
@@ -194,10 +195,12 @@ def run(out_dir: Path, *, small: bool = False, seed: int = 0) -> list[Path]:
     reps_syn, reps_real = (2, 1) if small else (100, 30)
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
+    bar = Progress(0, "naive-Bayes experiment", unit="split")
     for rep in range(reps_syn):
         data = synthetic(gen, 1300)
         idx = np.arange(1300)
         rows += _one_split("synthetic", data, idx[:300], idx[300:], rep, epsilons, seed, baseline)
+        bar.update(1)
     real = {"randhie": randhie(small)}
     bc = None if small else breast_cancer()
     if bc is not None:
@@ -206,6 +209,8 @@ def run(out_dir: Path, *, small: bool = False, seed: int = 0) -> list[Path]:
         for rep in range(reps_real):
             tr, te = split(len(data["y"]), 0.3, gen)
             rows += _one_split(name, data, tr, te, rep, epsilons, seed, baseline)
+            bar.update(1)
+    bar.close()
     for r in rows:
         r["baseline_status"] = status
     raw_path = write_csv(out / "naive_bayes_runs.csv", rows)

@@ -16,13 +16,45 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import special
 
+from dpbayes import display
 from dpbayes.models.distributions import Dirichlet
 from dpbayes.privacy.validation import check_int
 
 if TYPE_CHECKING:
     from dpbayes.models.bayes_net import BayesNet
 
-__all__ = ["BayesNetParameters", "BayesNetPosterior", "BayesNetStatistics"]
+__all__ = ["BayesNetParameters", "BayesNetPosterior", "BayesNetStatistics", "cpt_summary"]
+
+
+def cpt_summary(model: BayesNet, node_posterior: Any, level: float) -> Any:
+    """A tidy DataFrame of every CPT entry: node, parents (``"p1=v1, p2=v2"``), value,
+    posterior mean, sd and the central interval of probability ``level``;
+    ``node_posterior(name, parent_values)`` gives the row's posterior."""
+    import pandas as pd
+
+    records = []
+    for v in model.nodes:
+        ps = model.parents[v]
+        for combo in np.ndindex(*[model.cardinality(p) for p in ps]):
+            vals = tuple(model.variables[p][i] for p, i in zip(ps, combo, strict=True))
+            post = node_posterior(v, vals)
+            mean, sd, iv = post.mean(), post.std(), np.asarray(post.interval(level))
+            given = ", ".join(f"{p}={x}" for p, x in zip(ps, vals, strict=True))
+            for j, value in enumerate(model.variables[v]):
+                records.append((v, given, value, mean[j], sd[j], iv[j, 0], iv[j, 1]))
+    return pd.DataFrame.from_records(
+        records, columns=["node", "given", "value", "mean", "sd", "lower", "upper"]
+    )
+
+
+def bayes_net_rows(model: BayesNet) -> list[tuple[str, str]]:
+    """Display rows naming a network's nodes and edges."""
+    edges = [f"{p}->{v}" for v in model.nodes for p in model.parents[v]]
+    return [
+        ("nodes", ", ".join(f"{v} ({model.cardinality(v)})" for v in model.nodes)),
+        ("edges", ", ".join(edges) if edges else "none"),
+        ("CPT rows", str(sum(int(np.prod(model.table_shape(v)[:-1])) for v in model.nodes))),
+    ]
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,7 +149,7 @@ class BayesNetParameters:
 
 
 class BayesNetPosterior:
-    """Product of Dirichlet(alphas[node][parent configuration]) over every CPT row."""
+    """Product of ``Dirichlet(alphas[node][parent configuration])`` over every CPT row."""
 
     def __init__(self, model: BayesNet, alphas: Mapping[str, Any]) -> None:
         self.model = model
@@ -172,6 +204,22 @@ class BayesNetPosterior:
             "family": "bayes-net-dirichlet",
             "alphas": {k: v.tolist() for k, v in self.alphas.items()},
         }
+
+    def summary(self, level: float = 0.95) -> Any:
+        """Every CPT entry's posterior mean, sd and central interval (:func:`cpt_summary`)."""
+        return cpt_summary(self.model, self.node, level)
+
+    def _display(self) -> tuple[str, list[tuple[str, str]]]:
+        return "BayesNetPosterior (product of Dirichlets)", [
+            *bayes_net_rows(self.model),
+            ("table", ".summary() for every CPT entry"),
+        ]
+
+    def __repr__(self) -> str:
+        return display.text(self)
+
+    def _repr_html_(self) -> str:
+        return display.html(self)
 
 
 def _target(model: BayesNet, target: str | None) -> str:

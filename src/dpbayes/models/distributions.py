@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
+from dpbayes.display import PosteriorDisplay, num, nums
 from dpbayes.privacy.validation import (
     check_array,
     check_finite,
@@ -87,10 +88,17 @@ def _beta_hdi(a: float, b: float, level: float) -> tuple[float, float]:
     return float(dist.ppf(p)), float(dist.isf(tail - p))
 
 
-class Distribution(ABC):
-    """Common behaviour of the distributions (JSON round trip, scipy delegation)."""
+class Distribution(PosteriorDisplay, ABC):
+    """Common behaviour of the distributions (JSON round trip, scipy delegation, display)."""
 
     family: ClassVar[str]
+
+    def _display_title(self) -> str:
+        parts = [
+            f"{k}={nums(v) if isinstance(v, np.ndarray) else num(v, 6)}"
+            for k, v in self.params.items()
+        ]
+        return f"{type(self).__name__}({', '.join(parts)})"
 
     @property
     @abstractmethod

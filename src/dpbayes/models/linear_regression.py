@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes.display import PosteriorDisplay
 from dpbayes.privacy.validation import check_array, check_int, check_positive
 
 __all__ = ["BayesianLinearRegression", "MultivariateNormal", "RegressionStatistics"]
 
 
-@dataclass(frozen=True, eq=False)
-class MultivariateNormal:
+@dataclass(frozen=True, eq=False, repr=False)
+class MultivariateNormal(PosteriorDisplay):
     """N(mean, cov) on R^d; scipy.stats-like methods."""
 
     mean_: np.ndarray

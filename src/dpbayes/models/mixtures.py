@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
+from dpbayes.display import PosteriorDisplay
 from dpbayes.privacy.validation import check_array, check_int, check_probability
 
 __all__ = [
@@ -74,8 +75,8 @@ def log_convolve(la: np.ndarray, lb: np.ndarray, size: int | None = None) -> np.
     return out
 
 
-@dataclass(frozen=True, eq=False)
-class BetaMixture:
+@dataclass(frozen=True, eq=False, repr=False)
+class BetaMixture(PosteriorDisplay):
     """sum_k w_k Beta(a_k, b_k) on [0, 1]; weights >= 0 summing to 1, a_k, b_k > 0.
 
     Components with weight below 1e-16 are dropped (they change no printed digit).
@@ -115,6 +116,9 @@ class BetaMixture:
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, **{k: v.tolist() for k, v in self.params.items()}}
+
+    def _display_title(self) -> str:
+        return f"{type(self).__name__}({self.weights.size} Beta components)"
 
     def mean(self) -> float:
         return float(np.sum(self.weights * self.a / (self.a + self.b)))
@@ -263,7 +267,7 @@ def _ladder(w: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[Any, ...] | No
     return a0, b0, j, log_c, np.maximum(tail, 0.0), dense
 
 
-class _DirichletMarginals(ABC):
+class _DirichletMarginals(PosteriorDisplay, ABC):
     """Mean, variance and intervals of a Dirichlet mixture from its Beta-mixture marginals."""
 
     m: int
@@ -288,7 +292,7 @@ class _DirichletMarginals(ABC):
         return np.array([self.marginal(i).interval(level) for i in range(self.m)])
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class DirichletMixture(_DirichletMarginals):
     """sum_k w_k Dir(alpha_k) with explicit components (rows of ``alphas``, shape (K, m))."""
 
@@ -348,7 +352,7 @@ class DirichletMixture(_DirichletMarginals):
         return draws[0] if size is None else draws
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class SeparableDirichletMixture(_DirichletMarginals):
     """sum over count vectors c >= 0 with sum n of w(c) Dir(alpha + c), w(c) = prod_j h_j(c_j).
 
@@ -469,8 +473,8 @@ class SeparableDirichletMixture(_DirichletMarginals):
         return draws[0] if size is None else draws
 
 
-@dataclass(frozen=True, eq=False)
-class GridDistribution:
+@dataclass(frozen=True, eq=False, repr=False)
+class GridDistribution(PosteriorDisplay):
     """A 1-d density tabulated on an increasing grid (piecewise linear, trapezoid rule).
 
     ``log_density`` may be unnormalised; the density is zero outside the grid.

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes import display
 from dpbayes.nonparametric import kernels
 from dpbayes.nonparametric.diagnostics import check_convergence, diagnose
 from dpbayes.privacy import Guarantee
@@ -365,3 +366,18 @@ class DPMixtureFit:
             f"DPMixtureFit(n={self.n}, chains={self.chains}, draws={self.draws}, "
             f"mean={self.mean():.4g}, {g})"
         )
+
+    def _display(self) -> tuple[str, list[tuple[str, str]]]:
+        lo, hi = np.quantile(self.mean_draws(), [0.025, 0.975])
+        g = self.guarantee.describe() if self.guarantee is not None else "no guarantee"
+        return "DPMixtureFit (Dirichlet-process mixture on locally private data)", [
+            ("observations", str(self.n)),
+            ("MCMC", f"{self.chains} chains x {self.draws} draws, {self.seconds:.1f} s"),
+            ("mean", f"{self.mean():.4g}, 95% interval {display.interval(lo, hi)}"),
+            ("clusters", f"{np.mean(self.n_clusters):.1f} on average"),
+            ("guarantee", g),
+            ("table", ".summary() for the functionals; .to_inference_data() for ArviZ"),
+        ]
+
+    def _repr_html_(self) -> str:
+        return display.html(self)

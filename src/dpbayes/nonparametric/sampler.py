@@ -23,7 +23,6 @@ All randomness comes from the chain's numpy Generator obtained from
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -44,6 +43,7 @@ from dpbayes.nonparametric.moves import MixtureLikelihood, marginal_block
 from dpbayes.nonparametric.privatize import PrivatizedColumn
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_array, check_finite, check_int, check_positive
+from dpbayes.progress import Progress
 
 __all__ = ["DEFAULT_ALPHA_PRIOR", "ChainState", "DPMixture", "SortedData"]
 
@@ -232,7 +232,8 @@ class DPMixture:
         ``z``: 1-d array of privatised values or a :class:`PrivatizedColumn` (its
         mechanism must equal this model's). ``warmup`` defaults to ``draws // 2``.
         ``rng``: None (sampler seeded from the OS) or an int / Generator (reproducible).
-        ``progress``: tqdm bar on stderr; None shows it for long runs on a terminal.
+        ``progress``: a bar on stderr (:class:`dpbayes.progress.Progress`); None shows it
+        on a terminal once the run has taken a second (``dpbayes.progress.set_progress``).
         With ``diagnostics`` (default) R-hat and ESS of the functionals are computed
         and a :class:`ConvergenceWarning` is issued when they look bad.
         """
@@ -248,13 +249,7 @@ class DPMixture:
         data = self.prepare(values)
         n = data.z.shape[0]
         sweeps = warmup + draws * thin
-        if progress is None:
-            progress = chains * sweeps * n > 3e7 and sys.stderr.isatty()
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=chains * sweeps, desc="DPMixture Gibbs", unit="sweep", leave=False)
+        bar = Progress(chains * sweeps, "DPMixture Gibbs", unit="sweep", show=progress)
         out_atoms: list[list[np.ndarray]] = []
         out_weights: list[list[np.ndarray]] = []
         out_k = np.zeros((chains, draws), dtype=np.int64)
@@ -276,7 +271,7 @@ class DPMixture:
                         out_base[:, c, d] = state.mu, state.sigma
                         kept_counts.append(state.counts)
                         kept_phi.append(state.phi)
-                    if bar is not None and s % 10 == 9:
+                    if s % 10 == 9:
                         bar.update(10)
                 atoms_c, weights_c = self.draw_p_many(
                     kept_counts, kept_phi, out_alpha[c], out_base[:, c], gen_p
@@ -284,8 +279,7 @@ class DPMixture:
                 out_atoms.append(atoms_c)
                 out_weights.append(weights_c)
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
         seconds = time.perf_counter() - t0
         return DPMixtureFit.from_draws(
             out_atoms,

@@ -54,6 +54,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dpbayes import display
+from dpbayes.display import num
 from dpbayes.privacy.guarantee import Guarantee
 from dpbayes.privacy.validation import check_delta, check_epsilon
 
@@ -446,3 +448,58 @@ class Accountant:
             "path": str(self._path) if self._path else None,
             "simulation": self._simulation,
         }
+
+    def spends_frame(self) -> Any:
+        """The ledger as a pandas DataFrame, one row per spend (epsilon, delta, label,
+        scope, time as a UTC timestamp)."""
+        import pandas as pd
+
+        rows = [
+            {
+                "epsilon": s.epsilon,
+                "delta": s.delta,
+                "label": s.label,
+                "scope": ", ".join(s.scope) if s.scope is not None else None,
+                "time": pd.Timestamp(s.time, unit="s", tz="UTC") if s.time else pd.NaT,
+            }
+            for s in self.spends
+        ]
+        return pd.DataFrame(rows, columns=["epsilon", "delta", "label", "scope", "time"])
+
+    def _display(self) -> tuple[str, list[tuple[str, str]]]:
+        (te, td), (se, sd), (re_, rd) = self.total, self.spent, self.remaining
+
+        def pair(e: float, d: float) -> str:
+            return f"eps {num(e, 6)}" + (f", delta {num(d, 3)}" if td > 0 else "")
+
+        rows = [
+            ("total", pair(te, td)),
+            ("spent", pair(se, sd) + f" in {len(self._spends)} spend(s)"),
+            ("remaining", pair(re_, rd)),
+        ]
+        if self._path is not None:
+            rows.append(("ledger", str(self._path)))
+        last = self._spends[-3:]
+        if last:
+            rows.append(
+                (
+                    "last spends",
+                    "; ".join(f"{s.label or '-'} (eps {num(s.epsilon, 4)})" for s in last),
+                )
+            )
+        if self._simulation:
+            rows.append(("simulation", "yes: takes only seeded (simulation) releases"))
+        return f"Accountant(remaining eps {num(re_, 6)} of {num(te, 6)})", rows
+
+    def __repr__(self) -> str:
+        (te, td), (re_, rd) = self.total, self.remaining
+        extra = f", delta {num(rd, 3)} of {num(td, 3)}" if td > 0 else ""
+        where = f", ledger {self._path}" if self._path is not None else ""
+        sim = ", simulation" if self._simulation else ""
+        return (
+            f"Accountant(remaining eps {num(re_, 6)} of {num(te, 6)}{extra}, "
+            f"{len(self._spends)} spend(s){where}{sim})"
+        )
+
+    def _repr_html_(self) -> str:
+        return display.html(self)

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from dpbayes import display
+from dpbayes.display import num
 from dpbayes.privacy.validation import check_delta, check_finite, check_positive
 
 __all__ = ["Guarantee", "Neighbours", "PrivacyLeakWarning", "compose_sequential", "user_level"]
@@ -164,6 +166,28 @@ class Guarantee:
             f"{head}, {rel}, mechanism {self.mechanism}, "
             f"{self.sensitivity_norm} sensitivity {self.sensitivity:.6g}{sim}{leak_text}"
         )
+
+    def _display(self) -> tuple[str, list[tuple[str, str]]]:
+        rows = [
+            ("epsilon", num(self.epsilon, 6)),
+            ("delta", num(self.delta, 3)),
+            ("neighbours", str(self.details.get("neighbouring_relation", self.neighbours.value))),
+            ("mechanism", self.mechanism),
+            ("sensitivity", f"{num(self.sensitivity, 6)} ({self.sensitivity_norm})"),
+        ]
+        if not self.private:
+            rows.append(("private", "NO: not differentially private"))
+        if self.simulation:
+            rows.append(("simulation", "yes: seeded noise, not for publication"))
+        if self.details.get("not_protected"):
+            rows.append(("not protected", str(self.details["not_protected"])))
+        return f"Guarantee({self.describe()})", rows
+
+    def __repr__(self) -> str:
+        return f"Guarantee({self.describe()})"
+
+    def _repr_html_(self) -> str:
+        return display.html(self)
 
 
 def compose_sequential(

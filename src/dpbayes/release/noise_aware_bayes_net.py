@@ -84,15 +84,22 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from dpbayes import display
 from dpbayes.models.bayes_net import BayesNet
-from dpbayes.models.bayes_net_posterior import BayesNetParameters
+from dpbayes.models.bayes_net_posterior import BayesNetParameters, bayes_net_rows, cpt_summary
 from dpbayes.models.mixtures import DirichletMixture, SeparableDirichletMixture
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int
+from dpbayes.progress import Progress
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware import count_posterior, register_noise_aware
 from dpbayes.release.noise_aware_bayes_net_jit import run_sweeps, trim_mass_table
-from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose
+from dpbayes.release.noise_aware_mcmc import (
+    Diagnostics,
+    diagnose,
+    diagnostics_rows,
+    inference_data,
+)
 
 __all__ = [
     "DEFAULT_SWEEPS",
@@ -176,6 +183,48 @@ class BayesNetNoiseAwarePosterior:
                 res[idx] = self.node(v, vals).interval(level)
             out[v] = res
         return out
+
+    def summary(self, level: float = 0.95) -> Any:
+        """Every CPT entry's posterior mean, sd and central interval (a DataFrame)."""
+        return cpt_summary(self.model, self.node, level)
+
+    def to_inference_data(self) -> Any:
+        """ArviZ ``InferenceData`` of the MCMC: per node, the draws of the true family
+        counts (``counts_<node>``) and the CPT's conditional posterior mean given them
+        (``cpt_<node>``, the Rao-Blackwellised estimate), dims (chain, draw, *table)."""
+        if self.diagnostics is None:
+            raise ValueError(
+                "this posterior is exact (method 'exact'): it has no MCMC draws; "
+                "use summary() or node(...)"
+            )
+        post: dict[str, np.ndarray] = {}
+        dims: dict[str, list[str]] = {}
+        for v in self.model.nodes:
+            counts = self._draws[v]
+            a = self.model.alpha + counts
+            post[f"counts_{v}"] = counts
+            post[f"cpt_{v}"] = a / a.sum(axis=-1, keepdims=True)
+            dims[f"counts_{v}"] = dims[f"cpt_{v}"] = [*self.model.parents[v], v]
+        return inference_data(
+            post,
+            self.diagnostics,
+            dims=dims,
+            coords={v: list(vals) for v, vals in self.model.variables.items()},
+            attrs={"model": "noise-aware posterior of a Bayesian-network release"},
+        )
+
+    def _display(self) -> tuple[str, list[tuple[str, str]]]:
+        rows = [*bayes_net_rows(self.model), ("method", self.method)]
+        if self.diagnostics is not None:
+            rows += diagnostics_rows(self.diagnostics)
+        rows.append(("table", ".summary() for every CPT entry"))
+        return "BayesNetNoiseAwarePosterior", rows
+
+    def __repr__(self) -> str:
+        return display.text(self)
+
+    def _repr_html_(self) -> str:
+        return display.html(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -627,6 +676,7 @@ def _gibbs(
     burn = sweeps // 2
     chunk = max(1, 2_000_000 // (m * (3 * pair_moves + (5 + slices) * relabel)))
     s0 = 0
+    bar = Progress(m * sweeps, "noise-aware Bayes-net MCMC", unit="sweep")
     while s0 < sweeps:
         # burn-in: chunks of ADAPT sweeps, then the relabelling widths are tuned; the kept
         # half runs with fixed widths (a fixed, valid MH kernel)
@@ -674,7 +724,9 @@ def _gibbs(
             widths = np.clip(np.round(widths * grow), 1, n).astype(np.int64)
             tried[:] = 0
             accepted[:] = 0
+        bar.update(m * (s1 - s0))
         s0 = s1
+    bar.close()
 
     return out
 

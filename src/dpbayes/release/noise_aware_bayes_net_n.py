@@ -35,6 +35,7 @@ from scipy import special
 from dpbayes.models.bayes_net import BayesNet
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int
+from dpbayes.progress import Progress
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware_bayes_net_jit import resize_moves, run_sweeps
 from dpbayes.release.noise_aware_private_n import NPrior
@@ -265,6 +266,7 @@ def _gibbs_free_n(
     inv_scale = 1.0 / scale
     s0 = 0
     since = 0
+    bar = Progress(m * sweeps, "noise-aware Bayes-net MCMC (n private)", unit="sweep")
     while s0 < sweeps:
         s1 = min(s0 + CHUNK, sweeps)
         run_sweeps(
@@ -338,5 +340,7 @@ def _gibbs_free_n(
             r_tried[:] = 0
             r_acc[:] = 0
             since = 0
+        bar.update(m * (s1 - s0))
         s0 = s1
+    bar.close()
     return out, n_out

@@ -17,7 +17,18 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-__all__ = ["ESS_MIN", "RHAT_MAX", "Diagnostics", "diagnose", "ess", "split_rhat"]
+from dpbayes import display
+
+__all__ = [
+    "ESS_MIN",
+    "RHAT_MAX",
+    "Diagnostics",
+    "diagnose",
+    "diagnostics_rows",
+    "ess",
+    "inference_data",
+    "split_rhat",
+]
 
 RHAT_MAX = 1.01
 ESS_MIN = 400.0  # Vehtari et al. 2021: R-hat <= 1.01 and ESS >= 400 (100 per chain)
@@ -98,6 +109,23 @@ class Diagnostics:
     def ok(self) -> bool:
         return self.max_rhat <= RHAT_MAX and self.min_ess >= ESS_MIN
 
+    def summary(self) -> Any:
+        """R-hat and ESS per monitored quantity (a pandas DataFrame indexed by name)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {"rhat": self.rhat, "ess": self.ess}, index=pd.Index(self.names, name="quantity")
+        )
+
+    def _display(self) -> tuple[str, list[tuple[str, str]]]:
+        return "Diagnostics", diagnostics_rows(self)
+
+    def __repr__(self) -> str:
+        return display.text(self)
+
+    def _repr_html_(self) -> str:
+        return display.html(self)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "chains": self.chains,
@@ -107,6 +135,46 @@ class Diagnostics:
             "rhat": dict(zip(self.names, self.rhat.tolist(), strict=True)),
             "ess": dict(zip(self.names, self.ess.tolist(), strict=True)),
         }
+
+
+def inference_data(
+    posterior: dict[str, np.ndarray],
+    diagnostics: Diagnostics,
+    *,
+    dims: dict[str, list[str]] | None = None,
+    coords: dict[str, Any] | None = None,
+    attrs: dict[str, Any] | None = None,
+) -> Any:
+    """ArviZ ``InferenceData`` of MCMC draws stored chain-major as (chains * draws, ...)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            import arviz
+    except ImportError:
+        raise ImportError(
+            "to_inference_data needs ArviZ: pip install 'dpbayes[nonparametric]' (or arviz)"
+        ) from None
+    shaped = {
+        k: np.asarray(v).reshape(diagnostics.chains, diagnostics.draws, *np.shape(v)[1:])
+        for k, v in posterior.items()
+    }
+    info = {
+        "max_rhat": diagnostics.max_rhat,
+        "min_ess": diagnostics.min_ess,
+        **(attrs or {}),
+    }
+    return arviz.from_dict(posterior=shaped, dims=dims or {}, coords=coords or {}, attrs=info)
+
+
+def diagnostics_rows(d: Diagnostics) -> list[tuple[str, str]]:
+    """Display rows of MCMC diagnostics: chains x draws, worst R-hat and ESS, verdict."""
+    verdict = "ok" if d.ok else f"POOR MIXING (want R-hat <= {RHAT_MAX}, ESS >= {ESS_MIN:.0f})"
+    return [
+        ("MCMC", f"{d.chains} chains x {d.draws} draws, {len(d.names)} monitored quantities"),
+        ("max R-hat", f"{d.max_rhat:.4f}"),
+        ("min ESS", f"{d.min_ess:.0f}"),
+        ("mixing", verdict),
+    ]
 
 
 def diagnose(draws: np.ndarray, names: list[str], *, what: str) -> Diagnostics:

@@ -34,7 +34,7 @@ from numba import njit
 from dpbayes.models import NormalMean
 from dpbayes.models.mixtures import GridDistribution
 from dpbayes.release.base import Release
-from dpbayes.release.noise_aware_private_n import NPrior
+from dpbayes.release.noise_aware_private_n import NPrior, private_n_rows
 from dpbayes.release.noise_aware_private_n import n_prior as make_prior
 
 __all__ = ["NormalMeanPrivateNPosterior", "normal_mean_private_n_posterior"]
@@ -45,12 +45,15 @@ FINAL_GRID = 801
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class NormalMeanPrivateNPosterior(GridDistribution):
     """The grid posterior of mu, with the prior on n that was used and the omitted share."""
 
     n_prior: Any = None
     omitted_mass: float = 0.0
+
+    def _display_extra(self) -> list[tuple[str, str]]:
+        return private_n_rows(self.n_prior, self.omitted_mass)
 
 
 @njit(cache=True)

@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special, stats
 
+from dpbayes.display import PosteriorDisplay
 from dpbayes.privacy.validation import check_int, check_positive, check_probability
 from dpbayes.release.noise_aware_private_n_jit import (
     cdf_pdf,
@@ -84,6 +85,16 @@ class NPrior:
 
     def __repr__(self) -> str:
         return f"NPrior({self.description})"
+
+
+def private_n_rows(n_prior: NPrior | None, omitted_mass: float) -> list[tuple[str, str]]:
+    """Display rows of a posterior whose n is private: its prior on n and omitted share."""
+    rows = (
+        []
+        if n_prior is None
+        else [("prior on n", ", ".join(f"{k} {v}" for k, v in n_prior.description.items()))]
+    )
+    return [*rows, ("omitted mass", f"<= {omitted_mass:.2g}")]
 
 
 def n_prior(spec: Any = None) -> NPrior:
@@ -177,7 +188,7 @@ def count_window(
     return i0, np.ascontiguousarray(w[i0 : i1 + 1]), dropped / total
 
 
-class CountPairBetaMixture:
+class CountPairBetaMixture(PosteriorDisplay):
     """sum_{x, y} p(x) q(y) g(x + y) Beta(a + x, b + y), x = x0.., y = y0.. (exact).
 
     The posterior of one proportion after a count release with a private n (module
@@ -188,6 +199,9 @@ class CountPairBetaMixture:
     """
 
     family: ClassVar[str] = "count-pair-beta-mixture"
+
+    def _display_extra(self) -> list[tuple[str, str]]:
+        return private_n_rows(self.n_prior, self.omitted_mass)
 
     def __init__(
         self,
@@ -357,7 +371,7 @@ class CountPairBetaMixture:
         }
 
 
-class PrivateNDirichletMixture:
+class PrivateNDirichletMixture(PosteriorDisplay):
     """The posterior of Dir(alpha + c) over the true counts c with a private total.
 
     Weights g(N) prod_j p_j(c_j) over windows of every c_j (module docstring);
@@ -367,6 +381,9 @@ class PrivateNDirichletMixture:
     """
 
     family: ClassVar[str] = "private-n-dirichlet-mixture"
+
+    def _display_extra(self) -> list[tuple[str, str]]:
+        return private_n_rows(self.n_prior, self.omitted_mass)
 
     def __init__(
         self,

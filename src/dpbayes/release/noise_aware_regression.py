@@ -38,12 +38,19 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import optimize, special
 
+from dpbayes.display import PosteriorDisplay
 from dpbayes.models.linear_regression import BayesianLinearRegression
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_array, check_int, check_probability
+from dpbayes.progress import Progress
 from dpbayes.release.base import Release
 from dpbayes.release.noise_aware import register_noise_aware
-from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose
+from dpbayes.release.noise_aware_mcmc import (
+    Diagnostics,
+    diagnose,
+    diagnostics_rows,
+    inference_data,
+)
 from dpbayes.release.noise_aware_regression_jit import mh_steps, target_parts
 
 __all__ = ["RegressionNoiseAwarePosterior", "regression_noise_aware"]
@@ -51,8 +58,8 @@ __all__ = ["RegressionNoiseAwarePosterior", "regression_noise_aware"]
 ADAPT = 50  # burn-in steps between adaptations of the random walk
 
 
-@dataclass(frozen=True, eq=False)
-class RegressionNoiseAwarePosterior:
+@dataclass(frozen=True, eq=False, repr=False)
+class RegressionNoiseAwarePosterior(PosteriorDisplay):
     """sum_s N(means[s], covs[s]) / S over the kept draws of T; ``draws`` are w draws."""
 
     means: np.ndarray
@@ -61,6 +68,19 @@ class RegressionNoiseAwarePosterior:
     diagnostics: Diagnostics
     ball_mass: float
     family: ClassVar[str] = "regression-noise-aware"
+
+    def _display_extra(self) -> list[tuple[str, str]]:
+        return diagnostics_rows(self.diagnostics)
+
+    def to_inference_data(self) -> Any:
+        """ArviZ ``InferenceData`` of the MCMC: the draws of the weights ``w`` and the
+        conditional posterior means ``w_mean`` of every kept step, dims (chain, draw, coef)."""
+        return inference_data(
+            {"w": self.draws, "w_mean": self.means},
+            self.diagnostics,
+            dims={"w": ["coef"], "w_mean": ["coef"]},
+            attrs={"model": "noise-aware posterior of a linear-regression release"},
+        )
 
     def mean(self) -> np.ndarray:
         return np.asarray(self.means.mean(axis=0))
@@ -201,6 +221,7 @@ def regression_noise_aware(
     accepted = np.zeros(m, dtype=np.int64)
     empty = (np.empty((m, 0, d)), np.empty((m, 0, d, d)), np.empty((m, 0, d)), np.empty((m, 0)))
     step = 0
+    bar = Progress(m * its, "noise-aware regression MCMC", unit="step")
     while step < its:
         # burn-in in blocks of ADAPT steps, the random walk's nu tuned after each; the
         # kept half runs with nu fixed (a fixed, valid MH kernel)
@@ -237,6 +258,8 @@ def regression_noise_aware(
             nu = max(nu, d + 2.0)
         accepted[:] = 0
         step += size
+        bar.update(m * size)
+    bar.close()
     series = np.concatenate([keep_w, keep_ld[:, :, None]], axis=2)
     names = [f"w[{i}]" for i in range(d)] + ["log det X'X"]
     diag = diagnose(series, names, what="noise-aware linear-regression posterior")
