@@ -20,14 +20,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SLOW_PAGES = {"nonparametric.md"}  # a real DP-mixture fit (about 10 s)
 
 # block index -> what is missing (fix the README, then delete the entry)
-README_KNOWN_FAILURES = {
-    1: "PrivateNaiveBayes(...).fit(X, y): X and y are never defined",
-    2: "rel is the expmech release of block 1 there, which takes no n_prior",
-    4: "DPMixture example: x and grid are never defined",
-    6: "as_source(df, column='smoker'): the bundled frame has no smoker column",
-    7: "visits.parquet, a PostgreSQL server and a Spark session are never made",
-    8: "visits.parquet is never made; Accountant and BayesNet are not imported",
-}
+README_KNOWN_FAILURES: dict[int, str] = {}
 
 
 def python_blocks(page: Path) -> list[str]:

@@ -93,7 +93,7 @@ def bundled_table(name: str = "randhie", *, record_level: bool = False) -> Any:
     df = load_bundled(name)
     if record_level:
         return df
-    from dpbayes.data.sql import Table
+    from dpbayes.data.table import Table
 
     user, k = BUNDLED_PRIVACY_UNIT[_check_name(name)]
     return Table(df, user_column=user, max_rows_per_user=k)
