@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 from typing import Any
 
 from dpbayes.cli.common import add_json_argument, emit_json
@@ -15,6 +16,14 @@ def register(sub: Any) -> None:
     init.add_argument("file", help="ledger file to create (must not exist)")
     init.add_argument("--epsilon", type=float, required=True, help="total eps > 0")
     init.add_argument("--delta", type=float, default=0.0, help="total delta in [0, 1)")
+    init.add_argument(
+        "--composition",
+        choices=["basic", "pld", "rdp"],
+        default="basic",
+        help="how spends add up: basic (eps and delta add; the default), pld (optimal "
+        "composition of privacy-loss distributions, at the budget's delta) or rdp (Renyi; "
+        "needs --delta > 0)",
+    )
     add_json_argument(init, "the new ledger's summary")
     init.set_defaults(handler=run_init)
     show = bsub.add_parser("show", help="show a ledger's total, spent and remaining budget")
@@ -26,11 +35,14 @@ def register(sub: Any) -> None:
 def run_init(args: argparse.Namespace) -> int:
     from dpbayes.privacy import Accountant
 
-    acc = Accountant(args.epsilon, args.delta, path=args.file)
+    acc = Accountant(args.epsilon, args.delta, path=args.file, composition=args.composition)
     if args.json is not None:
         emit_json({"path": str(acc.path), **acc.summary()}, args.json)
         return 0
-    print(f"created {acc.path}: total eps {args.epsilon:g}, delta {args.delta:g}")
+    print(
+        f"created {acc.path}: total eps {args.epsilon:g}, delta {args.delta:g}, "
+        f"{args.composition} composition"
+    )
     return 0
 
 
@@ -50,6 +62,21 @@ def run_show(args: argparse.Namespace) -> int:
         f"spent:     eps {s['epsilon']:.6g}, delta {s['delta']:.3g} in {summary['spends']} spend(s)"
     )
     print(f"remaining: eps {r['epsilon']:.6g}, delta {r['delta']:.3g}")
+    print(f"composition: {summary['composition']}")
     for sp in acc.spends:
-        print(f"  eps {sp.epsilon:.6g}  delta {sp.delta:.3g}  {sp.label}")
+        when = (
+            datetime.fromtimestamp(sp.time, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+            if sp.time
+            else "-"
+        )
+        facts = "  ".join(
+            x
+            for x in (
+                sp.label or "-",
+                f"unit: {sp.unit}" if sp.unit else "",
+                f"source: {sp.source}" if sp.source else "",
+            )
+            if x
+        )
+        print(f"  {when}  eps {sp.epsilon:.6g}  delta {sp.delta:.3g}  {facts}")
     return 0

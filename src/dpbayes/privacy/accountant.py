@@ -37,6 +37,16 @@ The accountant keeps running totals (the unscoped sum and one sum per part, with
 maximum), so a check or a spend costs O(parts it reads), not O(ledger). The sums are
 exact: each is kept as a non-overlapping expansion (Shewchuk's, as ``math.fsum``) and
 read rounded once, so they equal ``math.fsum`` of the spends bit for bit.
+
+Tight composition. ``Accountant(eps, delta, composition="pld")`` (or ``"rdp"``) adds up
+spends by the privacy-loss-distribution (or Rényi) composition of
+:mod:`dpbayes.privacy.composition` instead of basic composition: ``spent`` is then the eps
+the composition costs at the budget's delta (and that delta), never more than basic
+composition's, and parallel composition still holds across disjoint parts (the maximum
+over parts of the composition of the unscoped spends and that part's). The ledger file
+records the composition, and every spend records what the composition needs (its
+Gaussian noise ratio, when it has one), so reopening recomputes the same ``spent``.
+Ledgers of version 1 (before composition was recorded) open as basic composition.
 """
 
 from __future__ import annotations
@@ -56,13 +66,15 @@ from typing import Any
 
 from dpbayes import display
 from dpbayes.display import num
+from dpbayes.privacy.composition import COMPOSITIONS, Event, compose, event_of
 from dpbayes.privacy.guarantee import Guarantee
 from dpbayes.privacy.validation import check_delta, check_epsilon
 
 __all__ = ["Accountant", "BudgetExceeded", "LedgerError", "Spend"]
 
 _FORMAT = "dpbayes-ledger"
-_VERSION = 1
+_VERSION = 2
+_READS = (1, 2)  # ledger versions this code opens (1: before composition was recorded)
 _TOLERANCE = 1e-9  # relative slack so that 10 x 0.1 fits in a budget of 1
 
 
@@ -83,6 +95,13 @@ class Spend:
     label: str = ""
     scope: tuple[str, ...] | None = None
     time: float = 0.0
+    unit: str = ""  # the privacy unit / neighbouring relation of the guarantee
+    source: str = ""  # the data source's name, when the caller gives it
+    gaussian_ratio: float | None = None  # sigma / Delta_2 of a Gaussian mechanism
+
+    @property
+    def event(self) -> Event:
+        return Event(self.epsilon, self.delta, self.gaussian_ratio)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -98,7 +117,18 @@ class Spend:
             label=str(d.get("label", "")),
             scope=tuple(str(s) for s in scope) if scope is not None else None,
             time=float(d.get("time", 0.0)),
+            unit=str(d.get("unit", "")),
+            source=str(d.get("source", "")),
+            gaussian_ratio=_ratio(d.get("gaussian_ratio")),
         )
+
+
+def _ratio(x: Any) -> float | None:
+    if x is None:
+        return None
+    if isinstance(x, bool) or not isinstance(x, int | float) or not (math.isfinite(x) and x > 0):
+        raise ValueError(f"gaussian_ratio must be a positive finite number, got {x!r}")
+    return float(x)
 
 
 def _grow(partials: list[float], x: float) -> None:
@@ -188,8 +218,18 @@ class Accountant:
         *,
         path: str | os.PathLike | None = None,
         simulation: bool = False,
+        composition: str = "basic",
     ):
         total = (check_epsilon(epsilon), check_delta(delta))
+        if composition not in COMPOSITIONS:
+            raise ValueError(
+                f"composition must be one of {list(COMPOSITIONS)}, got {composition!r}"
+            )
+        if composition == "rdp" and total[1] == 0:
+            raise ValueError(
+                "composition='rdp' needs a budget delta > 0 (Rényi bounds convert to "
+                "(eps, delta) only at delta > 0); use 'basic' or 'pld' for a pure eps budget"
+            )
         if not isinstance(simulation, bool):
             raise TypeError(f"simulation must be True or False, got {type(simulation).__name__}")
         if simulation and path is not None:
@@ -197,7 +237,9 @@ class Accountant:
                 "path must be None for a simulation accountant: simulation spends are "
                 "experiments, not a budget ledger"
             )
-        self._init_state(total, [], Path(path) if path is not None else None, simulation)
+        self._init_state(
+            total, [], Path(path) if path is not None else None, simulation, composition
+        )
         if self._path is not None:
             with self._file_lock():
                 # Checked under the lock, so two processes cannot both create the ledger.
@@ -214,8 +256,10 @@ class Accountant:
         spends: list[Spend],
         path: Path | None,
         simulation: bool = False,
+        composition: str = "basic",
     ) -> None:
         self._simulation = simulation
+        self._composition = composition
         self._total = total
         self._spends = spends
         self._totals = _Totals(spends)
@@ -231,12 +275,12 @@ class Accountant:
         """Continue the ledger saved at ``path``; a missing or damaged file is an error."""
         p = Path(path)
         acc = cls.__new__(cls)
-        total, spends = cls._read(p)
-        acc._init_state(total, spends, p)
+        total, spends, composition = cls._read(p)
+        acc._init_state(total, spends, p, composition=composition)
         return acc
 
     @staticmethod
-    def _read(path: Path) -> tuple[tuple[float, float], list[Spend]]:
+    def _read(path: Path) -> tuple[tuple[float, float], list[Spend], str]:
         try:
             raw = path.read_bytes().decode("utf-8")
         except FileNotFoundError:
@@ -250,9 +294,15 @@ class Accountant:
             ) from None
         try:
             doc = json.loads(raw)
-            body = {k: doc[k] for k in ("format", "version", "total", "spends")}
-            if doc["format"] != _FORMAT or doc["version"] != _VERSION:
+            keys = ["format", "version", "total", "spends"]
+            if doc.get("version") != 1:
+                keys.append("composition")
+            body = {k: doc[k] for k in keys}
+            if doc["format"] != _FORMAT or doc["version"] not in _READS:
                 raise ValueError("unknown format")
+            composition = body.get("composition", "basic")
+            if composition not in COMPOSITIONS:
+                raise ValueError(f"unknown composition {composition!r}")
             if doc["checksum"] != _checksum(body):
                 raise ValueError("checksum mismatch")
             total = (
@@ -266,7 +316,7 @@ class Accountant:
             raise LedgerError(
                 f"ledger file {path} is damaged ({exc}); refusing to treat it as a fresh budget"
             ) from None
-        return total, spends
+        return total, spends, composition
 
     def _save(self) -> None:
         assert self._path is not None
@@ -274,6 +324,7 @@ class Accountant:
             "format": _FORMAT,
             "version": _VERSION,
             "total": {"epsilon": self._total[0], "delta": self._total[1]},
+            "composition": self._composition,
             "spends": [s.to_dict() for s in self._spends],
         }
         doc = {**body, "checksum": _checksum(body)}
@@ -317,6 +368,29 @@ class Accountant:
         return self._total
 
     @property
+    def composition(self) -> str:
+        """How spends add up: ``"basic"``, ``"pld"`` or ``"rdp"``."""
+        return self._composition
+
+    def _composed(self, extra: list[Spend] = []) -> tuple[float, float]:  # noqa: B006
+        """Budget consumed by the recorded spends plus ``extra`` (read only)."""
+        if self._composition == "basic":
+            return self._totals.composed(extra)
+        spends = [*self._spends, *extra]
+        glob = [s.event for s in spends if s.scope is None]
+        parts: dict[str, list[Event]] = {}
+        for s in spends:
+            for p in set(s.scope or ()):
+                parts.setdefault(p, []).append(s.event)
+        if not parts:
+            return compose(glob, self._composition, self._total[1])
+        worst = (0.0, 0.0)
+        for evs in parts.values():
+            eps, dlt = compose([*glob, *evs], self._composition, self._total[1])
+            worst = (max(worst[0], eps), max(worst[1], dlt))
+        return worst
+
+    @property
     def spends(self) -> tuple[Spend, ...]:
         with self._lock:
             return tuple(self._spends)
@@ -324,7 +398,7 @@ class Accountant:
     @property
     def spent(self) -> tuple[float, float]:
         with self._lock:
-            return self._totals.composed()
+            return self._composed()
 
     @property
     def remaining(self) -> tuple[float, float]:
@@ -333,7 +407,7 @@ class Accountant:
 
     def _fits(self, extra: list[Spend]) -> bool:
         """Whether the recorded spends plus ``extra`` fit the total."""
-        eps, dlt = self._totals.composed(extra)
+        eps, dlt = self._composed(extra)
         return eps <= self._total[0] * (1 + _TOLERANCE) and dlt <= self._total[1] * (1 + _TOLERANCE)
 
     def can_spend(
@@ -345,11 +419,31 @@ class Accountant:
             return self._fits([*self._pending, spend])
 
     @staticmethod
-    def _make_spend(epsilon: float, delta: float, label: str, scope: Iterable[str] | None) -> Spend:
+    def _make_spend(
+        epsilon: float,
+        delta: float,
+        label: str,
+        scope: Iterable[str] | None,
+        *,
+        unit: str = "",
+        source: str = "",
+        gaussian_ratio: float | None = None,
+    ) -> Spend:
         sc = None if scope is None else tuple(str(s) for s in scope)
         if sc is not None and not sc:
             raise ValueError("scope must name at least one part of the data, or be None")
-        return Spend(check_epsilon(epsilon), check_delta(delta), str(label), sc, time.time())
+        if not isinstance(source, str):
+            raise TypeError(f"source must be a string (a name), got {type(source).__name__}")
+        return Spend(
+            check_epsilon(epsilon),
+            check_delta(delta),
+            str(label),
+            sc,
+            time.time(),
+            unit=unit,
+            source=source,
+            gaussian_ratio=gaussian_ratio,
+        )
 
     # ----------------------------------------------------------------- spending
     @contextlib.contextmanager
@@ -360,6 +454,7 @@ class Accountant:
         *,
         label: str = "",
         scope: Iterable[str] | None = None,
+        source: str = "",
     ) -> Iterator[Spend]:
         """Check the budget, run the block, and record the spend if the block succeeds.
 
@@ -389,19 +484,31 @@ class Accountant:
                     "accountant, which accepts only seeded simulation releases; charge "
                     "a real Accountant"
                 )
-            spend = self._make_spend(cost.epsilon, cost.delta, label or cost.mechanism, scope)
+            ev = event_of(
+                cost.epsilon, cost.delta, cost.sensitivity, cost.neighbours.value, cost.details
+            )
+            unit = cost.details.get("neighbouring_relation") or cost.neighbours.value
+            spend = self._make_spend(
+                cost.epsilon,
+                cost.delta,
+                label or cost.mechanism,
+                scope,
+                unit=str(unit),
+                source=source,
+                gaussian_ratio=ev.gaussian_ratio,
+            )
         else:
-            spend = self._make_spend(cost, delta, label, scope)
+            spend = self._make_spend(cost, delta, label, scope, source=source)
         with self._lock:
             nested = bool(self._pending)
             # A nested charge already holds the file lock (flock is per open file, so
             # taking it again would deadlock) and must not re-read the file.
             with contextlib.nullcontext() if nested else self._file_lock():
                 if self._path is not None and not nested:
-                    self._total, self._spends = self._read(self._path)
+                    self._total, self._spends, self._composition = self._read(self._path)
                     self._totals = _Totals(self._spends)
                 if not self._fits([*self._pending, spend]):
-                    eps_used, dlt_used = self._totals.composed(self._pending)
+                    eps_used, dlt_used = self._composed(self._pending)
                     eps_left = max(0.0, self._total[0] - eps_used)
                     dlt_left = max(0.0, self._total[1] - dlt_used)
                     raise BudgetExceeded(
@@ -431,9 +538,10 @@ class Accountant:
         *,
         label: str = "",
         scope: Iterable[str] | None = None,
+        source: str = "",
     ) -> Spend:
         """Record a spend made elsewhere (same checks as :meth:`charge`)."""
-        with self.charge(cost, delta, label=label, scope=scope) as s:
+        with self.charge(cost, delta, label=label, scope=scope, source=source) as s:
             pass
         return s
 
@@ -447,6 +555,7 @@ class Accountant:
             "spends": len(self._spends),
             "path": str(self._path) if self._path else None,
             "simulation": self._simulation,
+            "composition": self._composition,
         }
 
     def spends_frame(self) -> Any:
@@ -473,6 +582,7 @@ class Accountant:
             return f"eps {num(e, 6)}" + (f", delta {num(d, 3)}" if td > 0 else "")
 
         rows = [
+            ("composition", self._composition),
             ("total", pair(te, td)),
             ("spent", pair(se, sd) + f" in {len(self._spends)} spend(s)"),
             ("remaining", pair(re_, rd)),

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes.privacy.composition import gaussian_noise_record
 from dpbayes.privacy.guarantee import Guarantee, Neighbours
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import (
@@ -240,7 +241,17 @@ class GaussianMechanism:
             sensitivity=self.sensitivity,
             sensitivity_norm="L2",
             simulation=simulation,
-            details={"sigma": self.sigma, **details},
+            details={
+                "sigma": self.sigma,
+                "noise": gaussian_noise_record(
+                    self.sigma,
+                    self.sensitivity,
+                    self.epsilon,
+                    self.delta,
+                    Neighbours.parse(self.neighbours).value,
+                ),
+                **details,
+            },
         )
 
     def release(self, value: Any, rng: Any = None) -> Noisy:

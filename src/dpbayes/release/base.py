@@ -294,6 +294,20 @@ def plan(
     return out
 
 
+def source_name(data: Any) -> str:
+    """A name for the ledger: a file's or table's name (a URL without its credentials),
+    else the kind of object the data came in."""
+    import os
+    import re
+
+    if isinstance(data, str | os.PathLike):
+        return re.sub(r"//[^/@]*@", "//", os.fspath(data))[:200]
+    name = getattr(data, "name", None)
+    if isinstance(name, str) and name:
+        return re.sub(r"//[^/@]*@", "//", name)[:200]
+    return type(data).__name__
+
+
 def group_privacy_budget(epsilon: float, delta: float, k: int) -> tuple[float, float]:
     """The per-record (eps/k, delta / (k e^{(k-1) eps/k})) that gives (eps, delta) for k rows.
 
@@ -400,7 +414,9 @@ def release(
         # the charged guarantee says whether the noise is seeded: a real budget refuses a
         # simulation release here, before any noise is drawn
         cost = planned.guarantee.with_simulation(src.simulation)
-        with accountant.charge(cost, label=f"{mechanism} {type(model).__name__}"):
+        with accountant.charge(
+            cost, label=f"{mechanism} {type(model).__name__}", source=source_name(data)
+        ):
             out = planned.run(src)
     if src.simulation and not out.guarantee.simulation:
         raise AssertionError("a simulated release must say simulation=True")

@@ -1,0 +1,172 @@
+"""How spends add up: basic, privacy-loss-distribution (PLD) and Rényi (RDP) composition.
+
+``compose(events, composition, target_delta)`` returns an (eps, delta) that the sequential
+composition of ``events`` satisfies. Every method returns a valid upper bound on the true
+privacy loss, and the tight methods return the smaller of their bound and basic composition
+(both are valid, so their minimum is).
+
+* ``"basic"``: eps and delta add (paper 000, Thm 5.1). Exact sums (``math.fsum``).
+* ``"pld"``: the optimal composition of the events' privacy-loss distributions, computed by
+  Google's ``dp-accounting`` with its pessimistic discretisation (every rounding moves
+  privacy loss up, so the eps it reports is never below the true one). Each event is
+  represented by a dominating pair of its stated guarantee:
+
+  - an (eps, delta)-DP event of any mechanism by the pair of the (eps, delta) "privacy
+    parameters" (``from_privacy_parameters``; Kairouz, Oh & Viswanath 2015 show that
+    every (eps, delta)-DP mechanism is dominated by it, so composing these pairs is the
+    optimal composition of the guarantees themselves). For pure eps-DP mechanisms
+    (Laplace, geometric, randomized response, the exponential mechanism, posterior
+    sampling) this is within 0.3% of composing the Laplace PLD (500 x eps 0.01: 0.938
+    vs 0.936 at delta 1e-6);
+  - a Gaussian mechanism by its own PLD, from the noise-to-sensitivity ratio sigma/Delta_2
+    the guarantee records (``details["noise"]``, see :func:`gaussian_noise_record`). The
+    record is used only while the guarantee still states what it was made for (same eps,
+    delta, sensitivity, relation): a guarantee restated later (group privacy, composed)
+    falls back to its (eps, delta) pair. A multivariate isotropic Gaussian with L2 shift
+    at most Delta_2 has the PLD of the one-dimensional shift ||v||_2 <= Delta_2 (rotation
+    invariance), which the 1-d Gaussian PLD at Delta_2 dominates.
+* ``"rdp"``: Rényi composition by ``dp-accounting``'s RDP accountant: Gaussian events by
+  their RDP curve, pure eps-DP events as (eps^2/2)-zCDP (Bun & Steinke 2016, Prop. 1.4),
+  converted at ``target_delta`` minus the deltas of the remaining (eps, delta) events,
+  which are added by basic composition (their eps too).
+
+For the tight methods the reported delta is ``target_delta`` (the budget's delta): the
+accountant asks "what eps does the composition cost at the budget's delta". While basic
+composition is within 0.1% of that eps and within the budget's delta, basic composition's
+(eps, delta) is reported instead (also a valid bound, and it leaves the delta unspent).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["COMPOSITIONS", "Event", "compose", "gaussian_noise_record"]
+
+COMPOSITIONS = ("basic", "pld", "rdp")
+_GRID = 1e-4  # PLD value discretisation interval (pessimistic)
+_MARGIN = 1e-6  # relative margin on the tight methods' eps (floating-point search)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One spend as composition sees it: its (eps, delta) and, for a Gaussian mechanism
+    whose record is valid, sigma / Delta_2 (``gaussian_ratio``)."""
+
+    epsilon: float
+    delta: float
+    gaussian_ratio: float | None = None
+
+
+def gaussian_noise_record(
+    sigma: float, sensitivity: float, epsilon: float, delta: float, neighbours: str
+) -> dict[str, Any]:
+    """What a Gaussian mechanism's guarantee records for tight accounting (in
+    ``details["noise"]``): the family, sigma / Delta_2, and the claim it was made for."""
+    return {
+        "family": "gaussian",
+        "ratio": float(sigma) / float(sensitivity),
+        "epsilon": float(epsilon),
+        "delta": float(delta),
+        "sensitivity": float(sensitivity),
+        "neighbours": str(neighbours),
+    }
+
+
+def event_of(
+    epsilon: float, delta: float, sensitivity: float, neighbours: str, details: Mapping[str, Any]
+) -> Event:
+    """The composition event of a guarantee: its Gaussian ratio only while the record in
+    ``details["noise"]`` states exactly this guarantee's claim (else its (eps, delta))."""
+    rec = details.get("noise") if isinstance(details, Mapping) else None
+    if (
+        isinstance(rec, Mapping)
+        and rec.get("family") == "gaussian"
+        and rec.get("epsilon") == epsilon
+        and rec.get("delta") == delta
+        and rec.get("sensitivity") == sensitivity
+        and rec.get("neighbours") == str(neighbours)
+        and isinstance(rec.get("ratio"), float)
+        and math.isfinite(rec["ratio"])
+        and rec["ratio"] > 0
+        and delta > 0
+    ):
+        return Event(epsilon, delta, rec["ratio"])
+    return Event(epsilon, delta)
+
+
+def _basic(events: list[Event]) -> tuple[float, float]:
+    return math.fsum(e.epsilon for e in events), min(1.0, math.fsum(e.delta for e in events))
+
+
+def _pld_epsilon(groups: Counter[Event], target_delta: float) -> float:
+    from dp_accounting.pld import common
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    total = None
+    for ev, count in groups.items():
+        if ev.gaussian_ratio is not None:
+            one = pld.from_gaussian_mechanism(
+                ev.gaussian_ratio, sensitivity=1.0, value_discretization_interval=_GRID
+            )
+        else:
+            one = pld.from_privacy_parameters(
+                common.DifferentialPrivacyParameters(ev.epsilon, ev.delta),
+                value_discretization_interval=_GRID,
+            )
+        many = one.self_compose(count) if count > 1 else one
+        total = many if total is None else total.compose(many)
+    assert total is not None
+    return float(total.get_epsilon_for_delta(target_delta))
+
+
+def _rdp_epsilon(groups: Counter[Event], target_delta: float) -> float:
+    import dp_accounting as dpa
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    acc = rdp.RdpAccountant()
+    rest_eps: list[float] = []
+    rest_delta: list[float] = []
+    for ev, count in groups.items():
+        if ev.gaussian_ratio is not None:
+            acc.compose(dpa.GaussianDpEvent(ev.gaussian_ratio), count)
+        elif ev.delta == 0:
+            acc.compose(dpa.ZCDpEvent(ev.epsilon**2 / 2), count)
+        else:
+            rest_eps.append(ev.epsilon * count)
+            rest_delta.append(ev.delta * count)
+    left = target_delta - math.fsum(rest_delta)
+    if left <= 0:
+        return math.inf
+    return float(acc.get_epsilon(left)) + math.fsum(rest_eps)
+
+
+def compose(
+    events: Iterable[Event], composition: str = "basic", target_delta: float = 0.0
+) -> tuple[float, float]:
+    """(eps, delta) of the sequential composition of ``events`` (see the module doc)."""
+    evs = list(events)
+    basic = _basic(evs)
+    if composition == "basic" or not evs:
+        return basic
+    if composition not in COMPOSITIONS:
+        raise ValueError(f"composition must be one of {list(COMPOSITIONS)}, got {composition!r}")
+    groups = Counter(evs)
+    if composition == "pld":
+        eps = _pld_epsilon(groups, target_delta)
+    elif target_delta <= 0:
+        eps = math.inf  # RDP converts only at delta > 0
+    else:
+        eps = _rdp_epsilon(groups, target_delta)
+    # The library's eps search stops within a floating-point tolerance of the root (for
+    # pure events it is exact to about 2e-10 relative, from either side): a margin keeps
+    # the reported eps above the true one.
+    eps = eps * (1 + _MARGIN) + _MARGIN * 1e-3
+    if basic[1] <= target_delta and basic[0] <= eps * (1 + 1e-3):
+        return basic  # basic is as good (within 0.1%) and leaves the budget's delta unspent
+    if not math.isfinite(eps):
+        return basic
+    return eps, target_delta
