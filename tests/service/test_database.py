@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from conftest import _postgres_schema_url
 from dpbayes.service import EngineConfig
 from dpbayes.service import db as service_db
 from dpbayes.service.config import counts_digest, digest_key
 from dpbayes.service.state import QueryService
+
+from conftest import _postgres_schema_url
 
 ADMIN = "test-admin-key-" + "z" * 20
 KEY = digest_key(ADMIN)

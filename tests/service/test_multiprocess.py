@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-from test_service_http import budget, history, weighted
 
 from conftest import Server, _postgres_schema_url
+from test_service_http import budget, history, weighted
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

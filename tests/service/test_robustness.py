@@ -17,10 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import Server as ServerProcess
-from test_service_http import budget, history, post
 
 from dpbayes.service import EngineConfig
+
+from conftest import Server as ServerProcess
+from test_service_http import budget, history, post
 
 Server = Any  # tests/service/conftest.py: Server
 
