@@ -41,6 +41,7 @@ from dpbayes.models.linear_regression import (
     MultivariateNormal,
     RegressionStatistics,
 )
+from dpbayes.models.logistic_regression import BayesianLogisticRegression, LogisticStatistics
 from dpbayes.models.normal_mean import NormalMean
 from dpbayes.models.statistics import CountStatistics, SumStatistics
 
@@ -50,12 +51,14 @@ __all__ = [
     "BayesNetPosterior",
     "BayesNetStatistics",
     "BayesianLinearRegression",
+    "BayesianLogisticRegression",
     "Beta",
     "BetaBernoulli",
     "CountStatistics",
     "Dirichlet",
     "DirichletCategorical",
     "Distribution",
+    "LogisticStatistics",
     "Model",
     "MultivariateNormal",
     "NaiveBayes",

@@ -96,6 +96,10 @@ class BayesianLinearRegression:
         (the exact posterior needs none).
     features, target:
         Column names used when ``data`` is a table; otherwise data is ``(X, y)``.
+    clip:
+        ``"ball"`` (default): rows scaled into ||x||_2 <= feature_bound; ``"box"``: every
+        feature clipped to [-feature_bound, feature_bound] (the sufficient-statistics
+        release ``mechanism="ssp"`` is calibrated to the box, which contains the ball).
     """
 
     def __init__(
@@ -108,7 +112,11 @@ class BayesianLinearRegression:
         weight_bound: float | None = None,
         features: list[str] | None = None,
         target: str | None = None,
+        clip: str = "ball",
     ) -> None:
+        if clip not in ("ball", "box"):
+            raise ValueError(f"clip must be 'ball' or 'box', got {clip!r}")
+        self.clip = clip
         self.prior_precision = check_positive(prior_precision, "prior_precision")
         self.noise_variance = check_positive(noise_variance, "noise_variance")
         self.feature_bound = (
@@ -127,7 +135,8 @@ class BayesianLinearRegression:
         return (
             f"BayesianLinearRegression(prior_precision={self.prior_precision}, "
             f"noise_variance={self.noise_variance}, feature_bound={self.feature_bound}, "
-            f"label_bound={self.label_bound}, weight_bound={self.weight_bound})"
+            f"label_bound={self.label_bound}, weight_bound={self.weight_bound}"
+            + (", clip='box')" if self.clip == "box" else ")")
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -140,12 +149,15 @@ class BayesianLinearRegression:
             "weight_bound": self.weight_bound,
             "features": self.features,
             "target": self.target,
+            **({"clip": "box"} if self.clip == "box" else {}),
         }
 
     def bounded(self, x: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
         """Rows scaled into the feature ball and labels clipped (data-independent maps)."""
         xa = check_array(x, "X", ndim=2)
-        if self.feature_bound is not None:
+        if self.feature_bound is not None and self.clip == "box":
+            xa = np.clip(xa, -self.feature_bound, self.feature_bound)
+        elif self.feature_bound is not None:
             norms = np.linalg.norm(xa, axis=1)
             scale = np.minimum(1.0, self.feature_bound / np.maximum(norms, 1e-300))
             xa = xa * scale[:, None]

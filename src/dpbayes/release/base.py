@@ -169,6 +169,7 @@ FAMILIES = (
     "dpbayes.release.fourier",
     "dpbayes.release.sampling",
     "dpbayes.release.linear_regression",
+    "dpbayes.release.ssp",
 )
 _FAMILIES_LOADED = threading.Event()
 

@@ -1,0 +1,208 @@
+"""Bayesian logistic regression with a PASS-GLM quadratic likelihood: non-private part.
+
+Huggins, Adams & Broderick 2017 ("PASS-GLM: polynomial approximate sufficient
+statistics for scalable Bayesian GLM inference"): on a public interval [-R, R] the
+log-likelihood phi(s) = log sigmoid(s) of a margin s = y x'w (y in {-1, +1}) is replaced
+by its degree-2 Chebyshev interpolant a0 + a1 s + a2 s^2, so that (y^2 = 1)
+
+    sum_i phi(y_i x_i'w) ~ n a0 + a1 w' t1 + a2 w' T2 w,  t1 = sum y_i x_i,  T2 = sum x_i x_i'.
+
+With the prior w ~ N(0, I / lambda) the approximate posterior is Gaussian with precision
+lambda I - 2 a2 T2 (a2 < 0) and mean (lambda I - 2 a2 T2)^-1 a1 t1. The private release
+of (t1, T2) lives in ``dpbayes.release.ssp``; features are clipped to the public box
+|x_j| <= feature_bound.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpbayes.models.linear_regression import MultivariateNormal
+from dpbayes.privacy.validation import check_array, check_int, check_positive
+
+__all__ = [
+    "BayesianLogisticRegression",
+    "LogisticStatistics",
+    "chebyshev_log_sigmoid",
+    "psd_projection",
+]
+
+
+def psd_projection(a: np.ndarray) -> np.ndarray:
+    """The nearest positive semi-definite matrix in Frobenius norm (eigenvalues clipped at 0)."""
+    sym = (np.asarray(a, dtype=float) + np.asarray(a, dtype=float).T) / 2
+    vals, vecs = np.linalg.eigh(sym)
+    out = (vecs * np.maximum(vals, 0.0)) @ vecs.T
+    return np.asarray((out + out.T) / 2)
+
+
+def chebyshev_log_sigmoid(radius: float, degree: int = 2) -> np.ndarray:
+    """Power-basis coefficients (a0, a1, a2) of the Chebyshev interpolant of log sigmoid.
+
+    Interpolation at the degree + 1 Chebyshev points of the first kind on [-radius, radius]
+    (Huggins et al. 2017, §3 use Chebyshev approximations). Only degree 2 is supported.
+    """
+    r = check_positive(radius, "radius")
+    deg = check_int(degree, "degree", minimum=1)
+    if deg != 2:
+        raise ValueError(f"degree must be 2 (the quadratic PASS-GLM approximation), got {deg}")
+    from numpy.polynomial import chebyshev
+
+    def log_sigmoid(s: np.ndarray) -> np.ndarray:
+        return np.asarray(-np.logaddexp(0.0, -s))
+
+    cheb = chebyshev.Chebyshev.interpolate(log_sigmoid, deg, domain=[-r, r])
+    coef = cheb.convert(kind=np.polynomial.Polynomial, domain=[-r, r], window=[-r, r]).coef
+    out = np.zeros(deg + 1)
+    out[: coef.size] = coef
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class LogisticStatistics:
+    """t1 = sum y_i x_i (y in {-1, +1}), T2 = sum x_i x_i' and n of box-clipped data."""
+
+    t1: np.ndarray
+    t2: np.ndarray
+    n: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", check_int(self.n, "n", minimum=0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"t1": self.t1.tolist(), "t2": self.t2.tolist(), "n": self.n}
+
+
+class BayesianLogisticRegression:
+    """Bayesian logistic regression, prior N(0, I / prior_precision), PASS-GLM likelihood.
+
+    Parameters
+    ----------
+    prior_precision:
+        lambda > 0, the prior precision of every weight.
+    feature_bound:
+        B > 0: every feature is clipped to [-B, B] (a public, data-independent map).
+    radius:
+        R > 0 of the approximation interval [-R, R] for the margin y x'w; ``None``:
+        R = B sqrt(d) / sqrt(lambda), the largest feature norm B sqrt(d) times the prior's
+        weight scale 1 / sqrt(lambda).
+    degree:
+        Degree of the polynomial approximation; only 2 is supported.
+    features, target:
+        Column names used when ``data`` is a table; otherwise data is ``(X, y)`` with
+        labels in {0, 1} or {-1, +1}.
+    """
+
+    family = "bayesian-logistic-regression"
+
+    def __init__(
+        self,
+        *,
+        prior_precision: float = 1.0,
+        feature_bound: float = 1.0,
+        radius: float | None = None,
+        degree: int = 2,
+        features: list[str] | None = None,
+        target: str | None = None,
+    ) -> None:
+        self.prior_precision = check_positive(prior_precision, "prior_precision")
+        self.feature_bound = check_positive(feature_bound, "feature_bound")
+        self.radius = None if radius is None else check_positive(radius, "radius")
+        deg = check_int(degree, "degree", minimum=1)
+        if deg != 2:
+            raise ValueError(f"degree must be 2 (the quadratic PASS-GLM approximation), got {deg}")
+        self.degree = deg
+        self.features = None if features is None else [str(f) for f in features]
+        self.target = target
+
+    def __repr__(self) -> str:
+        return (
+            f"BayesianLogisticRegression(prior_precision={self.prior_precision}, "
+            f"feature_bound={self.feature_bound}, radius={self.radius}, degree={self.degree})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "prior_precision": self.prior_precision,
+            "feature_bound": self.feature_bound,
+            "radius": self.radius,
+            "degree": self.degree,
+            "features": self.features,
+            "target": self.target,
+        }
+
+    def approximation_radius(self, d: int) -> float:
+        """R of the approximation interval for d features (the option, or its default)."""
+        if self.radius is not None:
+            return self.radius
+        return self.feature_bound * math.sqrt(d) / math.sqrt(self.prior_precision)
+
+    def coefficients(self, d: int) -> np.ndarray:
+        """(a0, a1, a2) of log sigmoid(s) ~ a0 + a1 s + a2 s^2 on [-R, R]."""
+        return chebyshev_log_sigmoid(self.approximation_radius(d), self.degree)
+
+    def bounded(self, x: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Features clipped to the box; labels mapped to {-1, +1} (0 -> -1)."""
+        xa = np.clip(check_array(x, "X", ndim=2), -self.feature_bound, self.feature_bound)
+        if y is None:
+            return xa, None
+        ya = check_array(y, "y", ndim=1)
+        if ya.size != xa.shape[0]:
+            raise ValueError(f"y must have {xa.shape[0]} entries (rows of X), got {ya.size}")
+        if not np.all(np.isin(ya, (-1.0, 0.0, 1.0))):
+            raise ValueError("y must hold labels in {0, 1} or {-1, +1}")
+        return xa, np.where(ya > 0, 1.0, -1.0)
+
+    def _xy(self, data: Any) -> tuple[np.ndarray, np.ndarray]:
+        pd = sys.modules.get("pandas")
+        if pd is not None and isinstance(data, pd.DataFrame):
+            if self.features is None or self.target is None:
+                raise ValueError("features and target must be set to read a table")
+            missing = [c for c in [*self.features, self.target] if c not in data.columns]
+            if missing:
+                raise ValueError(f"data has no column(s) {missing}")
+            return data[self.features].to_numpy(float), data[self.target].to_numpy(float)
+        if isinstance(data, tuple) and len(data) == 2:
+            return np.asarray(data[0], dtype=float), np.asarray(data[1], dtype=float)
+        raise TypeError(f"data must be (X, y) or a DataFrame, got {type(data).__name__}")
+
+    def statistics(self, data: Any, column: str | None = None) -> LogisticStatistics:
+        """t1 = sum y x, T2 = X'X and n of the bounded data."""
+        if column is not None:
+            raise ValueError("column must be None for a regression (set features/target)")
+        x, y = self.bounded(*self._xy(data))
+        assert y is not None
+        return LogisticStatistics(t1=x.T @ y, t2=x.T @ x, n=x.shape[0])
+
+    def posterior_from(self, stats_: LogisticStatistics) -> MultivariateNormal:
+        """The Gaussian PASS-GLM posterior; T2 is projected onto the PSD cone first."""
+        from scipy import linalg
+
+        d = stats_.t1.size
+        _, a1, a2 = self.coefficients(d)
+        prec = self.prior_precision * np.eye(d) - 2.0 * a2 * psd_projection(stats_.t2)
+        chol = linalg.cho_factor(prec)
+        cov = linalg.cho_solve(chol, np.eye(d))
+        mean = linalg.cho_solve(chol, a1 * np.asarray(stats_.t1, dtype=float))
+        return MultivariateNormal(mean_=mean, cov=(cov + cov.T) / 2)
+
+    def exact_posterior(self, data: Any) -> MultivariateNormal:
+        """The non-private (PASS-GLM approximate) posterior given ``data``."""
+        return self.posterior_from(self.statistics(data))
+
+    def predict_proba(self, posterior: Any, x: Any) -> np.ndarray:
+        """P(y = 1 | x) under the posterior predictive, probit approximation (MacKay 1992):
+        E sigmoid(x'w) ~ sigmoid(m / sqrt(1 + pi v / 8)), m, v the mean, variance of x'w."""
+        xa, _ = self.bounded(x)
+        mean = np.asarray(posterior.mean(), dtype=float)
+        cov = posterior.cov() if callable(posterior.cov) else posterior.cov
+        m = xa @ mean
+        v = np.einsum("ij,jk,ik->i", xa, np.asarray(cov, dtype=float), xa)
+        z = m / np.sqrt(1.0 + math.pi * np.maximum(v, 0.0) / 8.0)
+        return np.asarray(1.0 / (1.0 + np.exp(-z)))
