@@ -1,0 +1,216 @@
+"""SSP release: sensitivities against exhaustive corner checks, the exact guarantee, the
+noise law, the naive posteriors and bad input (one-line errors, nothing spent)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import dpbayes as dpb
+from dpbayes.privacy import Neighbours
+from dpbayes.privacy.noise import noise_source
+from dpbayes.release.base import plan as plan_release
+from dpbayes.release.ssp import quadratic_l1_sensitivity, quadratic_l2_sensitivity
+from dpbayes.release.ssp.mechanism import upper_triangle
+
+
+def stat(v: np.ndarray, *, weighted: bool = False, constant_last: bool = False) -> np.ndarray:
+    """The released vector of one record: upper triangle of v v' (Frobenius-weighted)."""
+    rows, cols = upper_triangle(v.size, constant_last=constant_last)
+    w = np.where(rows == cols, 1.0, math.sqrt(2.0)) if weighted else 1.0
+    return np.outer(v, v)[rows, cols] * w
+
+
+def corners(bounds: np.ndarray) -> list[np.ndarray]:
+    return [np.array(c) * bounds for c in itertools.product((-1.0, 0.0, 1.0), repeat=bounds.size)]
+
+
+@pytest.mark.parametrize(
+    "bounds", [(1.0, 1.0), (0.7, 1.3, 2.0), (1.0, 1.0, 1.0, 1.0), (0.5, 2.0, 1.0, 3.0)]
+)
+def test_l1_sensitivity_equals_the_corner_maximum(bounds: tuple[float, ...]) -> None:
+    b = np.array(bounds)
+    pts = corners(b)
+    stats = np.array([stat(v) for v in pts])
+    worst = max(np.abs(stats[i] - stats).sum(axis=1).max() for i in range(len(pts)))
+    assert quadratic_l1_sensitivity(b) == pytest.approx(worst, rel=1e-12)
+    # add/remove: one record against none; the same bound, attained at the corner b
+    assert np.abs(stats).sum(axis=1).max() == pytest.approx(quadratic_l1_sensitivity(b))
+    # no pair inside the box exceeds it (random interior points, both records)
+    g = np.random.default_rng(0)
+    v = g.uniform(-1, 1, (4000, b.size)) * b
+    w = g.uniform(-1, 1, (4000, b.size)) * b
+    diff = np.array([np.abs(stat(a) - stat(c)).sum() for a, c in zip(v, w, strict=True)])
+    assert diff.max() <= quadratic_l1_sensitivity(b) + 1e-12
+
+
+@pytest.mark.parametrize("bounds", [(1.0, 1.0), (0.7, 1.3, 2.0), (1.0, 1.0, 1.0, 1.0)])
+def test_l2_sensitivity_bounds_the_corners_and_is_attained_for_orthogonal_corners(
+    bounds: tuple[float, ...],
+) -> None:
+    b = np.array(bounds)
+    stats = np.array([stat(v, weighted=True) for v in corners(b)])
+    worst = max(np.linalg.norm(stats[i] - stats, axis=1).max() for i in range(len(stats)))
+    sub = quadratic_l2_sensitivity(b, Neighbours.SUBSTITUTE)
+    assert worst <= sub + 1e-12
+    if len(set(bounds)) == 1 and b.size % 2 == 0:  # orthogonal corners exist: tight
+        assert worst == pytest.approx(sub, rel=1e-12)
+    add = quadratic_l2_sensitivity(b, Neighbours.ADD_REMOVE)
+    assert np.linalg.norm(stats, axis=1).max() == pytest.approx(add, rel=1e-12)
+
+
+@pytest.mark.parametrize("d, bound", [(1, 1.0), (2, 1.0), (3, 0.5), (2, 2.0)])
+def test_logistic_sensitivity_bounds_every_pair_of_records(d: int, bound: float) -> None:
+    """v = (y x, 1): the released entries exclude the constant 1; the L1 bound is within
+    1/2 of the corner maximum at these bounds, the L2 bound above it."""
+    xs = [np.array(c) * bound for c in itertools.product((-1.0, 0.0, 1.0), repeat=d)]
+    recs = [np.r_[y * x, 1.0] for x in xs for y in (-1.0, 1.0)]
+    b = np.r_[np.full(d, bound), 1.0]
+    s1 = np.array([stat(v, constant_last=True) for v in recs])
+    s2 = np.array([stat(v, weighted=True, constant_last=True) for v in recs])
+    l1 = max(np.abs(s1[i] - s1).sum(axis=1).max() for i in range(len(recs)))
+    l2 = max(np.linalg.norm(s2[i] - s2, axis=1).max() for i in range(len(recs)))
+    bound_l1 = quadratic_l1_sensitivity(b, constant_last=True)
+    assert l1 <= bound_l1 + 1e-12 and bound_l1 - l1 <= 0.5 + 1e-12
+    assert l2 <= quadratic_l2_sensitivity(b, Neighbours.SUBSTITUTE, constant_last=True) + 1e-12
+
+
+def linear_data(n: int = 300, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    g = np.random.default_rng(seed)
+    x = np.clip(g.normal(0, 0.5, (n, 3)), -1, 1)
+    y = np.clip(x @ np.array([0.5, -0.3, 0.2]) + g.normal(0, 0.3, n), -1, 1)
+    return x, y
+
+
+def linear_model(**kw: float) -> dpb.models.BayesianLinearRegression:
+    return dpb.models.BayesianLinearRegression(
+        prior_precision=1.0, noise_variance=0.09, feature_bound=1.0, label_bound=1.0, **kw
+    )
+
+
+def test_guarantee_is_exact_and_the_accountant_is_charged_it() -> None:
+    x, y = linear_data()
+    acc = dpb.Accountant(epsilon=3.0, delta=1e-5, simulation=True)
+    rel = dpb.release(linear_model(), (x, y), mechanism="ssp", epsilon=0.7, accountant=acc, rng=0)
+    g = rel.guarantee
+    assert (g.epsilon, g.delta, g.sensitivity_norm) == (0.7, 0.0, "L1")
+    assert g.sensitivity == quadratic_l1_sensitivity([1, 1, 1, 1]) == 10.0  # (4^2 + 4) / 2
+    assert g.details["scale"] == pytest.approx(10.0 / 0.7)
+    assert g.details["noise_sd_diagonal"] == pytest.approx(math.sqrt(2) * 10.0 / 0.7)
+    assert acc.spent == pytest.approx((0.7, 0.0))
+    rel2 = dpb.release(
+        linear_model(), (x, y), mechanism="ssp", epsilon=0.5, delta=1e-6, accountant=acc, rng=0
+    )
+    g2 = rel2.guarantee
+    assert (g2.epsilon, g2.delta, g2.sensitivity_norm) == (0.5, 1e-6, "L2")
+    assert g2.sensitivity == pytest.approx(math.sqrt(2) * 4.0)
+    assert acc.spent == pytest.approx((1.2, 1e-6))
+    add = dpb.release(
+        linear_model(), (x, y), mechanism="ssp", epsilon=1, delta=1e-6, neighbours="add-remove"
+    )
+    assert add.guarantee.sensitivity == pytest.approx(4.0) and add.public["n"] is None
+    assert not add.simulation  # rng=None: the secure sampler
+
+
+def test_noise_has_the_stated_law() -> None:
+    """Noise on X'X[0, 1] and X'y[0]: Laplace of the stated scale (KS test)."""
+    from scipy import stats
+
+    x, y = linear_data(50)
+    model = linear_model(clip="box")
+    exact = model.statistics((x, y))
+    plan = plan_release(model, (x, y), mechanism="ssp", epsilon=2.0)
+    src = noise_source(5)
+    noise = np.array(
+        [
+            [r.released["xtx"][0][1] - exact.xtx[0, 1], r.released["xty"][0] - exact.xty[0]]
+            for r in (plan.run(src) for _ in range(800))
+        ]
+    )
+    scale = plan.guarantee.details["scale"]
+    for col in noise.T:
+        assert stats.kstest(col, stats.laplace(scale=scale).cdf).pvalue > 1e-3
+
+
+def test_user_level_scales_the_sensitivity_by_k() -> None:
+    """k rows per user, add/remove one user: k times the record-level sensitivity."""
+    from dpbayes.release.ssp import plan_linear_ssp
+
+    x, y = linear_data(60)
+    model = linear_model(clip="box")
+    g = plan_linear_ssp(
+        model,
+        model.statistics((x, y)),
+        epsilon=1.0,
+        delta=0.0,
+        neighbours=Neighbours.ADD_REMOVE,
+        rows_per_user=3,
+    ).guarantee
+    assert g.sensitivity == pytest.approx(30.0)
+    assert g.details["rows_per_user"] == 3
+
+
+def test_naive_posteriors_match_the_exact_ones_at_huge_epsilon() -> None:
+    x, y = linear_data(2000)
+    model = linear_model(clip="box")
+    rel = dpb.release(model, (x, y), mechanism="ssp", epsilon=1e7, rng=1)
+    exact = model.exact_posterior((x, y))
+    np.testing.assert_allclose(rel.posterior.mean(), exact.mean(), atol=1e-4)
+    assert rel.posterior.interval(0.9).shape == (3, 2)
+    g = np.random.default_rng(3)
+    yl = (g.random(2000) < 1 / (1 + np.exp(-x @ np.array([2.0, -1.0, 0.5])))).astype(int)
+    lm = dpb.models.BayesianLogisticRegression(prior_precision=1.0, feature_bound=1.0)
+    lrel = dpb.release(lm, (x, yl), mechanism="ssp", epsilon=1e7, rng=1)
+    np.testing.assert_allclose(lrel.posterior.mean(), lm.exact_posterior((x, yl)).mean(), atol=1e-4)
+    na = lrel.noise_aware_posterior()
+    assert na.mean().shape == (3,) and na.interval(0.9).shape == (3, 2)
+    np.testing.assert_allclose(na.mean(), lrel.posterior.mean(), atol=1e-3)
+
+
+def test_pass_glm_coefficients_interpolate_log_sigmoid() -> None:
+    from dpbayes.models.logistic_regression import chebyshev_log_sigmoid
+
+    a = chebyshev_log_sigmoid(4.0)
+    nodes = 4.0 * np.cos((2 * np.arange(3) + 1) * np.pi / 6)
+    np.testing.assert_allclose(np.polyval(a[::-1], nodes), -np.logaddexp(0, -nodes), atol=1e-12)
+    assert a[1] == pytest.approx(0.5) and a[2] < 0
+
+
+def _spent_nothing(call: object) -> str:
+    acc = dpb.Accountant(epsilon=5.0, delta=1e-3, simulation=True)
+    with pytest.raises(ValueError) as info:
+        call(acc)  # type: ignore[operator]
+    assert acc.spent == (0.0, 0.0)
+    msg = str(info.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_bad_input_is_one_line_naming_the_argument_and_spends_nothing() -> None:
+    x, y = linear_data(40)
+    no_label = dpb.models.BayesianLinearRegression(feature_bound=1.0)
+    lm = dpb.models.BayesianLogisticRegression(feature_bound=1.0)
+    yl = (y > 0).astype(int)
+
+    def rel(model, data, **kw):  # type: ignore[no-untyped-def]
+        return lambda acc: dpb.release(
+            model, data, mechanism="ssp", accountant=acc, rng=0, **{"epsilon": 1.0, **kw}
+        )
+
+    assert "label_bound" in _spent_nothing(rel(no_label, (x, y)))
+    assert "noise" in _spent_nothing(rel(linear_model(), (x, y), noise="cauchy"))
+    assert "delta" in _spent_nothing(rel(linear_model(), (x, y), noise="laplace", delta=1e-6))
+    assert "delta" in _spent_nothing(rel(linear_model(), (x, y), noise="gaussian"))
+    assert "epsilon" in _spent_nothing(rel(linear_model(), (x, y), epsilon=-1.0))
+    assert "y" in _spent_nothing(rel(lm, (x, y)))  # labels not in {0, 1}
+    assert "unknown option" in _spent_nothing(rel(lm, (x, yl), draws=3))
+    assert "X" in _spent_nothing(rel(lm, (x[:, 0], yl)))
+    with pytest.raises(ValueError, match="degree"):
+        dpb.models.BayesianLogisticRegression(feature_bound=1.0, degree=4)
+    with pytest.raises(ValueError, match="feature_bound"):
+        dpb.models.BayesianLogisticRegression(feature_bound=-1.0)
+    with pytest.raises(ValueError, match="clip"):
+        dpb.models.BayesianLinearRegression(clip="sphere")
