@@ -5,6 +5,11 @@ scikit-learn is optional: with it installed the estimators are scikit-learn esti
 """
 
 from dpbayes.estimators.linear_regression import PrivateBayesianLinearRegression
+from dpbayes.estimators.logistic_regression import PrivateBayesianLogisticRegression
 from dpbayes.estimators.naive_bayes import PrivateNaiveBayes
 
-__all__ = ["PrivateBayesianLinearRegression", "PrivateNaiveBayes"]
+__all__ = [
+    "PrivateBayesianLinearRegression",
+    "PrivateBayesianLogisticRegression",
+    "PrivateNaiveBayes",
+]
