@@ -31,6 +31,7 @@ from adversarial_cases import (
 
 from dpbayes.models import (
     BayesianLinearRegression,
+    BayesianLogisticRegression,
     BayesNet,
     BetaBernoulli,
     DirichletCategorical,
@@ -38,8 +39,14 @@ from dpbayes.models import (
 )
 from dpbayes.release.base import registered
 
-# Covered by tests/release/test_sampling_adversarial.py (exact posterior sampling).
-COVERED_ELSEWHERE = {("sampling", BayesNet), ("sampling", BayesianLinearRegression)}
+# Covered by tests/release/test_sampling_adversarial.py (exact posterior sampling) and
+# tests/release/ssp/test_ssp_adversarial.py (worst-case pairs, closed-form loss).
+COVERED_ELSEWHERE = {
+    ("sampling", BayesNet),
+    ("sampling", BayesianLinearRegression),
+    ("ssp", BayesianLinearRegression),
+    ("ssp", BayesianLogisticRegression),
+}
 
 BB = BetaBernoulli
 DC = DirichletCategorical
