@@ -102,11 +102,16 @@ print(json.dumps({
 
 
 def every_registration() -> list[str]:
-    """The registry after importing every module of dpbayes.release that calls register."""
+    """The registry after importing every module of dpbayes.release (and of its family
+    folders) that calls register."""
     import dpbayes
 
     folder = Path(dpbayes.__file__).parent / "release"
-    modules = sorted(p.stem for p in folder.glob("*.py") if "@register(" in p.read_text())
+    modules = sorted(
+        ".".join(p.relative_to(folder).with_suffix("").parts)  # family folders too
+        for p in folder.rglob("*.py")
+        if "@register(" in p.read_text()
+    )
     code = (
         "import importlib, json\n"
         f"for m in {modules!r}: importlib.import_module('dpbayes.release.' + m)\n"
