@@ -168,7 +168,7 @@ class _QuadraticRelease:
                 epsilon=epsilon,
                 sensitivity=sens,
                 neighbours=neighbours,
-                name=f"laplace on {what} sufficient statistics",
+                name=f"ssp: laplace on {what} sufficient statistics",
             )
             self.weights = np.ones(self.rows.size)
             noise_param = self.mech.scale
@@ -181,7 +181,7 @@ class _QuadraticRelease:
                 delta=delta,
                 sensitivity=sens,
                 neighbours=neighbours,
-                name=f"gaussian on {what} sufficient statistics",
+                name=f"ssp: gaussian on {what} sufficient statistics",
             )
             self.weights = np.where(self.rows == self.cols, 1.0, math.sqrt(2.0))
             noise_param = self.mech.sigma
