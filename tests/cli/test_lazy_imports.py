@@ -106,7 +106,12 @@ def every_registration() -> list[str]:
     import dpbayes
 
     folder = Path(dpbayes.__file__).parent / "release"
-    modules = sorted(p.stem for p in folder.glob("*.py") if "@register(" in p.read_text())
+    modules = sorted(
+        ".".join(p.relative_to(folder).with_suffix("").parts)
+        for p in folder.rglob("*.py")
+        if "@register(" in p.read_text() or "register(mech" in p.read_text()
+    )
+    assert len(modules) >= 6, modules
     code = (
         "import importlib, json\n"
         f"for m in {modules!r}: importlib.import_module('dpbayes.release.' + m)\n"

@@ -90,7 +90,7 @@ def _posterior(d: Any, model: Any) -> Any:
     if fam == "regression-weights":
         import numpy as np
 
-        from dpbayes.release.linear_regression import RegressionWeights
+        from dpbayes.models.linear_regression import RegressionWeights
 
         return RegressionWeights(np.asarray(d["weights"], dtype=float))
     try:
