@@ -26,7 +26,8 @@ import pandas as pd
 from dpbayes.estimators import PrivateNaiveBayes
 from dpbayes.models.bayes_net import NaiveBayes
 from dpbayes.privacy.noise import noise_source
-from dpbayes.release import bayes_net, fourier, release, sampling  # noqa: F401
+from dpbayes.release import release
+from dpbayes.release.bayes_net import fourier, laplace, sampling  # noqa: F401
 
 OUT = Path(__file__).parent / "results" / "bench_bayes_net.csv"
 

@@ -31,7 +31,11 @@ from dpbayes.models import BetaBernoulli, CountStatistics, DirichletCategorical
 from dpbayes.models.divergence import hellinger_dirichlet
 from dpbayes.privacy import Neighbours
 from dpbayes.privacy.noise import SecureNoise, SimulatedNoise
-from dpbayes.release.expmech import plan_expmech_coin, plan_expmech_dirichlet, select_candidate
+from dpbayes.release.expmech.mechanism import (
+    plan_expmech_coin,
+    plan_expmech_dirichlet,
+    select_candidate,
+)
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -138,7 +142,7 @@ def bench_dirichlet(rows: list[dict[str, Any]], n: int) -> None:
     model = DirichletCategorical(alpha=[1.0, 1.0, 1.0])
     counts = np.array([int(0.3 * n), int(0.3 * n), n - 2 * int(0.3 * n)])
     st = CountStatistics(counts=counts, n=n)
-    from dpbayes.release.candidates import compositions
+    from dpbayes.release.expmech.candidates import compositions
 
     cands = compositions(n, 3)
     sample = cands[::10]  # time every 10th candidate, scale by 10 (constant cost each)

@@ -37,13 +37,13 @@ import numpy as np
 from dpbayes.models import BetaBernoulli, CountStatistics
 from dpbayes.privacy import Neighbours
 from dpbayes.privacy.noise import SecureNoise
-from dpbayes.release.candidates import coin_scores
-from dpbayes.release.expmech import plan_expmech_coin, select_candidate
+from dpbayes.release.expmech.candidates import coin_scores
+from dpbayes.release.expmech.mechanism import plan_expmech_coin, select_candidate
 
 OUT = Path(__file__).resolve().parent / "results"
 FIRST_CALL = (
     "import time; t = time.perf_counter(); "
-    "from dpbayes.release.candidates import coin_scores; coin_scores(1.0, 1.0, 1000, 300); "
+    "from dpbayes.release.expmech.candidates import coin_scores; coin_scores(1.0, 1.0, 1000, 300); "
     "print(time.perf_counter() - t)"
 )
 

@@ -10,7 +10,7 @@ count s ~ Bin(N, theta), the dpbayes Laplace release of s (scale 1/eps, truncate
 [0, N]), eps in {0.01, 0.1, 1}. For each release, in the same process:
 
 * **exact** (dpbayes): ``noise_aware_posterior(rel).interval(0.9)``, the exact mixture
-  over the true count (``dpbayes.release.noise_aware_coin``: pruned ladder mixture,
+  over the true count (``dpbayes.release.counts.coin``: pruned ladder mixture,
   Newton quantiles);
 * **baseline**: Bernstein & Sheldon (NeurIPS 2018, "Differentially private Bayesian
   inference for exponential families", §4, their Gibbs sampler for the Beta-Binomial),
@@ -46,9 +46,8 @@ from scipy import special
 from dpbayes.models import BetaBernoulli, CountStatistics
 from dpbayes.privacy import Neighbours
 from dpbayes.privacy.noise import noise_source
-from dpbayes.release.base import Release
-from dpbayes.release.noise_aware import noise_aware_posterior
-from dpbayes.release.parameters import plan_counts
+from dpbayes.release.base import Release, noise_aware_posterior
+from dpbayes.release.counts.mechanism import plan_counts
 
 OUT = Path(__file__).resolve().parent / "results"
 N = 1000
@@ -208,16 +207,16 @@ def run(reps: int, epsilons: tuple[float, ...], seed: int = 0) -> list[dict[str,
 
 def _old_bn_diagnostics(rel: Release, iterations: int = 4000, chains: int = 4, seed: int = 0):  # type: ignore[no-untyped-def]
     """The replaced Bayesian-network sampler (numpy, one pair move per iteration)."""
-    from dpbayes.release import noise_aware_bayes_net as nab
-    from dpbayes.release.noise_aware_mcmc import diagnose
+    from dpbayes.release.bayes_net import gibbs
+    from dpbayes.release.mcmc import diagnose
 
     model = rel.model
     n, scale = int(rel.public["n"]), float(rel.public["scale"])
-    cells, fam, row = nab._joint_maps(model)
+    cells, fam, row = gibbs.joint_maps(model)
     if rel.mechanism == "fourier":
-        obs = nab._fourier_observations(model, rel, scale)
+        obs = gibbs.fourier_observations(model, rel, scale)
     else:
-        obs = nab._count_observations(model, rel, fam, n, scale)
+        obs = gibbs.count_observations(model, rel, fam, n, scale)
     gen = noise_source(seed).generator()
     alpha, m = model.alpha, chains
     big_a = [alpha * model.cardinality(v) for v in model.nodes]
@@ -273,8 +272,8 @@ def _old_regression_diagnostics(
     rel: Release, iterations: int = 1000, chains: int = 4, seed: int = 0
 ):  # type: ignore[no-untyped-def]
     """The replaced regression sampler (numpy MH on X'X, one step at a time)."""
-    from dpbayes.release import noise_aware_regression as nar
-    from dpbayes.release.noise_aware_mcmc import diagnose
+    from dpbayes.release.mcmc import diagnose
+    from dpbayes.release.regression import noise_aware as nar
 
     model = rel.model
     draws = np.atleast_2d(np.asarray(rel.released["draws"], dtype=float))

@@ -31,10 +31,10 @@ from dpbayes.models.bayes_net import NaiveBayes
 from dpbayes.models.linear_regression import BayesianLinearRegression
 from dpbayes.privacy.noise import SimulatedNoise
 from dpbayes.release import release
-from dpbayes.release.linear_regression import sampling_noise_variance
-from dpbayes.release.trimmed_dirichlet import FLAT_LEVELS, envelope, propose
-from dpbayes.release.truncated_gaussian import _HalfSpace, _shrink_proposals
-from dpbayes.release.truncated_jit import trimmed_dirichlet_box
+from dpbayes.release.bayes_net._sampling_kernels import trimmed_dirichlet_box
+from dpbayes.release.bayes_net.trimmed_dirichlet import FLAT_LEVELS, envelope, propose
+from dpbayes.release.regression.mechanism import sampling_noise_variance
+from dpbayes.release.regression.truncated_gaussian import _HalfSpace, _shrink_proposals
 
 RESULTS = Path(__file__).parent / "results"
 

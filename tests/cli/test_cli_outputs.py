@@ -110,7 +110,7 @@ def test_repr_never_runs_the_slow_noise_aware_paths(monkeypatch) -> None:
     import dpbayes as dpb
     from dpbayes.models.bayes_net import BayesNet
 
-    na = importlib.import_module("dpbayes.release.noise_aware")
+    na = importlib.import_module("dpbayes.release.base")
 
     df = pd.DataFrame({"a": [0, 1, 1, 0] * 10, "b": [0, 1, 0, 0] * 10})
     bn = BayesNet({"a": [0, 1], "b": [0, 1]}, edges=[("a", "b")])

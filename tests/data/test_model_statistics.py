@@ -18,8 +18,8 @@ import dpbayes as dpb
 from dpbayes.answers import Bins, Cube
 from dpbayes.data import Table
 from dpbayes.models import BayesNet, NaiveBayes
-from dpbayes.release import bayes_net as _alg1  # noqa: F401  (registers the mechanism)
-from dpbayes.release.bayes_net import laplace_sensitivity
+from dpbayes.release.bayes_net import laplace as _alg1  # noqa: F401  (registers the mechanisms)
+from dpbayes.release.bayes_net.laplace import laplace_sensitivity
 
 K = 2
 VARIABLES = {"age": [0, 1, 2, 3], "smoker": [False, True], "health": ["poor", "fair", "good"]}

@@ -252,7 +252,7 @@ def test_user_level_counts_and_release_from_a_parquet_path(tmp_path: object) -> 
 
     import dpbayes as dpb
     from dpbayes.data import Table
-    from dpbayes.release.bayes_net import laplace_sensitivity
+    from dpbayes.release.bayes_net.laplace import laplace_sensitivity
 
     bn, df = chain(), chain_data(n=400, seed=6)
     df["person"] = np.repeat(np.arange(100), 4)[: len(df)] // np.array([1, 1, 2, 2] * 100)

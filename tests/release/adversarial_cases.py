@@ -224,7 +224,7 @@ def exact_expmech(case: Case, px: Any, py: Any) -> float:
 def exact_map(case: Case, px: Any, py: Any) -> float:
     """Algorithm 3: one exponential-mechanism choice per CPT row over the grid, at the
     temperature the release states; utilities (alpha_row - 1) . log(grid point)."""
-    from dpbayes.release.sampling import map_grid
+    from dpbayes.release.bayes_net.sampling import map_grid
 
     rel = px.run(noise_source(0))
     scale = float(rel.public["scale"])
@@ -308,7 +308,7 @@ def _values(data: Any) -> np.ndarray:
 
 def _fourier_vector(case: Case, data: Any, rel: Any) -> np.ndarray:
     """c_a = sum over records of (-1)^{sum_{i in a} x_i}, computed from the rows."""
-    from dpbayes.release.fourier import downward_closure
+    from dpbayes.release.bayes_net.fourier import downward_closure
 
     model: BayesNet = case.model
     frame = _frame(data)

@@ -14,6 +14,17 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+
+from dpbayes.models import (
+    BayesianLinearRegression,
+    BayesianLogisticRegression,
+    BayesNet,
+    BetaBernoulli,
+    DirichletCategorical,
+    NormalMean,
+)
+from dpbayes.release.base import registered
+
 from adversarial_cases import (
     CATS3,
     CATS4,
@@ -28,16 +39,6 @@ from adversarial_cases import (
     run_case,
     users,
 )
-
-from dpbayes.models import (
-    BayesianLinearRegression,
-    BayesianLogisticRegression,
-    BayesNet,
-    BetaBernoulli,
-    DirichletCategorical,
-    NormalMean,
-)
-from dpbayes.release.base import registered
 
 # Covered by tests/release/test_sampling_adversarial.py (exact posterior sampling) and
 # tests/release/ssp/test_ssp_adversarial.py (worst-case pairs, closed-form loss).

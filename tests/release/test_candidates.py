@@ -16,7 +16,7 @@ from dpbayes.privacy.sensitivity import (
     smooth_sensitivity_path,
     smooth_sensitivity_path_all,
 )
-from dpbayes.release.candidates import (
+from dpbayes.release.expmech.candidates import (
     coin_global_sensitivity,
     coin_local_at,
     coin_local_sensitivity,

@@ -18,8 +18,8 @@ from dpbayes.models import (
 from dpbayes.privacy import Accountant, ExponentialMechanism, Neighbours
 from dpbayes.privacy.noise import SecureNoise, SimulatedNoise
 from dpbayes.release import release
-from dpbayes.release.candidates import compositions, lattice_counts
-from dpbayes.release.expmech import (
+from dpbayes.release.expmech.candidates import compositions, lattice_counts
+from dpbayes.release.expmech.mechanism import (
     LEMMA_HELLINGER_BOUND,
     plan_expmech_coin,
     plan_expmech_dirichlet,
@@ -154,7 +154,7 @@ def test_two_stage_selection_through_opendp() -> None:
 @pytest.mark.parametrize("eps", [0.1, 1.0, 2.0])
 def test_exact_privacy_audit_global_and_smooth(a: float, b: float, n: int, eps: float) -> None:
     """Exact privacy loss over all neighbouring pairs from the exact output probabilities."""
-    from dpbayes.release.candidates import coin_smooth_sensitivity
+    from dpbayes.release.expmech.candidates import coin_smooth_sensitivity
 
     model = BetaBernoulli(alpha=a, beta=b)
     u, _ = brute_coin(a, b, n)
@@ -187,7 +187,7 @@ def test_exact_privacy_audit_global_and_smooth(a: float, b: float, n: int, eps: 
 def test_local_sensitivity_is_really_not_private() -> None:
     # exact privacy loss between the neighbours k and k + 1 near the boundary, with a
     # small prior: it exceeds the nominal eps (1.07 eps), so "local" is an experiment only
-    from dpbayes.release.candidates import coin_local_at, coin_scores
+    from dpbayes.release.expmech.candidates import coin_local_at, coin_scores
 
     a, b, n, eps = 0.1, 0.1, 10_000, 1.0
 
@@ -310,7 +310,7 @@ def test_local_refused_by_accountant_and_tv_option() -> None:
 def test_exact_privacy_audit_dirichlet_smooth(eps: float) -> None:
     """m = 3, n = 4: exact loss over every neighbouring pair of count vectors."""
     from dpbayes.privacy.sensitivity import expmech_smooth_beta
-    from dpbayes.release.candidates import dirichlet_scores, dirichlet_smooth_sensitivity
+    from dpbayes.release.expmech.candidates import dirichlet_scores, dirichlet_smooth_sensitivity
 
     alpha, n, delta = np.array([0.3, 1.0, 2.0]), 4, 1e-6
     cands = compositions(n, 3)

@@ -17,8 +17,8 @@ import pytest
 
 from dpbayes.models.divergence import hellinger_beta, hellinger_dirichlet
 from dpbayes.models.lgamma_differences import jensen_lgamma
-from dpbayes.release import expmech_kernels as ek
-from dpbayes.release.candidates import coin_scores, compositions, dirichlet_scores
+from dpbayes.release.expmech import _kernels as ek
+from dpbayes.release.expmech.candidates import coin_scores, compositions, dirichlet_scores
 
 
 def mp_jensen(m: float, d: float) -> mp.mpf:

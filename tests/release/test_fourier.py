@@ -9,7 +9,7 @@ from scipy import stats
 
 from dpbayes.models.bayes_net import BayesNet, NaiveBayes
 from dpbayes.release import release
-from dpbayes.release.fourier import (
+from dpbayes.release.bayes_net.fourier import (
     downward_closure,
     fourier_coefficients,
     fourier_sensitivity,

@@ -11,7 +11,7 @@ from scipy import special, stats
 from dpbayes.models import BetaBernoulli, NormalMean
 from dpbayes.models.mixtures import BetaMixture
 from dpbayes.release import release
-from dpbayes.release.input import _rr_posterior, noise_aware_posterior
+from dpbayes.release.input.noise_aware import _rr_posterior, noise_aware_posterior
 
 P_MIN = 1e-4
 

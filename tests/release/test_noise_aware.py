@@ -20,10 +20,10 @@ from dpbayes.models.mixtures import BetaMixture, GridDistribution, mixture_from_
 from dpbayes.models.statistics import CountStatistics, SumStatistics
 from dpbayes.privacy import Neighbours
 from dpbayes.release import Release, release
-from dpbayes.release.candidates import compositions
-from dpbayes.release.expmech import plan_expmech_coin, plan_expmech_dirichlet
-from dpbayes.release.noise_aware import noise_aware_posterior
-from dpbayes.release.parameters import plan_counts, plan_normal_mean
+from dpbayes.release.base import noise_aware_posterior
+from dpbayes.release.counts.mechanism import plan_counts, plan_normal_mean
+from dpbayes.release.expmech.candidates import compositions
+from dpbayes.release.expmech.mechanism import plan_expmech_coin, plan_expmech_dirichlet
 
 Z = 3.891  # two-sided 1e-4 normal quantile
 SUB = Neighbours.SUBSTITUTE
@@ -203,7 +203,7 @@ def test_expmech_coin_matches_direct_selection_probabilities(kind):
 
 
 def _smooth_of(plan, a, b, n, k):
-    from dpbayes.release.candidates import coin_smooth_sensitivity
+    from dpbayes.release.expmech.candidates import coin_smooth_sensitivity
 
     return coin_smooth_sensitivity(a, b, n, k, plan.guarantee.details["smooth_beta"])
 

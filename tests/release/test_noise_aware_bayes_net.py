@@ -12,9 +12,9 @@ from scipy import special
 
 from dpbayes.models.bayes_net import BayesNet
 from dpbayes.release import release
-from dpbayes.release.noise_aware import count_log_likelihood
-from dpbayes.release.noise_aware_bayes_net_jit import grid_log_z, log_trim_mass
-from dpbayes.release.sampling import map_grid
+from dpbayes.release.bayes_net._normaliser_kernels import grid_log_z, log_trim_mass
+from dpbayes.release.bayes_net.sampling import map_grid
+from dpbayes.release.counts.noise_aware import count_log_likelihood
 
 DATA = pd.DataFrame({"A": [0, 1, 1, 0, 1, 1], "B": [0, 1, 1, 1, 0, 1]})
 
@@ -492,7 +492,7 @@ def test_map_release_matches_enumeration(variables, data, epsilon):
 @pytest.mark.filterwarnings("ignore:.*mix poorly:RuntimeWarning")  # short chains on purpose
 def test_map_untabulated_normaliser_matches_tabulated(monkeypatch):
     """With the lazily filled tables switched off, log Z is computed on use: the same chain."""
-    from dpbayes.release import noise_aware_bayes_net as nab
+    from dpbayes.release.bayes_net import noise_aware_sampling as nab
 
     model = BayesNet({"A": [0, 1], "B": [0, 1, 2]}, [("A", "B")])
     data = pd.DataFrame({"A": [0, 1, 1, 0, 1], "B": [0, 2, 2, 1, 2]})

@@ -12,9 +12,10 @@ from dpbayes.models import BetaBernoulli, CountStatistics
 from dpbayes.models.mixtures import BetaMixture
 from dpbayes.privacy import Neighbours
 from dpbayes.privacy.noise import noise_source
-from dpbayes.release.noise_aware import count_log_likelihood, noise_aware_posterior
-from dpbayes.release.noise_aware_coin import CountBetaMixture, coin_count_posterior
-from dpbayes.release.parameters import plan_counts
+from dpbayes.release.base import noise_aware_posterior
+from dpbayes.release.counts.coin import CountBetaMixture, coin_count_posterior
+from dpbayes.release.counts.mechanism import plan_counts
+from dpbayes.release.counts.noise_aware import count_log_likelihood
 
 Z = 3.891  # two-sided 1e-4 normal quantile
 
@@ -106,22 +107,29 @@ def test_coverage_of_fast_path_is_nominal_at_small_eps():
     assert abs(hits / reps - 0.9) <= Z * math.sqrt(0.09 / reps)
 
 
-def test_numpy_path_equals_compiled_path(monkeypatch):
-    """Without numba the same algorithm runs in numpy: same posterior, same interval."""
-    import importlib
+def test_compiled_path_equals_the_plain_mixture():
+    """The compiled ladder (pruned weights, Newton quantiles) equals the plain Beta mixture
+    over every true count, with weights prior predictive x likelihood computed in scipy."""
+    from scipy import special, stats
 
-    coin = importlib.import_module("dpbayes.release.noise_aware_coin")
+    from dpbayes.release.counts.coin import coin_count_posterior
 
-    x = np.arange(1001.0)
+    n, a, b = 1000, 1.0, 2.0
+    x = np.arange(n + 1.0)
+    log_prior = (
+        special.gammaln(a + x)
+        + special.gammaln(b + n - x)
+        - special.gammaln(x + 1)
+        - special.gammaln(n - x + 1)
+    )
     for y, scale in ((0.0, 100.0), (431.5, 10.0), (1000.0, 1.0), (17.0, 1.0)):
-        ll = count_log_likelihood(y, x, "laplace", scale, 1000.0)
-        fast = coin.coin_count_posterior(1.0, 2.0, 1000, ll)
-        with monkeypatch.context() as m:
-            m.setattr(coin, "kernels", lambda: None)
-            slow = coin.coin_count_posterior(1.0, 2.0, 1000, ll)
-            slow_iv = slow.interval(0.9)
-        assert np.array_equal(fast.a, slow.a) and np.allclose(
-            fast.weights, slow.weights, atol=1e-15
-        )
-        assert np.allclose(fast.interval(0.9), slow_iv, atol=1e-10)
-        assert fast.mean() == pytest.approx(slow.mean(), abs=1e-13)
+        ll = count_log_likelihood(y, x, "laplace", scale, float(n))
+        fast = coin_count_posterior(a, b, n, ll)
+        lw = log_prior + ll
+        w = np.exp(lw - lw.max())
+        w /= w.sum()
+        mean = float(np.sum(w * (a + x) / (a + b + n)))
+        assert fast.mean() == pytest.approx(mean, abs=1e-12)
+        lo, hi = fast.interval(0.9)
+        cdf = [float(np.sum(w * stats.beta.cdf(t, a + x, b + n - x))) for t in (lo, hi)]
+        assert cdf == pytest.approx([0.05, 0.95], abs=1e-8)

@@ -17,9 +17,10 @@ from scipy import integrate, special, stats
 import dpbayes as dpb
 from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
 from dpbayes.models.bayes_net import BayesNet
-from dpbayes.release.noise_aware import count_log_likelihood, noise_aware_posterior
-from dpbayes.release.noise_aware_normal import normal_laplace_logpdf
-from dpbayes.release.noise_aware_private_n import (
+from dpbayes.release.base import noise_aware_posterior
+from dpbayes.release.counts.noise_aware import count_log_likelihood
+from dpbayes.release.counts.normal import normal_laplace_logpdf
+from dpbayes.release.counts.private_n import (
     CountPairBetaMixture,
     PrivateNDirichletMixture,
     n_prior,

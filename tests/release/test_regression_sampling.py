@@ -8,7 +8,7 @@ from scipy import stats
 
 from dpbayes.models.linear_regression import BayesianLinearRegression
 from dpbayes.release import release
-from dpbayes.release.linear_regression import sampling_noise_variance, truncated_gaussian_ball
+from dpbayes.release.regression.mechanism import sampling_noise_variance, truncated_gaussian_ball
 
 Z = float(stats.norm.isf(1e-4 / 2))
 

@@ -9,8 +9,9 @@ from scipy import stats
 
 from dpbayes.models.bayes_net import BayesNet, NaiveBayes
 from dpbayes.privacy import Accountant, Neighbours
-from dpbayes.release import fourier, mechanisms_for, release, sampling  # noqa: F401  (register their mechanisms)
-from dpbayes.release.bayes_net import laplace_sensitivity
+from dpbayes.release import mechanisms_for, release
+from dpbayes.release.bayes_net import fourier, sampling  # noqa: F401  (register their mechanisms)
+from dpbayes.release.bayes_net.laplace import laplace_sensitivity
 
 Z = float(stats.norm.isf(1e-4 / 2))  # two-sided 1e-4
 

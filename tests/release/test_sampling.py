@@ -12,7 +12,7 @@ from scipy import special, stats
 from dpbayes.models.bayes_net import BayesNet, NaiveBayes
 from dpbayes.privacy import ExponentialMechanism, Neighbours, SimulatedNoise
 from dpbayes.release import release
-from dpbayes.release.sampling import (
+from dpbayes.release.bayes_net.sampling import (
     lipschitz_constant,
     map_grid,
     plan_map,

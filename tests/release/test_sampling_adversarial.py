@@ -36,12 +36,17 @@ from dpbayes.audit.sampling_edges import (
 )
 from dpbayes.audit.targets import release_mechanism
 from dpbayes.privacy import Neighbours, SimulatedNoise
-from dpbayes.release import linear_regression, release
+from dpbayes.release import release
 from dpbayes.release.base import plan
-from dpbayes.release.sampling import trim_for_epsilon
-from dpbayes.release.trimmed_dirichlet import FLAT_LEVELS, envelope, propose
-from dpbayes.release.truncated_gaussian import _HalfSpace, _shrink_proposals, truncated_normal_many
-from dpbayes.release.truncated_jit import trimmed_dirichlet_box, truncated_beta_many
+from dpbayes.release.bayes_net._sampling_kernels import trimmed_dirichlet_box, truncated_beta_many
+from dpbayes.release.bayes_net.sampling import trim_for_epsilon
+from dpbayes.release.bayes_net.trimmed_dirichlet import FLAT_LEVELS, envelope, propose
+from dpbayes.release.regression import mechanism as linear_regression
+from dpbayes.release.regression.truncated_gaussian import (
+    _HalfSpace,
+    _shrink_proposals,
+    truncated_normal_many,
+)
 
 ALPHA = 1e-4  # level of every statistical test (fixed seeds)
 

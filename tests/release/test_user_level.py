@@ -23,7 +23,7 @@ from dpbayes.models.statistics import CountStatistics
 from dpbayes.privacy import Accountant, Neighbours
 from dpbayes.privacy.noise import noise_source
 from dpbayes.release.base import group_privacy_budget, plan
-from dpbayes.release.parameters import plan_counts
+from dpbayes.release.counts.mechanism import plan_counts
 
 CATS = ["excellent", "good", "fair", "poor"]
 
@@ -207,7 +207,7 @@ def test_fallback_noise_runs_at_epsilon_over_k(people_k5):
     assert (g.epsilon, g.neighbours) == (2.0, Neighbours.ADD_REMOVE)
     assert g.details["per_record_epsilon"] == pytest.approx(0.4, rel=1e-15)
     assert g.details["neighbouring_relation"] == "add/remove one user (<= 5 rows)"
-    from dpbayes.release.fourier import fourier_coefficients
+    from dpbayes.release.bayes_net.fourier import fourier_coefficients
 
     truth = fourier_coefficients(bn, bn.statistics(people_k5))[1]  # bit 0: node "a"
     noise = np.array(

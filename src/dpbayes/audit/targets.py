@@ -198,14 +198,14 @@ def expmech_log_distribution(
     """(outputs, log-probabilities) of a planned expmech release, exact in log space.
 
     Global or local: recomputed here, candidate r with probability exp(e u(x, r) / (2 S))
-    / sum, u the scores of :mod:`dpbayes.release.candidates`, S the sensitivity the plan
+    / sum, u the scores of :mod:`dpbayes.release.expmech.candidates`, S the sensitivity the plan
     states and e its ``exponent_epsilon``. Smooth (whose S_beta(x) the guarantee does not
     state): the plan's own ``log_distribution``. Outputs are the released count vectors,
     as the auditor sees them.
     """
     from scipy.special import logsumexp
 
-    from dpbayes.release.candidates import coin_scores, compositions, dirichlet_scores
+    from dpbayes.release.expmech.candidates import coin_scores, compositions, dirichlet_scores
 
     kind = planned.guarantee.details.get("sensitivity_kind")
     if kind == "smooth" and planned.log_distribution is not None:

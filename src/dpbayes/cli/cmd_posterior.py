@@ -70,6 +70,8 @@ def _fmt(v: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from dpbayes.cli.common import check_destination, emit_json, progress
     from dpbayes.privacy.validation import check_int, check_probability
+    from dpbayes.release.base import noise_aware_posterior
+    from dpbayes.release.bayes_net.posterior import BayesNetNoiseAwarePosterior
     from dpbayes.release.display import (
         NAIVE_LABEL,
         NOISE_AWARE_LABEL,
@@ -77,8 +79,6 @@ def run(args: argparse.Namespace) -> int:
         slow_reason,
         summarise,
     )
-    from dpbayes.release.noise_aware import noise_aware_posterior
-    from dpbayes.release.noise_aware_bayes_net import BayesNetNoiseAwarePosterior
     from dpbayes.release.reader import read_release
 
     level = check_probability(args.level, "--level", open_interval=True)

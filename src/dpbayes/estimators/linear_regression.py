@@ -34,9 +34,9 @@ from dpbayes.estimators.naive_bayes import check_features
 from dpbayes.models.linear_regression import BayesianLinearRegression
 from dpbayes.privacy import Guarantee
 from dpbayes.privacy.validation import check_delta, check_epsilon, check_positive, check_range
-from dpbayes.release import linear_regression as _sampling  # noqa: F401  (registers it)
 from dpbayes.release import release
 from dpbayes.release.base import plan
+from dpbayes.release.regression import mechanism as _sampling  # noqa: F401  (registers it)
 
 __all__ = ["PrivateBayesianLinearRegression"]
 

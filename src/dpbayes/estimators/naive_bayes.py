@@ -32,10 +32,10 @@ from dpbayes.estimators._base import (
 from dpbayes.models.bayes_net import NaiveBayes
 from dpbayes.privacy import Guarantee, PrivacyLeakWarning
 from dpbayes.privacy.validation import check_epsilon, check_positive
-from dpbayes.release import bayes_net as _alg1  # noqa: F401  (registers the mechanisms)
-from dpbayes.release import fourier as _alg2  # noqa: F401
 from dpbayes.release import release
-from dpbayes.release import sampling as _alg3  # noqa: F401
+from dpbayes.release.bayes_net import fourier as _alg2  # noqa: F401
+from dpbayes.release.bayes_net import laplace as _alg1  # noqa: F401  (registers the mechanisms)
+from dpbayes.release.bayes_net import sampling as _alg3  # noqa: F401
 
 __all__ = ["PrivateNaiveBayes"]
 

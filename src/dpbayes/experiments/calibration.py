@@ -3,7 +3,7 @@
 For each mechanism and eps in {0.01, 0.1, 1, 10}: draw the parameter from the prior,
 then data, then the release; record the probability integral transform
 u = F_posterior(true parameter) of the naive posterior (noisy values taken as exact), the
-noise-aware posterior (:mod:`dpbayes.release.noise_aware`) and the exact non-private
+noise-aware posterior (:mod:`dpbayes.release.counts.noise_aware`) and the exact non-private
 posterior. A central interval of level l covers the truth iff (1 - l)/2 <= u <= (1 + l)/2,
 so one CDF evaluation gives the 50%, 90% and 95% coverages; a calibrated posterior has
 u ~ Uniform(0, 1) (simulation-based calibration, Talts et al. 2018: the rank histogram
@@ -30,10 +30,10 @@ from dpbayes.models.statistics import CountStatistics, SumStatistics
 from dpbayes.privacy import Neighbours
 from dpbayes.privacy.noise import noise_source
 from dpbayes.progress import Progress
-from dpbayes.release.expmech import plan_expmech_coin
-from dpbayes.release.input import plan_input_coin
-from dpbayes.release.noise_aware import noise_aware_posterior
-from dpbayes.release.parameters import plan_counts, plan_normal_mean
+from dpbayes.release.base import noise_aware_posterior
+from dpbayes.release.counts.mechanism import plan_counts, plan_normal_mean
+from dpbayes.release.expmech.mechanism import plan_expmech_coin
+from dpbayes.release.input.mechanism import plan_input_coin
 
 NAME = "calibration"
 DESCRIPTION = "coverage and SBC of naive vs noise-aware vs non-private posteriors, all releases"

@@ -9,7 +9,7 @@ on the seeded simulation path. Box plots and a CSV of every run plus a summary C
 ``expmech-smooth-notes`` is the smooth mechanism as paper 003 calibrates it (exponent eps,
 beta = ln(1 - eps / (2 ln(delta / (2 (n + 1)))))), whose argument does not bound the
 normaliser (issue 14): it is shown only to measure the accuracy cost of the proven
-``expmech-smooth`` (exponent eps/2, the beta of PROOF_expmech.md). Not a release.
+``expmech-smooth`` (exponent eps/2, the beta of release/expmech/PROOF.md). Not a release.
 
 §3.1 (their Fig. 1): for every candidate r, the max over neighbours y' of
 |H(BI(x), r) - H(BI(y'), r)|; the notes' reduction says the largest is at r = BI(x).
@@ -29,9 +29,9 @@ from dpbayes.models.divergence import hellinger_beta
 from dpbayes.privacy import Neighbours
 from dpbayes.privacy.noise import noise_source
 from dpbayes.progress import Progress
-from dpbayes.release.candidates import coin_scores, coin_smooth_sensitivity
-from dpbayes.release.expmech import plan_expmech_coin, select_candidate
-from dpbayes.release.parameters import plan_counts
+from dpbayes.release.counts.mechanism import plan_counts
+from dpbayes.release.expmech.candidates import coin_scores, coin_smooth_sensitivity
+from dpbayes.release.expmech.mechanism import plan_expmech_coin, select_candidate
 
 NAME = "expmech-accuracy"
 DESCRIPTION = "paper 003 §3.1-3.2: Hellinger accuracy of expmech (global/smooth/local) vs Laplace"

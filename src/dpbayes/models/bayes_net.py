@@ -7,7 +7,7 @@ so the posterior is Dirichlet(alpha + counts) per (node, parent configuration) a
 "posterior updates" are the counts of each node's family (node plus parents) table.
 :class:`NaiveBayes` is the special case with one class node as sole parent of every
 feature. Nothing here draws random numbers; the private releases live in
-``dpbayes.release.bayes_net``, ``.fourier`` and ``.sampling``.
+``dpbayes.release.bayes_net.laplace``, ``.fourier`` and ``.sampling``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Paper 004 §5.2: y = x'w + e, e ~ N(0, sigma^2) with sigma^2 known, and the prio
 w ~ N(0, I / lambda) (``prior_precision`` lambda). The posterior is Gaussian with
 precision ``lambda I + X'X / sigma^2`` and mean ``Sigma X'y / sigma^2``.
 
-For private posterior sampling (``dpbayes.release.linear_regression``) the model also
+For private posterior sampling (``dpbayes.release.regression.mechanism``) the model also
 carries public bounds: each feature row is scaled into the ball ||x||_2 <= feature_bound,
 each label clipped to [-label_bound, label_bound], and the prior truncated to the ball
 ||w||_2 <= weight_bound (the truncation enters only the private sampler).
@@ -21,7 +21,12 @@ import numpy as np
 from dpbayes.display import PosteriorDisplay
 from dpbayes.privacy.validation import check_array, check_int, check_positive
 
-__all__ = ["BayesianLinearRegression", "MultivariateNormal", "RegressionStatistics"]
+__all__ = [
+    "BayesianLinearRegression",
+    "MultivariateNormal",
+    "RegressionStatistics",
+    "RegressionWeights",
+]
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -215,3 +220,19 @@ class BayesianLinearRegression:
         mean = xa @ posterior.mean_
         var = np.einsum("ij,jk,ik->i", xa, posterior.cov, xa) + self.noise_variance
         return mean, var
+
+
+@dataclass(frozen=True, eq=False)
+class RegressionWeights:
+    """Released regression weights (a posterior draw, or the mean of several draws)."""
+
+    weights: np.ndarray
+
+    def predict(self, x: Any) -> np.ndarray:
+        return np.asarray(x, dtype=float) @ self.weights
+
+    def mean(self) -> np.ndarray:
+        return self.weights
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"family": "regression-weights", "weights": self.weights.tolist()}

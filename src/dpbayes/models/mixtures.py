@@ -1,6 +1,6 @@
 """Mixture and grid posteriors: what a noise-aware posterior looks like.
 
-A noise-aware posterior (:mod:`dpbayes.release.noise_aware`) averages the conjugate
+A noise-aware posterior (:mod:`dpbayes.release.counts.noise_aware`) averages the conjugate
 posterior over the unknown true statistic, so it is a finite mixture of conjugate
 posteriors (exact), or for a continuous parameter a density tabulated on a fine grid.
 

@@ -15,7 +15,7 @@ Two sources share one interface:
 Both also give plain uniforms (:meth:`NoiseSource.uniform`) on the grid
 (2m + 1) 2^-53, m uniform on 0..2^52 - 1: the secure source takes the 52 bits of m from
 the operating system's CSPRNG (``secrets``), the simulation from its Generator. The exact
-posterior samplers (``dpbayes.release.sampling``, ``.truncated_gaussian``) build every
+posterior samplers (``dpbayes.release.bayes_net.sampling``, ``.truncated_gaussian``) build every
 draw from these uniforms by inverse CDFs and rejection.
 
 Use :func:`noise_source` to get the right one from an ``rng`` argument.

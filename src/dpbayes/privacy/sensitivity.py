@@ -37,7 +37,7 @@ def expmech_smooth_epsilon(
     The mechanism picks r with probability proportional to exp(e' u(x, r) / (2 S_beta(x))),
     u <= 0 with max_r u(x, r) = 0, S_beta a beta-smooth upper bound of the local
     sensitivity, |R| candidates. It is (eps, delta)-DP with (src/dpbayes/release/
-    PROOF_expmech.md, Theorem 2)
+    release/expmech/PROOF.md, Theorem 2)
 
         eps = e' + (e^beta - 1) ln(|R| / delta) + c (1 + ln(|R| / c)),  c = 1 - e^{-beta}:
 

@@ -1,23 +1,26 @@
 """Private posterior releases (papers 002, 003, 004).
 
 ``release(model, data, *, mechanism, epsilon, ...)`` is the one entry point. The
-mechanism families register their planners in the registry of :mod:`.base`, which
+mechanism families register their planners in the registry of :mod:`dpbayes.release.base`, which
 imports them on its first use (its ``FAMILIES``, one list):
 
-- ``parameters``: Laplace / geometric / Gaussian noise on posterior parameters
+- ``counts/``: Laplace / geometric / Gaussian noise on posterior counts and means
   (paper 002 §6.2, paper 004 Algorithm 1 for one node).
-- ``expmech``: exponential mechanism over candidate posteriors with divergence scores
-  (paper 002 §6.3, paper 003).
-- ``input``: input perturbation (randomized response / Gaussian per record), naive and
+- ``expmech/``: exponential mechanism over candidate posteriors with divergence scores
+  (paper 003, paper 002 §6.3).
+- ``input/``: input perturbation (randomized response / Gaussian per record), naive and
   noise-aware posteriors (paper 002 §6.1).
-- ``bayes_net``: Laplace on the count tables of a Bayesian network (paper 004, Alg. 1).
-- ``fourier``: Laplace in the Fourier domain, consistent marginals (paper 004, Alg. 2).
-- ``sampling``: posterior sampling with trimming (Lemma 2) and private MAP (Alg. 3).
-- ``linear_regression``: Bayesian linear regression by posterior sampling (§5.2).
+- ``bayes_net/``: Bayesian networks (paper 004): Laplace on the count tables (Alg. 1),
+  Laplace in the Fourier domain (Alg. 2), posterior sampling with trimming (Lemma 2)
+  and the private MAP (Alg. 3).
+- ``regression/``: Bayesian linear regression by posterior sampling (paper 004 §5.2).
+
+Each family folder holds its planners, its noise-aware posteriors (the recipient's
+inverse), its compiled kernels and its proof.
 
 This package is light: importing it (and so ``import dpbayes``) loads no numeric
 library. ``Release``, ``Plan``, ``plan``, ``mechanisms_for``, ``register``,
-``group_privacy_budget`` and ``registered`` come from :mod:`.base` on first use.
+``group_privacy_budget`` and ``registered`` come from :mod:`dpbayes.release.base` on first use.
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ if TYPE_CHECKING:
         Release,
         group_privacy_budget,
         mechanisms_for,
+        noise_aware_posterior,
         plan,
         register,
+        register_noise_aware,
         registered,
     )
 
@@ -42,8 +47,10 @@ __all__ = [
     "Release",
     "group_privacy_budget",
     "mechanisms_for",
+    "noise_aware_posterior",
     "plan",
     "register",
+    "register_noise_aware",
     "registered",
     "release",
 ]

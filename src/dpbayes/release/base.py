@@ -9,19 +9,26 @@ works in three steps, so that a failing call spends nothing and releases nothing
 3. *run*: under ``accountant.charge(guarantee)`` (if an accountant is given), draw the
    noise and build the :class:`Release`.
 
-A release mechanism registers a planner with :func:`register`::
+A release mechanism registers a planner with :func:`register`, naming the options it
+accepts (any other is refused here, once) and whether it scales to k rows per user::
 
-    @register("laplace", BetaBernoulli)
-    def plan_laplace(model, stats, *, epsilon, delta, neighbours, **options) -> Plan: ...
+    @register("expmech", BetaBernoulli, options=("sensitivity", "divergence"))
+    def plan_expmech(model, stats, *, epsilon, delta, neighbours, sensitivity="global",
+                     divergence="hellinger", **_) -> Plan: ...
 
-The modules that register the built-in mechanisms are listed once, in :data:`FAMILIES`,
-and imported on the registry's first use (:func:`registered`), so importing
-:mod:`dpbayes.release` costs nothing until a release is planned.
+and its noise-aware posterior (the inverse, for the recipient) with
+:func:`register_noise_aware`. Each family is one package (``counts/``, ``expmech/``,
+``input/``, ``bayes_net/``, ``regression/``) holding its planners, its noise-aware
+posteriors, its compiled kernels and its proof; the packages are listed once, in
+:data:`FAMILIES`, and imported on the registry's first use (:func:`registered`), so
+importing :mod:`dpbayes.release` costs nothing until a release is planned. This module
+imports nothing from the families (it is the leaf they all import).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import math
 import threading
@@ -29,19 +36,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dpbayes.privacy import Accountant, Guarantee, Neighbours
+from dpbayes.privacy import Accountant, Guarantee, Neighbours, compose_sequential
 from dpbayes.privacy.guarantee import user_level
 from dpbayes.privacy.noise import NoiseSource, noise_source
 from dpbayes.privacy.validation import check_delta, check_epsilon
 
 __all__ = [
     "FAMILIES",
+    "Mechanism",
     "Plan",
     "Release",
     "group_privacy_budget",
     "mechanisms_for",
+    "noise_aware_mechanisms",
+    "noise_aware_posterior",
     "plan",
     "register",
+    "register_noise_aware",
     "registered",
     "release",
 ]
@@ -102,12 +113,10 @@ class Release:
     def noise_aware_posterior(self, **options: Any) -> Any:
         """The posterior given the released values and the known noise, not the data.
 
-        See :mod:`dpbayes.release.noise_aware` (uses released, public, guarantee, model);
+        See :mod:`dpbayes.release.counts.noise_aware` (uses released, public, guarantee, model);
         ``options`` (e.g. ``iterations``, ``chains``, ``rng``) go to the MCMC paths. The
         default (no options) is computed once and kept: the displays lead with it.
         """
-        from dpbayes.release.noise_aware import noise_aware_posterior
-
         if options:
             return noise_aware_posterior(self, **options)
         cached = self.__dict__.get("_noise_aware")
@@ -157,40 +166,72 @@ class Plan:
 
 
 Planner = Callable[..., Plan]
-_REGISTRY: dict[tuple[str, type], Planner] = {}
 
-#: The modules whose import registers the built-in mechanisms (one per family), imported
-#: on the registry's first use.
+
+@dataclass(frozen=True)
+class Mechanism:
+    """A registered release mechanism for one model type, and what its planner accepts.
+
+    ``options``: the keyword options the planner takes beyond the privacy parameters (any
+    other is refused once, by :func:`plan`, before the data are read). ``user_level``: the
+    planner scales its add/remove sensitivity by k rows per user itself (it receives
+    ``rows_per_user=k``); otherwise user-level data run at the group-privacy budget.
+    """
+
+    name: str
+    model_type: type
+    planner: Planner
+    options: frozenset[str] = frozenset()
+    user_level: bool = False
+
+
+_REGISTRY: dict[tuple[str, type], Mechanism] = {}
+
+#: The packages whose import registers the built-in mechanisms and their noise-aware
+#: posteriors (one per family), imported on the registry's first use.
 FAMILIES = (
-    "dpbayes.release.parameters",
+    "dpbayes.release.counts",
     "dpbayes.release.expmech",
     "dpbayes.release.input",
     "dpbayes.release.bayes_net",
-    "dpbayes.release.fourier",
-    "dpbayes.release.sampling",
-    "dpbayes.release.linear_regression",
+    "dpbayes.release.regression",
     "dpbayes.release.ssp",
 )
 _FAMILIES_LOADED = threading.Event()
 
 
-def registered() -> dict[tuple[str, type], Planner]:
-    """Every registered planner, ``{(mechanism, model type): planner}``, families loaded."""
+def _load_families() -> None:
     if not _FAMILIES_LOADED.is_set():
         for module in FAMILIES:  # each registers its planners when imported
             importlib.import_module(module)
         _FAMILIES_LOADED.set()
-    return dict(_REGISTRY)
 
 
-def register(mechanism: str, model_type: type) -> Callable[[Planner], Planner]:
-    """Register a planner for ``mechanism`` on models of ``model_type``."""
+def registered() -> dict[tuple[str, type], Planner]:
+    """Every registered planner, ``{(mechanism, model type): planner}``, families loaded."""
+    _load_families()
+    return {key: m.planner for key, m in _REGISTRY.items()}
+
+
+def register(
+    mechanism: str,
+    model_type: type,
+    *,
+    options: tuple[str, ...] | frozenset[str] = (),
+    user_level: bool = False,
+) -> Callable[[Planner], Planner]:
+    """Register a planner for ``mechanism`` on models of ``model_type``.
+
+    ``options`` names the keyword options the planner accepts (:func:`plan` refuses any
+    other); ``user_level=True`` if it takes ``rows_per_user=k`` and scales its sensitivity
+    (see :class:`Mechanism`).
+    """
 
     def deco(fn: Planner) -> Planner:
         key = (mechanism, model_type)
-        if key in _REGISTRY and _REGISTRY[key] is not fn:
+        if key in _REGISTRY and _REGISTRY[key].planner is not fn:
             raise RuntimeError(f"mechanism {mechanism!r} already registered for {model_type}")
-        _REGISTRY[key] = fn
+        _REGISTRY[key] = Mechanism(mechanism, model_type, fn, frozenset(options), user_level)
         return fn
 
     return deco
@@ -201,17 +242,116 @@ def mechanisms_for(model: Any) -> list[str]:
     return sorted({m for (m, t) in registered() if isinstance(model, t)})
 
 
-def _planner(model: Any, mechanism: Any) -> Planner:
+def _entry(model: Any, mechanism: Any) -> Mechanism:
     if not isinstance(mechanism, str):
         raise TypeError(f"mechanism must be a string, got {type(mechanism).__name__}")
-    for (name, model_type), fn in registered().items():
+    _load_families()
+    for (name, model_type), entry in _REGISTRY.items():
         if name == mechanism and isinstance(model, model_type):
-            return fn
+            return entry
     available = mechanisms_for(model)
     if not available:
         raise TypeError(f"model must be a dpbayes model, got {type(model).__name__}")
     raise ValueError(
         f"mechanism must be one of {available} for {type(model).__name__}, got {mechanism!r}"
+    )
+
+
+def _check_options(entry: Mechanism, options: dict[str, Any]) -> None:
+    if "rows_per_user" in options:
+        raise ValueError(
+            "rows_per_user comes from the data: bound contributions with "
+            "dpbayes.data.as_source(..., user_column=..., max_rows_per_user=k)"
+        )
+    unknown = sorted(set(options) - entry.options)
+    if unknown:
+        allowed = ", ".join(sorted(entry.options)) if entry.options else "none"
+        raise ValueError(
+            f"unknown option(s) for mechanism {entry.name!r}: {', '.join(unknown)} "
+            f"(allowed: {allowed})"
+        )
+
+
+def as_rng(src: NoiseSource) -> Any:
+    """The ``rng`` argument that makes a privacy mechanism draw from ``src``."""
+    return src.generator() if src.simulation else None
+
+
+def posterior_sampling_guarantee(
+    *,
+    per_draw: float,
+    lipschitz: float,
+    draws: int,
+    neighbours: Neighbours,
+    mechanism: str,
+    details: dict[str, Any],
+    simulation: bool,
+) -> Guarantee:
+    """eps-DP of ``draws`` posterior draws, each ``per_draw``-DP (Lemma 2), composed."""
+    one = Guarantee(
+        epsilon=per_draw,
+        delta=0.0,
+        neighbours=neighbours,
+        mechanism=mechanism,
+        sensitivity=lipschitz,
+        sensitivity_norm="lipschitz",
+        simulation=simulation,
+        details=details,
+    )
+    return one if draws == 1 else compose_sequential([one] * draws, mechanism="posterior sampling")
+
+
+# ------------------------------------------------------------- noise-aware posteriors
+
+NoiseAware = Callable[[Release], Any]
+_NOISE_AWARE: dict[tuple[str, type], NoiseAware] = {}
+
+
+def register_noise_aware(mechanism: str, model_type: type) -> Callable[[NoiseAware], NoiseAware]:
+    """Register ``fn(rel, **options) -> distribution``, the noise-aware posterior of a
+    mechanism's releases of ``model_type`` (beside its planner, in the family's folder)."""
+
+    def deco(fn: NoiseAware) -> NoiseAware:
+        key = (mechanism, model_type)
+        if key in _NOISE_AWARE and _NOISE_AWARE[key] is not fn:
+            raise RuntimeError(f"noise-aware posterior for {key} already registered")
+        _NOISE_AWARE[key] = fn
+        return fn
+
+    return deco
+
+
+def noise_aware_mechanisms(model: Any) -> list[str]:
+    """Mechanisms whose releases of ``model`` have a noise-aware posterior."""
+    _load_families()
+    return sorted({m for (m, t) in _NOISE_AWARE if isinstance(model, t)})
+
+
+def noise_aware_posterior(rel: Release, **options: Any) -> Any:
+    """The posterior of the model's parameter given the release (not the data).
+
+    Uses only ``rel.released``, ``rel.public``, ``rel.guarantee`` and ``rel.model``.
+    ``options`` go to the samplers that take them (``iterations``, ``chains``, ``rng`` of
+    the MCMC paths: Bayesian networks with edges, linear regression); the exact paths take
+    none. Each family registers its own (:func:`register_noise_aware`).
+    """
+    if not isinstance(rel, Release):
+        raise TypeError(f"rel must be a dpbayes Release, got {type(rel).__name__}")
+    _load_families()
+    for (name, model_type), fn in _NOISE_AWARE.items():
+        if name == rel.mechanism and isinstance(rel.model, model_type):
+            params = list(inspect.signature(fn).parameters.values())[1:]  # after the release
+            takes_any = any(p.kind is p.VAR_KEYWORD for p in params)
+            unknown = sorted(set(options) - {p.name for p in params})
+            if unknown and not takes_any:
+                raise ValueError(
+                    f"options {unknown} are not accepted by the noise-aware "
+                    f"posterior of {rel.mechanism!r} on {type(rel.model).__name__}"
+                )
+            return fn(rel, **options)
+    raise ValueError(
+        f"no noise-aware posterior for mechanism {rel.mechanism!r} on "
+        f"{type(rel.model).__name__}; available: {noise_aware_mechanisms(rel.model)}"
     )
 
 
@@ -237,7 +377,7 @@ def plan(
     On data bounded to k rows per user (``data.rows_per_user_bound``) the relation is
     add/remove one user (<= k rows), n private (:meth:`Neighbours.for_unit`; an explicit
     ``neighbours="substitute"`` is refused). A planner with native user-level support
-    (``planner.user_level``) scales its add/remove sensitivity by k. Any other planner
+    (``register(..., user_level=True)``) scales its add/remove sensitivity by k. Any other planner
     falls back to group privacy: it is planned under add/remove one record at the
     per-record budget (eps/k, delta/(k e^{(k-1) eps/k})) of :func:`group_privacy_budget`,
     and the release states the user-level (eps, delta); planners that need a public n
@@ -253,16 +393,13 @@ def plan(
     dlt = check_delta(delta)
     if neighbours is not None:
         Neighbours.parse(neighbours)
-    planner = _planner(model, mechanism)
+    entry = _entry(model, mechanism)
+    _check_options(entry, options)
+    planner = entry.planner
     bound = getattr(data, "rows_per_user_bound", None)
-    if "rows_per_user" in options:
-        raise ValueError(
-            "rows_per_user comes from the data: bound contributions with "
-            "dpbayes.data.as_source(..., user_column=..., max_rows_per_user=k)"
-        )
     k = None if bound is None else int(bound)
     rel = Neighbours.for_unit(neighbours, k)
-    native = bool(getattr(planner, "user_level", False))
+    native = entry.user_level
     if k is not None and native:
         options["rows_per_user"] = k
     group_k = None if k is None or native else k  # the group-privacy fallback's k
@@ -390,7 +527,7 @@ def release(
     check_delta(delta)
     if neighbours is not None:
         Neighbours.parse(neighbours)
-    _planner(model, mechanism)
+    _check_options(_entry(model, mechanism), options)
     if accountant is not None and not isinstance(accountant, Accountant):
         raise TypeError(f"accountant must be a dpbayes Accountant, got {type(accountant).__name__}")
     if allow_non_private and accountant is not None:

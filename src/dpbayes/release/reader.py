@@ -64,6 +64,10 @@ def _model(d: Any) -> Any:
             from dpbayes.models.linear_regression import BayesianLinearRegression
 
             return BayesianLinearRegression(**params)
+        if fam == "bayesian-logistic-regression":
+            from dpbayes.models.logistic_regression import BayesianLogisticRegression
+
+            return BayesianLogisticRegression(**params)
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"release record: model of family {fam!r} is incomplete ({exc})") from None
     raise ValueError(f"release record: unknown model family {fam!r}")
@@ -87,10 +91,18 @@ def _posterior(d: Any, model: Any) -> Any:
         from dpbayes.models.bayes_net_posterior import BayesNetParameters
 
         return BayesNetParameters(model, d["cpts"])
+    if fam == "multivariate-normal":
+        import numpy as np
+
+        from dpbayes.models.linear_regression import MultivariateNormal
+
+        return MultivariateNormal(
+            mean_=np.asarray(d["mean"], dtype=float), cov=np.asarray(d["cov"], dtype=float)
+        )
     if fam == "regression-weights":
         import numpy as np
 
-        from dpbayes.release.linear_regression import RegressionWeights
+        from dpbayes.models.linear_regression import RegressionWeights
 
         return RegressionWeights(np.asarray(d["weights"], dtype=float))
     try:

@@ -45,7 +45,7 @@ from dpbayes.models.logistic_regression import (
 from dpbayes.privacy import GaussianMechanism, LaplaceMechanism, Neighbours
 from dpbayes.privacy.guarantee import user_level
 from dpbayes.privacy.noise import NoiseSource
-from dpbayes.release.base import Plan, Release, register
+from dpbayes.release.base import Plan, Release, as_rng, register
 
 __all__ = [
     "NOISES",
@@ -121,16 +121,6 @@ def entry_noise_sd(kind: str, sigma_or_scale: float, m: int) -> np.ndarray:
     return out
 
 
-def _as_rng(src: NoiseSource) -> Any:
-    """The ``rng`` argument that makes a mechanism draw from ``src``."""
-    return src.generator() if src.simulation else None
-
-
-def _reject(options: dict[str, Any]) -> None:
-    if options:
-        raise ValueError(f"unknown option(s) for mechanism 'ssp': {', '.join(sorted(options))}")
-
-
 def _noise_kind(noise: Any, delta: float) -> str:
     if noise is None:
         return "gaussian" if delta > 0 else "laplace"
@@ -198,7 +188,7 @@ class _QuadraticRelease:
     def noisy(self, exact: np.ndarray, src: NoiseSource) -> np.ndarray:
         """The symmetric matrix of noisy entries (unreleased constant entry kept exact)."""
         vec = exact[self.rows, self.cols] * self.weights
-        noisy = self.mech.release(vec, rng=_as_rng(src)).value / self.weights
+        noisy = self.mech.release(vec, rng=as_rng(src)).value / self.weights
         out = np.array(exact, dtype=float)
         out[self.rows, self.cols] = noisy
         out[self.cols, self.rows] = noisy
@@ -215,7 +205,7 @@ def _public(q: _QuadraticRelease, neighbours: Neighbours, n: int) -> dict[str, A
     }
 
 
-@register("ssp", BayesianLinearRegression)
+@register("ssp", BayesianLinearRegression, options=("noise",), user_level=True)
 def plan_linear_ssp(
     model: BayesianLinearRegression,
     stats_: RegressionStatistics,
@@ -226,7 +216,6 @@ def plan_linear_ssp(
     allow_non_private: bool = False,
     noise: str | None = None,
     rows_per_user: int | None = None,
-    **options: Any,
 ) -> Plan:
     """Noisy (X'X, X'y, y'y) of linear regression (Bernstein & Sheldon 2019, §3).
 
@@ -235,7 +224,6 @@ def plan_linear_ssp(
     changes by at most Delta_1 in L1 / Delta_2 in L2 (module docstring, PROOF.md), so
     Laplace(Delta_1 / eps) is eps-DP and the analytic Gaussian is (eps, delta)-DP.
     """
-    _reject(options)
     kind = _noise_kind(noise, delta)
     if model.feature_bound is None or model.label_bound is None:
         raise ValueError("model must set feature_bound and label_bound for mechanism 'ssp'")
@@ -274,10 +262,7 @@ def plan_linear_ssp(
     return Plan(guarantee=q.mech.guarantee(**q.details), run=run)
 
 
-plan_linear_ssp.user_level = True  # type: ignore[attr-defined]  # accepts rows_per_user
-
-
-@register("ssp", BayesianLogisticRegression)
+@register("ssp", BayesianLogisticRegression, options=("noise",), user_level=True)
 def plan_logistic_ssp(
     model: BayesianLogisticRegression,
     stats_: LogisticStatistics,
@@ -288,7 +273,6 @@ def plan_logistic_ssp(
     allow_non_private: bool = False,
     noise: str | None = None,
     rows_per_user: int | None = None,
-    **options: Any,
 ) -> Plan:
     """Noisy PASS-GLM statistics (t1 = sum y x, T2 = X'X) of logistic regression.
 
@@ -296,7 +280,6 @@ def plan_logistic_ssp(
     the constant n; its released upper triangle changes by at most Delta_1 in L1 /
     Delta_2 in L2 (module docstring, PROOF.md).
     """
-    _reject(options)
     kind = _noise_kind(noise, delta)
     d = stats_.t1.size
     bounds = np.r_[np.full(d, model.feature_bound), 1.0]
@@ -335,6 +318,3 @@ def plan_logistic_ssp(
         )
 
     return Plan(guarantee=q.mech.guarantee(**q.details), run=run)
-
-
-plan_logistic_ssp.user_level = True  # type: ignore[attr-defined]  # accepts rows_per_user

@@ -44,9 +44,8 @@ from dpbayes.models.linear_regression import BayesianLinearRegression, Multivari
 from dpbayes.models.logistic_regression import BayesianLogisticRegression, psd_projection
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int, check_probability
-from dpbayes.release.base import Release
-from dpbayes.release.noise_aware import register_noise_aware
-from dpbayes.release.noise_aware_mcmc import Diagnostics, diagnose, diagnostics_rows
+from dpbayes.release.base import Release, register_noise_aware
+from dpbayes.release.mcmc import Diagnostics, diagnose, diagnostics_rows
 from dpbayes.release.ssp.mechanism import entry_noise_sd
 
 __all__ = [

@@ -1,0 +1,262 @@
+"""Posterior sampling (paper 004 §4, Dimitrakakis et al. 2014) and private MAP (Algorithm 3).
+
+Posterior sampling releases a draw theta ~ xi(theta | x) instead of a noisy posterior.
+If ``sup_theta |log p(z | theta) - log p(z' | theta)| <= L`` for any two records z, z'
+on the prior's support, the posterior density ratio between neighbouring data sets is
+at most e^{2L} (substitute: one likelihood factor swapped and the normaliser moved by at
+most e^L each) or e^{L} (add/remove: one factor p(z | theta) against its posterior mean,
+both within a factor e^L), so one draw is 2L-DP (substitute) or L-DP (add/remove).
+
+For a discrete Bayesian network (paper 004 Lemma 2) L is the sum of the nodes'
+constants. Categorical likelihoods are not Lipschitz near 0, so the prior of node i is
+trimmed to CPT rows with every entry >= p_i; then log theta lies in
+[log p_i, log(1 - (k_i - 1) p_i)] and ``L_i = log((1 - (k_i - 1) p_i) / p_i)``. Given eps
+the constant is split evenly over the |I| nodes, which gives ``p_i = 1 / (e^{L/|I|} + k_i - 1)``.
+The released draw is from the Dirichlet posterior truncated to the trimmed region,
+exactly (:mod:`.trimmed_dirichlet`): Lemma 2 holds only for exact draws. The uniforms
+come from the noise source (``rng=None``: the OS CSPRNG). Proof of the guarantee and of
+each sampler: ``PROOF_sampling.md`` beside this file.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from dpbayes.models.bayes_net import BayesNet, BayesNetParameters, BayesNetStatistics
+from dpbayes.privacy import ExponentialMechanism, Guarantee, Neighbours
+from dpbayes.privacy.noise import NoiseSource
+from dpbayes.privacy.validation import check_int, check_probability
+from dpbayes.release.base import Plan, Release, as_rng, posterior_sampling_guarantee, register
+from dpbayes.release.bayes_net.trimmed_sampler import (
+    SAMPLER,
+    TrimmedRowSampler,
+    check_trim,
+    truncated_beta,
+    truncated_dirichlet,
+)
+
+__all__ = [
+    "lipschitz_constant",
+    "map_grid",
+    "plan_map",
+    "plan_sampling",
+    "sampling_epsilon",
+    "trim_for_epsilon",
+    "truncated_beta",
+    "truncated_dirichlet",
+]
+
+
+def lipschitz_constant(model: BayesNet, trims: dict[str, float]) -> float:
+    """Paper 004 Lemma 2: sum over nodes of log((1 - (k_i - 1) p_i) / p_i)."""
+    total = 0.0
+    for v in model.nodes:
+        k, p = model.cardinality(v), float(trims[v])
+        if not 0.0 < p < 1.0 / k:
+            raise ValueError(f"trim for {v!r} must be in (0, 1/{k}), got {p}")
+        total += math.log((1.0 - (k - 1) * p) / p)
+    return total
+
+
+def sampling_epsilon(
+    model: BayesNet,
+    trim: float | dict[str, float],
+    *,
+    draws: int = 1,
+    neighbours: Any = "substitute",
+) -> float:
+    """The eps of ``draws`` posterior draws with the prior trimmed at ``trim``."""
+    trims = trim if isinstance(trim, dict) else {v: float(trim) for v in model.nodes}
+    d = check_int(draws, "draws", minimum=1)
+    return d * Neighbours.parse(neighbours).lipschitz_factor * lipschitz_constant(model, trims)
+
+
+def trim_for_epsilon(
+    model: BayesNet, epsilon: float, *, draws: int = 1, neighbours: Any = "substitute"
+) -> dict[str, float]:
+    """Per-node trims p_i that make ``draws`` draws eps-DP (Lipschitz budget split evenly)."""
+    d = check_int(draws, "draws", minimum=1)
+    per_node = epsilon / d / Neighbours.parse(neighbours).lipschitz_factor / len(model.nodes)
+    while True:  # round so that the computed eps never exceeds the requested one
+        trims = {v: 1.0 / (math.exp(per_node) + model.cardinality(v) - 1) for v in model.nodes}
+        if sampling_epsilon(model, trims, draws=d, neighbours=neighbours) <= epsilon:
+            return trims
+        per_node *= 1 - 1e-12
+
+
+@register("sampling", BayesNet, options=("draws", "trim"))
+def plan_sampling(
+    model: BayesNet,
+    stats_: BayesNetStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+    draws: int = 1,
+    trim: float | None = None,
+) -> Plan:
+    """Release ``draws`` draws from the trimmed posterior (paper 004 §4, Theorem 4.1).
+
+    Privacy: with the prior trimmed at p_i, log-likelihoods are L-Lipschitz (Lemma 2), so
+    each draw is 2L-DP (substitute) or L-DP (add/remove); ``draws`` draws compose
+    sequentially. With ``trim`` the guarantee follows from it and must not exceed eps.
+    """
+    if delta:
+        raise ValueError("delta must be 0 for posterior sampling (it is pure eps-DP)")
+    d = check_int(draws, "draws", minimum=1)
+    if trim is None:
+        trims = trim_for_epsilon(model, epsilon, draws=d, neighbours=neighbours)
+    else:
+        tp = check_probability(trim, "trim", open_interval=True)
+        trims = {v: tp for v in model.nodes}
+    lip = lipschitz_constant(model, trims)
+    for v in model.nodes:
+        check_trim(model.cardinality(v), trims[v], f"the trim of {v!r}")
+    per_draw = Neighbours.parse(neighbours).lipschitz_factor * lip
+    if per_draw * d > epsilon * (1 + 1e-9):
+        raise ValueError(
+            f"trim={trim} gives eps {per_draw * d:.6g} for {d} draw(s), more than epsilon={epsilon}"
+        )
+    details: dict[str, Any] = {
+        "trims": trims,
+        "lipschitz": lip,
+        "draws": d,
+        "sampler": SAMPLER,
+    }
+
+    def guarantee(simulation: bool) -> Guarantee:
+        return posterior_sampling_guarantee(
+            per_draw=per_draw,
+            lipschitz=lip,
+            draws=d,
+            neighbours=neighbours,
+            mechanism="posterior sampling, trimmed prior (paper 004 §4)",
+            details=details,
+            simulation=simulation,
+        )
+
+    post = model.posterior_from(stats_)
+    # one exact sampler per CPT (Dirichlet(alpha + counts) rows restricted to the trim),
+    # set up on the first run and reused by later runs of this plan
+    samplers: dict[str, TrimmedRowSampler] = {}
+
+    def draw(src: NoiseSource) -> dict[str, np.ndarray]:
+        out = {}
+        for v in model.nodes:
+            a = post.alphas[v]
+            if v not in samplers:
+                samplers[v] = TrimmedRowSampler(a.reshape(-1, a.shape[-1]), trims[v])
+            out[v] = samplers[v].draw(src).reshape(a.shape)
+        return out
+
+    def run(src: NoiseSource) -> Release:
+        samples = [draw(src) for _ in range(d)]
+        mean = {v: np.mean([s[v] for s in samples], axis=0) for v in model.nodes}
+        return Release(
+            model=model,
+            mechanism="sampling",
+            posterior=BayesNetParameters(model, mean),
+            guarantee=guarantee(src.simulation),
+            released={"draws": [{v: t.tolist() for v, t in s.items()} for s in samples]},
+            public={
+                "trims": trims,
+                "neighbours": neighbours.value,
+                "draws": d,
+                # n is public under substitute neighbours (the noise-aware posterior uses it)
+                "n": neighbours.public_n(stats_.n),
+            },
+        )
+
+    return Plan(guarantee=guarantee(False), run=run)
+
+
+def map_grid(k: int, lower: float, steps: int) -> np.ndarray:
+    """Lattice on the trimmed simplex: lower + (1 - k lower) m / G, m a composition of G."""
+    g = steps
+    while math.comb(g + k - 1, k - 1) > 20000:
+        g -= 1
+    pts = [c for c in _compositions(g, k)]
+    return lower + (1 - k * lower) * np.asarray(pts, dtype=float) / g
+
+
+def _compositions(total: int, parts: int) -> list[tuple[int, ...]]:
+    if parts == 1:
+        return [(total,)]
+    return [(i, *rest) for i in range(total + 1) for rest in _compositions(total - i, parts - 1)]
+
+
+@register("map", BayesNet, options=("trim", "grid"))
+def plan_map(
+    model: BayesNet,
+    stats_: BayesNetStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+    trim: float = 0.01,
+    grid: int = 100,
+) -> Plan:
+    """Algorithm 3: the exponential mechanism over a data-independent grid of CPTs with the
+    log posterior as utility (uniform base measure on the grid).
+
+    Privacy: on the grid every entry lies in [p, 1 - (k-1)p], so one record moves the log
+    posterior (up to a data-only constant, which cancels) by at most L = sum_i L_i (Lemma 2);
+    the exponential mechanism with utility sensitivity L is eps-DP (monotonic under
+    add/remove). The posterior and the grid factorise over CPT rows, so the joint
+    selection is exactly one independent selection per row at the same temperature.
+    """
+    if delta:
+        raise ValueError("delta must be 0 for the MAP mechanism (it is pure eps-DP)")
+    tp = check_probability(trim, "trim", open_interval=True)
+    steps = check_int(grid, "grid", minimum=1)
+    trims = {v: tp for v in model.nodes}
+    lip = lipschitz_constant(model, trims)
+    mech = ExponentialMechanism(
+        epsilon=epsilon,
+        sensitivity=lip,
+        monotonic=neighbours is Neighbours.ADD_REMOVE,
+        neighbours=neighbours,
+        name="exponential mechanism MAP, log-posterior utility (paper 004 alg. 3)",
+    )
+    grids = {k: map_grid(k, tp, steps) for k in {model.cardinality(v) for v in model.nodes}}
+    details: dict[str, Any] = {
+        "trim": tp,
+        "grid_points": {str(k): len(g) for k, g in grids.items()},
+    }
+    post = model.posterior_from(stats_)
+
+    def run(src: NoiseSource) -> Release:
+        cpts = {}
+        for v in model.nodes:
+            a = post.alphas[v]
+            g = grids[a.shape[-1]]
+            logg = np.log(g)
+            rows = a.reshape(-1, a.shape[-1])
+            chosen = []
+            for r in rows:
+                scores = logg @ (r - 1.0)
+                chosen.append(g[int(mech.release(scores, rng=as_rng(src)).value)])
+            cpts[v] = np.asarray(chosen).reshape(a.shape)
+        return Release(
+            model=model,
+            mechanism="map",
+            posterior=BayesNetParameters(model, cpts),
+            guarantee=mech.guarantee(simulation=src.simulation, **details),
+            released={"cpts": {v: t.tolist() for v, t in cpts.items()}},
+            public={
+                "trim": tp,
+                "grid": steps,
+                "neighbours": neighbours.value,
+                # the selection temperature: P(g) propto exp(utility(g) / scale)
+                "scale": mech.scale,
+                # n is public under substitute neighbours (the noise-aware posterior uses it)
+                "n": neighbours.public_n(stats_.n),
+            },
+        )
+
+    return Plan(guarantee=mech.guarantee(**details), run=run)

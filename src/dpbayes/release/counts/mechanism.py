@@ -1,0 +1,333 @@
+"""Noise on posterior parameters: the first private release (paper 002 §6.2; paper 004 Alg. 1).
+
+Conjugate posteriors are a public prior plus sufficient statistics, so releasing the
+statistics with calibrated noise releases the posterior. Registered mechanisms:
+
+* ``"laplace"`` (eps-DP): continuous Laplace noise, added by OpenDP's discretised sampler;
+* ``"geometric"`` (eps-DP): discrete Laplace noise; noisy counts stay integers;
+* ``"gaussian"`` ((eps, delta)-DP): analytic Gaussian noise, L2 sensitivity.
+
+Sensitivities (derivations in docs/releases.md):
+
+* Beta-Bernoulli, substitute (n public): changing one record moves one unit between the
+  success and failure counts, so the success count has sensitivity 1 and the failure
+  count is n minus it. Only the success count is noised (scale 1/eps), which is the best
+  the guarantee allows; noising both counts at 2/eps (paper 004's Alg. 1 for one node)
+  would give 4x the variance for the same eps.
+* Dirichlet-categorical with m >= 3, substitute: one count down, another up: L1
+  sensitivity 2, L2 sensitivity sqrt(2); noise on all m counts (paper 004, Alg. 1).
+* Both, add/remove: one count changes by one: L1 = L2 sensitivity 1; n is private, so the
+  counts are noised independently and n is estimated by their sum.
+* Normal mean (known variance), substitute, data clamped to [lower, upper]: the posterior
+  mean (mu0/s0^2 + sum x/s^2) / (1/s0^2 + n/s^2) moves by at most
+  (upper - lower)/s^2 / (1/s0^2 + n/s^2); the posterior variance is public (n is public).
+  Add/remove (n private): noise on the count n and on the sum of the centred clamped
+  values (each in [-w, w], w = (upper - lower)/2) in units of w: L1 sensitivity 2,
+  L2 sqrt(2); the posterior is the conjugate update at the noisy (n, sum).
+
+Noisy counts are truncated to [0, n] (to [0, inf) under add/remove) and the noisy posterior
+mean to the hull of the prior mean and the data range: post-processing, so free.
+
+User-level data (``rows_per_user=k``, set by ``release`` from a source bounded to k rows
+per user): the relation is add/remove one user (n private; substitute is refused, as a
+substituted user can change n). Adding or removing one user adds or removes at most k
+records, so by the triangle inequality every add/remove sensitivity above is multiplied
+by k; the guarantee's details say ``privacy_unit="user"`` and name the relation
+("add/remove one user (<= k rows)"). Proofs: ``PROOF.md`` beside this file.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
+from dpbayes.models.statistics import CountStatistics, SumStatistics
+from dpbayes.privacy import (
+    GaussianMechanism,
+    GeometricMechanism,
+    LaplaceMechanism,
+    Neighbours,
+)
+from dpbayes.privacy.guarantee import user_level
+from dpbayes.privacy.noise import NoiseSource
+from dpbayes.release.base import Plan, Release, as_rng, register
+
+__all__ = ["count_sensitivity", "counts_release", "plan_counts", "plan_normal_mean"]
+
+_COUNT_MECHANISMS = ("laplace", "geometric", "gaussian")
+
+
+def count_sensitivity(m: int, neighbours: Neighbours, norm: str) -> tuple[int, float]:
+    """(number of noised coordinates, sensitivity) for an m-category count vector.
+
+    Under substitute with m = 2 only the first count is noised (the second is n minus it).
+    """
+    if neighbours is Neighbours.SUBSTITUTE:
+        if m == 2:
+            return 1, 1.0
+        return m, 2.0 if norm == "L1" else math.sqrt(2.0)
+    return m, 1.0
+
+
+def _count_mechanism(
+    mechanism: str, epsilon: float, delta: float, sensitivity: float, neighbours: Neighbours
+) -> Any:
+    if mechanism == "laplace":
+        if delta:
+            raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
+        return LaplaceMechanism(
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            neighbours=neighbours,
+            name="laplace on posterior counts",
+        )
+    if mechanism == "geometric":
+        if delta:
+            raise ValueError("delta must be 0 for the geometric mechanism (it is pure eps-DP)")
+        return GeometricMechanism(
+            epsilon=epsilon,
+            sensitivity=round(sensitivity),
+            neighbours=neighbours,
+            name="geometric on posterior counts",
+        )
+    if not delta > 0:
+        raise ValueError("delta must be > 0 for the Gaussian mechanism")
+    return GaussianMechanism(
+        epsilon=epsilon,
+        delta=delta,
+        sensitivity=sensitivity,
+        neighbours=neighbours,
+        name="gaussian on posterior counts",
+    )
+
+
+def plan_counts(
+    model: BetaBernoulli | DirichletCategorical,
+    stats: CountStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+    mechanism: str = "laplace",
+    rows_per_user: int | None = None,
+) -> Plan:
+    """Noisy counts of a Beta-Bernoulli or Dirichlet-categorical model, truncated to [0, n]."""
+    counts = np.asarray(stats.counts)
+    m = counts.size
+    n = int(stats.n)
+    norm = "L2" if mechanism == "gaussian" else "L1"
+    k, sens = count_sensitivity(m, neighbours, norm)
+    factor, user = user_level(rows_per_user, neighbours)
+    sens *= factor
+    mech = _count_mechanism(mechanism, epsilon, delta, sens, neighbours)
+    upper = float(n) if neighbours is Neighbours.SUBSTITUTE else math.inf
+    public: dict[str, Any] = {
+        "n": neighbours.public_n(n),
+        "neighbours": neighbours.value,
+        "noised_coordinates": k,
+        "sensitivity": sens,
+        "sensitivity_norm": norm,
+        "truncation": [0.0, upper if math.isfinite(upper) else None],
+        **user,
+    }
+    details = {"noised_coordinates": k, "truncation": public["truncation"], **user}
+
+    def run(src: NoiseSource) -> Release:
+        exact = counts[:k].astype(np.int64 if mechanism == "geometric" else float)
+        noisy = mech.release(exact, rng=as_rng(src)).value.astype(float)
+        noisy = np.clip(noisy, 0.0, upper)
+        full = np.array([noisy[0], n - noisy[0]]) if k == 1 else noisy
+        released_n = n if neighbours is Neighbours.SUBSTITUTE else float(full.sum())
+        noisy_stats = CountStatistics(counts=full, n=round(released_n))
+        guarantee = mech.guarantee(simulation=src.simulation, **details)
+        return Release(
+            model=model,
+            mechanism=mechanism,
+            posterior=model.posterior_from(noisy_stats),
+            guarantee=guarantee,
+            released={"counts": full.tolist()},
+            public=public,
+        )
+
+    return Plan(guarantee=mech.guarantee(**details), run=run)
+
+
+def plan_normal_mean(
+    model: NormalMean,
+    stats: Any,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+    mechanism: str = "laplace",
+    rows_per_user: int | None = None,
+) -> Plan:
+    """Private posterior of a Normal mean with known variance (paper 002 §6.2).
+
+    Substitute (n public): noise on the posterior mean. Add/remove, hence every user-level
+    release (n private): noise on the count and on the centred clamped sum
+    (:func:`_plan_normal_mean_add_remove`).
+    """
+    if mechanism not in ("laplace", "gaussian"):  # pragma: no cover - registry routes these
+        raise ValueError(f"mechanism must be 'laplace' or 'gaussian', got {mechanism!r}")
+    if neighbours is not Neighbours.SUBSTITUTE:
+        return _plan_normal_mean_add_remove(
+            model, stats, epsilon, delta, neighbours, mechanism, rows_per_user
+        )
+    n = int(stats.n)
+    factor, user = user_level(rows_per_user, neighbours)
+    sens = model.posterior_mean_sensitivity(n) * factor
+    if mechanism == "laplace":
+        if delta:
+            raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
+        mech: Any = LaplaceMechanism(
+            epsilon=epsilon,
+            sensitivity=sens,
+            neighbours=neighbours,
+            name="laplace on posterior mean",
+        )
+    else:
+        if not delta > 0:
+            raise ValueError("delta must be > 0 for the Gaussian mechanism")
+        mech = GaussianMechanism(
+            epsilon=epsilon,
+            delta=delta,
+            sensitivity=sens,
+            neighbours=neighbours,
+            name="gaussian on posterior mean",
+        )
+    exact = model.posterior_from(stats)
+    lo = min(model.prior_mean, model.lower)
+    hi = max(model.prior_mean, model.upper)
+    public = {
+        "n": n,
+        "neighbours": neighbours.value,
+        "sensitivity": sens,
+        "posterior_sd": float(exact.std()),
+        "bounds": [model.lower, model.upper],
+        "truncation": [lo, hi],
+        **user,
+    }
+
+    def run(src: NoiseSource) -> Release:
+        noisy_mean = float(mech.release(np.array([exact.mean()]), rng=as_rng(src)).value[0])
+        noisy_mean = min(max(noisy_mean, lo), hi)
+        posterior = type(exact)(mean=noisy_mean, sd=exact.std())
+        return Release(
+            model=model,
+            mechanism=mechanism,
+            posterior=posterior,
+            guarantee=mech.guarantee(simulation=src.simulation, truncation=[lo, hi], **user),
+            released={"posterior_mean": noisy_mean},
+            public=public,
+        )
+
+    return Plan(guarantee=mech.guarantee(truncation=[lo, hi], **user), run=run)
+
+
+def _plan_normal_mean_add_remove(
+    model: NormalMean,
+    stats: Any,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    mechanism: str,
+    rows_per_user: int | None,
+) -> Plan:
+    """Add/remove (n private): noise on v = (n, T / w), T = sum of (clamp(x) - c).
+
+    c = (lower + upper) / 2 and w = (upper - lower) / 2, so every clamped, centred value
+    lies in [-w, w]. Adding or removing one record moves n by 1 and T / w by at most 1: L1
+    sensitivity 2, L2 sqrt(2); one user (<= k rows) k times that. Laplace (eps-DP) or
+    Gaussian ((eps, delta)-DP) on v; the posterior is the conjugate update at
+    n^ = max(round(n~), 0) and S^ = w T~/w + c n^ (post-processing).
+    """
+    factor, user = user_level(rows_per_user, neighbours)
+    centre = 0.5 * (model.lower + model.upper)
+    half = 0.5 * (model.upper - model.lower)
+    exact = np.array([float(stats.n), (float(stats.total) - centre * stats.n) / half])
+    if mechanism == "laplace":
+        if delta:
+            raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
+        mech: Any = LaplaceMechanism(
+            epsilon=epsilon,
+            sensitivity=2.0 * factor,
+            neighbours=neighbours,
+            name="laplace on count and centred sum",
+        )
+    else:
+        if not delta > 0:
+            raise ValueError("delta must be > 0 for the Gaussian mechanism")
+        mech = GaussianMechanism(
+            epsilon=epsilon,
+            delta=delta,
+            sensitivity=math.sqrt(2.0) * factor,
+            neighbours=neighbours,
+            name="gaussian on count and centred sum",
+        )
+    details = {"centre": centre, "half_width": half, **user}
+    public = {
+        "n": None,
+        "neighbours": neighbours.value,
+        "sensitivity": mech.sensitivity,
+        "bounds": [model.lower, model.upper],
+        **details,
+    }
+
+    def run(src: NoiseSource) -> Release:
+        noisy = mech.release(exact, rng=as_rng(src)).value
+        n_hat = max(round(float(noisy[0])), 0)
+        total = half * float(noisy[1]) + centre * n_hat
+        return Release(
+            model=model,
+            mechanism=mechanism,
+            posterior=model.posterior_from(SumStatistics(n=n_hat, total=total)),
+            guarantee=mech.guarantee(simulation=src.simulation, **details),
+            released={"count": float(noisy[0]), "centred_sum": half * float(noisy[1])},
+            public=public,
+        )
+
+    return Plan(guarantee=mech.guarantee(**details), run=run)
+
+
+def counts_release(
+    model: Any,
+    mechanism: str,
+    counts: np.ndarray,
+    n: int,
+    guarantee: Any,
+    public: dict[str, Any],
+) -> Release:
+    """A count release: the posterior of ``counts`` (taken as exact) and what is published."""
+    return Release(
+        model=model,
+        mechanism=mechanism,
+        posterior=model.posterior_from(CountStatistics(counts=counts, n=n)),
+        guarantee=guarantee,
+        released={"counts": counts.tolist()},
+        public=public,
+    )
+
+
+def _register() -> None:
+    for mech in _COUNT_MECHANISMS:
+        for model_type in (BetaBernoulli, DirichletCategorical):
+
+            def planner(model: Any, stats: Any, *, _m: str = mech, **kw: Any) -> Plan:
+                return plan_counts(model, stats, mechanism=_m, **kw)
+
+            register(mech, model_type, user_level=True)(planner)
+    for mech in ("laplace", "gaussian"):
+
+        def nplanner(model: Any, stats: Any, *, _m: str = mech, **kw: Any) -> Plan:
+            return plan_normal_mean(model, stats, mechanism=_m, **kw)
+
+        register(mech, NormalMean, user_level=True)(nplanner)
+
+
+_register()

@@ -1,0 +1,403 @@
+"""Exponential mechanism over candidate posteriors (paper 002 §6.3; paper 003 §2).
+
+``release(model, data, mechanism="expmech", epsilon=..., sensitivity=..., divergence=...)``
+chooses one posterior among the posteriors of every data set of the public size n,
+candidate r with probability proportional to exp(e u(x, r) / (2 S)), u(x, r) =
+-D(posterior(x), r), D the Hellinger distance (default) or total variation (coin only);
+e = eps for the global and local sensitivities, eps/2 for the smooth one
+(:func:`exponent_epsilon`). Proofs: ``PROOF.md`` beside this file.
+
+Sensitivities (``sensitivity=``):
+
+* ``"global"`` (eps-DP): S = max over neighbours x, x' and candidates r of
+  |D(post(x), r) - D(post(x'), r)|, computed exactly for the prior and n. By the triangle
+  inequality (paper 003 §3.1) the max over r is attained at r = post(x'), so S is the
+  largest distance between neighbouring posteriors: an O(n) maximum for the coin, an O(m^2)
+  one for the die (m >= 3). Privacy: utilities move by at most S between neighbours, so
+  every weight and the normaliser move by at most e^{eps/2}.
+* ``"smooth"`` ((eps, delta)-DP, delta > 0): exponent eps/2, i.e. probability
+  proportional to exp(eps u(x, r) / (4 S)), S = S_beta(x) = max_y LS(y) e^{-beta d(x,y)}
+  with beta from :func:`~dpbayes.privacy.sensitivity.expmech_smooth_beta` (|R| the number
+  of candidates). Privacy: PROOF.md, Theorem 2 (the other eps/2 bounds both the
+  change of the data-dependent scale in each weight, outside an event of probability
+  < delta, and in the normaliser; paper 003's argument bounds only the weights).
+  S_beta(x) depends on the data and is never released.
+* ``"local"`` (NOT private): S = LS(x); for experiments only, with ``allow_non_private``.
+
+Selection is Gumbel noisy-max through :mod:`dpbayes.privacy.noise` (OpenDP on the secure
+path). Above ``BLOCK`` candidates it runs in two exact stages: a block b with probability
+proportional to sum_{i in b} exp(u_i / T), then a candidate within b; the product is
+exactly exp(u_i / T) / sum_j exp(u_j / T), and OpenDP sees only ~2 sqrt(|R|) scores.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from dpbayes.models import BetaBernoulli, DirichletCategorical
+from dpbayes.models.statistics import CountStatistics
+from dpbayes.privacy import Guarantee, Neighbours
+from dpbayes.privacy.noise import NoiseSource
+from dpbayes.privacy.sensitivity import expmech_smooth_beta
+from dpbayes.privacy.validation import check_int, check_positive
+from dpbayes.release.base import Plan, Release, register
+from dpbayes.release.counts.mechanism import counts_release
+from dpbayes.release.expmech.candidates import (
+    DIVERGENCES,
+    coin_global_sensitivity,
+    coin_local_at,
+    coin_scores,
+    coin_smooth_sensitivity,
+    compositions,
+    dirichlet_global_sensitivity,
+    dirichlet_local_sensitivity,
+    dirichlet_scores,
+    dirichlet_smooth_sensitivity,
+    lattice_counts,
+    n_compositions,
+)
+
+__all__ = [
+    "BLOCK",
+    "LEMMA_HELLINGER_BOUND",
+    "LEMMA_TV_BOUND",
+    "MAX_CANDIDATES",
+    "SENSITIVITIES",
+    "exponent_epsilon",
+    "plan_expmech_coin",
+    "plan_expmech_dirichlet",
+    "select_candidate",
+]
+
+SENSITIVITIES = ("global", "smooth", "local")
+BLOCK = 4096
+MAX_CANDIDATES = 2_000_000
+# Paper 002 Lemmas 6.1 / 6.3 (Hellinger) and 6.2 (total variation), reconstructed: the seed
+# lost the formulas. For prior parameters >= 1 one changed record moves the posterior by at
+# most the distance between Beta(2, 1) and Beta(1, 2): H = sqrt(1 - pi/4), TV = 1/2.
+LEMMA_HELLINGER_BOUND = math.sqrt(1.0 - math.pi / 4.0)
+LEMMA_TV_BOUND = 0.5
+
+
+def exponent_epsilon(kind: str, epsilon: float) -> float:
+    """The e of the selection exp(e u / (2 S)): eps/2 for smooth sensitivity, else eps.
+
+    The smooth-sensitivity mechanism spends half of eps on the data-dependent scale
+    (PROOF.md, Theorem 2); global and local use all of it.
+    """
+    return epsilon / 2.0 if kind == "smooth" else epsilon
+
+
+def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
+    """log sum exp along rows of a finite 2-d array (scipy's version is slow on small input)."""
+    top = np.max(x, axis=1)
+    return np.asarray(top + np.log(np.sum(np.exp(x - top[:, None]), axis=1)))
+
+
+def _log_probabilities(scores: np.ndarray, scale: float) -> np.ndarray:
+    """log of exp(scores / scale) / sum exp(scores / scale): the selection's exact law."""
+    z = np.asarray(scores, dtype=float) / scale
+    top = float(np.max(z))
+    return np.asarray(z - (top + math.log(float(np.sum(np.exp(z - top))))))
+
+
+def select_candidate(src: NoiseSource, scores: np.ndarray, scale: float, block: int = BLOCK) -> int:
+    """Index i with probability exp(scores[i] / scale) / sum_j exp(scores[j] / scale).
+
+    Gumbel noisy-max (the exponential mechanism's exact distribution); above ``block``
+    scores, the exact two-stage draw described in the module docstring.
+    """
+    s = np.asarray(scores, dtype=float)
+    scale = check_positive(scale, "scale")
+    block = check_int(block, "block", minimum=2)
+    if s.size <= block:
+        return src.gumbel_argmax(s, scale)
+    nb = -(-s.size // block)
+    block_scores = np.empty(nb)
+    group = max(1, (1 << 18) // block)  # blocks per pass: bounded temporary memory
+    for g in range(0, nb, group):
+        part = s[g * block : min((g + group) * block, s.size)] / scale
+        full = part.size // block
+        if full:
+            block_scores[g : g + full] = _logsumexp_rows(part[: full * block].reshape(full, block))
+        if part.size > full * block:  # the last, shorter block
+            block_scores[g + full] = _logsumexp_rows(part[full * block :][None, :])[0]
+    block_scores *= scale
+    b = src.gumbel_argmax(block_scores, scale)
+    lo, hi = b * block, min((b + 1) * block, s.size)
+    return lo + src.gumbel_argmax(s[lo:hi], scale)
+
+
+_COIN_OPTIONS = ("sensitivity", "divergence")
+_DIRICHLET_OPTIONS = (*_COIN_OPTIONS, "max_candidates", "lattice")
+
+
+def _options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options with their defaults, values checked (names by the registry)."""
+    kind = options.get("sensitivity", "global")
+    if kind not in SENSITIVITIES:
+        raise ValueError(f"sensitivity must be one of {list(SENSITIVITIES)}, got {kind!r}")
+    div = options.get("divergence", "hellinger")
+    if div not in DIVERGENCES:
+        raise ValueError(f"divergence must be one of {list(DIVERGENCES)}, got {div!r}")
+    return {**options, "sensitivity": kind, "divergence": div}
+
+
+def _check_common(
+    kind: str, epsilon: float, delta: float, neighbours: Neighbours, n: int, allow: bool
+) -> None:
+    if neighbours is not Neighbours.SUBSTITUTE:
+        raise ValueError(
+            "neighbours must be 'substitute' for expmech: the candidate set is built from "
+            "the public data size n (add/remove neighbours and user-level data keep n "
+            "private; use laplace, geometric or gaussian there)"
+        )
+    if n < 1:
+        raise ValueError("data must contain at least one record for the expmech release")
+    if kind == "global" and delta != 0:
+        raise ValueError("delta must be 0 for sensitivity='global' (it is pure eps-DP)")
+    if kind == "smooth" and not delta > 0:
+        raise ValueError("delta must be > 0 for sensitivity='smooth'")
+    if kind == "local" and not allow:
+        raise ValueError(
+            "sensitivity='local' is not differentially private; pass allow_non_private=True "
+            "to run it as an experiment"
+        )
+
+
+def _guarantee(
+    kind: str,
+    divergence: str,
+    epsilon: float,
+    delta: float,
+    value: float,
+    glob: float,
+    **extra: Any,
+) -> Guarantee:
+    details: dict[str, Any] = {
+        "sensitivity_kind": kind,
+        "divergence": divergence,
+        "exponent_epsilon": exponent_epsilon(kind, epsilon),
+        **extra,
+    }
+    if kind == "smooth":
+        details["note"] = (
+            "exponent eps/2, calibrated to the data-dependent smooth sensitivity S_beta(x) "
+            "<= the global sensitivity recorded here; S_beta(x) itself is not released"
+        )
+    return Guarantee(
+        epsilon=epsilon,
+        delta=delta if kind == "smooth" else 0.0,
+        neighbours=Neighbours.SUBSTITUTE,
+        mechanism=f"expmech ({divergence}, {kind} sensitivity)",
+        sensitivity=value if kind != "smooth" else glob,
+        sensitivity_norm="utility",
+        private=kind != "local",
+        details=details,
+    )
+
+
+def _lemma_bound(prior: np.ndarray, divergence: str) -> float | None:
+    if np.all(prior >= 1.0):
+        return LEMMA_HELLINGER_BOUND if divergence == "hellinger" else LEMMA_TV_BOUND
+    return None
+
+
+@register("expmech", BetaBernoulli, options=_COIN_OPTIONS)
+def plan_expmech_coin(
+    model: BetaBernoulli,
+    stats: CountStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+    **options: Any,
+) -> Plan:
+    """Exponential mechanism over the n + 1 Beta posteriors Beta(a + j, b + n - j).
+
+    Paper 003 §2 (Beta-Bernoulli); options ``sensitivity`` and ``divergence``.
+    """
+    opts = _options(options)
+    return _plan_coin(
+        model,
+        float(model.alpha),
+        float(model.beta),
+        stats,
+        epsilon,
+        delta,
+        neighbours,
+        allow_non_private,
+        opts,
+    )
+
+
+def _plan_coin(
+    model: Any,
+    a: float,
+    b: float,
+    stats: CountStatistics,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow: bool,
+    opts: dict[str, Any],
+) -> Plan:
+    kind, div = opts["sensitivity"], opts["divergence"]
+    n = int(stats.n)
+    _check_common(kind, epsilon, delta, neighbours, n, allow)
+    k = int(stats.counts[0])
+    glob = coin_global_sensitivity(a, b, n, div)
+    extra: dict[str, Any] = {"n_candidates": n + 1}
+    if kind == "global":
+        value = glob
+    elif kind == "local":
+        value = coin_local_at(a, b, n, k, div)
+    else:
+        beta = expmech_smooth_beta(epsilon, delta, n + 1)
+        value = coin_smooth_sensitivity(a, b, n, k, beta, div)
+        extra["smooth_beta"] = beta
+    guarantee = _guarantee(kind, div, epsilon, delta, value, glob, **extra)
+    public = {
+        "n": n,
+        "sensitivity_kind": kind,
+        "sensitivity": None if kind == "smooth" else value,
+        "global_sensitivity": glob,
+        "lemma_bound": _lemma_bound(np.array([a, b]), div),
+        "divergence": div,
+        "exponent_epsilon": exponent_epsilon(kind, epsilon),
+        **extra,
+    }
+    scale = 2.0 * value / exponent_epsilon(kind, epsilon)
+    cache: dict[str, np.ndarray] = {}
+
+    def scores() -> np.ndarray:
+        if "scores" not in cache:  # deterministic; kept for repeated runs of one plan
+            cache["scores"] = coin_scores(a, b, n, k, div)
+        return cache["scores"]
+
+    def run(src: NoiseSource) -> Release:
+        j = select_candidate(src, scores(), scale)
+        counts = np.array([j, n - j], dtype=np.int64)
+        return counts_release(
+            model, "expmech", counts, n, guarantee.with_simulation(src.simulation), public
+        )
+
+    def log_distribution() -> tuple[np.ndarray, np.ndarray]:
+        j = np.arange(n + 1, dtype=np.int64)
+        return np.column_stack([j, n - j]), _log_probabilities(scores(), scale)
+
+    return Plan(guarantee=guarantee, run=run, log_distribution=log_distribution)
+
+
+def _dirichlet_candidates(n: int, m: int, opts: dict[str, Any]) -> tuple[np.ndarray, int | None]:
+    limit = check_int(opts.get("max_candidates", MAX_CANDIDATES), "max_candidates", minimum=1)
+    lattice = opts.get("lattice")
+    if lattice is None and n_compositions(n, m) <= limit:
+        return compositions(n, m), None
+    if lattice is None:
+        lattice = 1
+        while lattice < n and n_compositions(lattice + 1, m) <= limit:
+            lattice += 1
+    else:
+        lattice = check_int(lattice, "lattice", minimum=1)
+        if n_compositions(lattice, m) > limit:
+            raise ValueError(
+                f"lattice must give at most max_candidates={limit} candidates, got "
+                f"{n_compositions(lattice, m)} for lattice={lattice}"
+            )
+    return lattice_counts(n, m, min(lattice, n)), min(lattice, n)
+
+
+@register("expmech", DirichletCategorical, options=_DIRICHLET_OPTIONS)
+def plan_expmech_dirichlet(
+    model: DirichletCategorical,
+    stats: CountStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+    **options: Any,
+) -> Plan:
+    """Exponential mechanism over Dirichlet posteriors Dir(alpha + c), paper 003 §1-2.
+
+    Candidates: every count vector c of the public n (C(n+m-1, m-1) of them) while that is
+    at most ``max_candidates``; beyond, or with ``lattice=L``, the data-independent lattice
+    round(n c'/L), c' a count vector of L (still exactly DP: the global sensitivity over
+    all count vectors bounds the one over the lattice, by the triangle inequality).
+    m = 2 is the coin. Options: ``sensitivity``, ``divergence``, ``max_candidates``, ``lattice``.
+    """
+    opts = _options(options)
+    alpha = np.asarray(model.alpha, dtype=float)
+    if model.m == 2:
+        if opts.get("lattice") is not None:
+            raise ValueError("lattice is for m >= 3 categories; the coin uses all n + 1")
+        return _plan_coin(
+            model,
+            float(alpha[0]),
+            float(alpha[1]),
+            stats,
+            epsilon,
+            delta,
+            neighbours,
+            allow_non_private,
+            opts,
+        )
+    kind, div = opts["sensitivity"], opts["divergence"]
+    if div != "hellinger":
+        raise ValueError(
+            "divergence must be 'hellinger' for m >= 3 categories (total variation between "
+            "Dirichlets has no closed form)"
+        )
+    n = int(stats.n)
+    _check_common(kind, epsilon, delta, neighbours, n, allow_non_private)
+    counts = np.asarray(stats.counts, dtype=np.int64)
+    cands, lattice = _dirichlet_candidates(n, model.m, opts)
+    if kind == "smooth" and lattice is not None:
+        raise ValueError(
+            "sensitivity='smooth' needs the full candidate set (its (eps, delta) argument "
+            "uses a candidate at distance 0); raise max_candidates or use 'global'"
+        )
+    glob, _ = dirichlet_global_sensitivity(alpha, n)
+    extra: dict[str, Any] = {"n_candidates": int(cands.shape[0]), "lattice": lattice}
+    if kind == "global":
+        value = glob
+    elif kind == "local":
+        value = dirichlet_local_sensitivity(alpha, counts)
+    else:
+        beta = expmech_smooth_beta(epsilon, delta, int(cands.shape[0]))
+        value = dirichlet_smooth_sensitivity(alpha, counts, beta)
+        extra["smooth_beta"] = beta
+    guarantee = _guarantee(kind, div, epsilon, delta, value, glob, **extra)
+    public = {
+        "n": n,
+        "sensitivity_kind": kind,
+        "sensitivity": None if kind == "smooth" else value,
+        "global_sensitivity": glob,
+        "lemma_bound": _lemma_bound(alpha, div),
+        "divergence": div,
+        "exponent_epsilon": exponent_epsilon(kind, epsilon),
+        **extra,
+    }
+    scale = 2.0 * value / exponent_epsilon(kind, epsilon)
+    cache: dict[str, np.ndarray] = {}
+
+    def scores() -> np.ndarray:
+        if "scores" not in cache:
+            cache["scores"] = dirichlet_scores(alpha, counts, cands)
+        return cache["scores"]
+
+    def run(src: NoiseSource) -> Release:
+        chosen = cands[select_candidate(src, scores(), scale)]
+        return counts_release(
+            model, "expmech", chosen, n, guarantee.with_simulation(src.simulation), public
+        )
+
+    def log_distribution() -> tuple[np.ndarray, np.ndarray]:
+        return cands, _log_probabilities(scores(), scale)
+
+    return Plan(guarantee=guarantee, run=run, log_distribution=log_distribution)

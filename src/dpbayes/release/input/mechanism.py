@@ -1,0 +1,125 @@
+"""Input perturbation: privatise every record, then infer (paper 002 §6.1).
+
+``release(model, data, mechanism="input", epsilon=..., delta=...)``:
+
+* Beta-Bernoulli: each boolean goes through randomized response, kept with probability
+  p = e^eps / (1 + e^eps). Paper 002 writes it as the exponential mechanism with score
+  [equal]; with its factor 2 that keeps with e^{eps/2} / (1 + e^{eps/2}), but the
+  normaliser is the same for both inputs, so the factor is not needed and p above is
+  exactly eps-DP. Privacy: any report has probability in [1 - p, p] whatever the record,
+  a ratio e^eps; substituting one record changes one report, so eps-DP (substitute).
+* Normal mean: each value, clamped to the public [lower, upper], gets N(0, sigma^2) noise
+  from the analytic Gaussian mechanism with sensitivity upper - lower ((eps, delta)-DP per
+  record, hence for the data set under substitution).
+
+Substitute one record only (one report per record publishes n). Proof, line by line:
+``PROOF.md`` beside this file.
+
+The release publishes the noisy sufficient statistic (the count of reported ones / the sum
+of the noisy values): post-processing of the noisy records, no extra cost. The noisy
+records are drawn one per record even though only their sum is kept, so the distribution
+is exactly the per-record mechanism's.
+
+Two posteriors from the noisy data:
+
+* naive (``Release.posterior``; the paper's): treat the noisy data as clean;
+* noise-aware (``noise_aware.py`` beside this file): model the known noise. Randomized
+  response: a reported one has likelihood q(theta) = p theta + (1 - p)(1 - theta), so the
+  posterior is exactly a mixture of Beta(a + s, b + n - s) over the latent true count s
+  (:class:`~dpbayes.models.mixtures.BetaMixture`). Gaussian noise on a Normal mean:
+  x~_i ~ N(mu, s^2 + sigma^2), the conjugate update with the inflated variance (exact up to
+  the clamping).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpbayes.models import BetaBernoulli, NormalMean
+from dpbayes.models.statistics import CountStatistics, SumStatistics
+from dpbayes.privacy import GaussianMechanism, Neighbours, RandomizedResponse
+from dpbayes.privacy.noise import NoiseSource
+from dpbayes.release.base import Plan, Release, register
+from dpbayes.release.counts.mechanism import counts_release
+
+__all__ = ["plan_input_coin", "plan_input_normal"]
+
+
+def _substitute(neighbours: Neighbours) -> None:
+    if neighbours is not Neighbours.SUBSTITUTE:
+        raise ValueError(
+            "neighbours must be 'substitute' for input perturbation: one report per record "
+            "publishes n (add/remove neighbours and user-level data keep n private)"
+        )
+
+
+@register("input", BetaBernoulli)
+def plan_input_coin(
+    model: BetaBernoulli,
+    stats: CountStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+) -> Plan:
+    """Randomized response on every boolean, then the Beta update (paper 002 §6.1)."""
+    _substitute(neighbours)
+    if delta != 0:
+        raise ValueError("delta must be 0 for randomized response (it is pure eps-DP)")
+    mech = RandomizedResponse(epsilon=epsilon, k=2)
+    n, k = int(stats.n), int(stats.counts[0])
+    keep = mech.keep_probability
+    guarantee = mech.guarantee(input_perturbation=True)
+    public = {"n": n, "keep_probability": keep, "neighbours": neighbours.value}
+
+    def run(src: NoiseSource) -> Release:
+        # category 0 = "1" (success), 1 = "0": the report multiset depends only on counts
+        records = np.repeat(np.array([0, 1], dtype=np.int64), [k, n - k])
+        reports = src.randomized_response(records, 2, keep)
+        noisy = int(np.sum(reports == 0))
+        counts = np.array([noisy, n - noisy], dtype=np.int64)
+        return counts_release(
+            model, "input", counts, n, guarantee.with_simulation(src.simulation), public
+        )
+
+    return Plan(guarantee=guarantee, run=run)
+
+
+@register("input", NormalMean)
+def plan_input_normal(
+    model: NormalMean,
+    stats: SumStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+) -> Plan:
+    """Gaussian noise on every clamped value, then the Normal update (paper 002 §6.1)."""
+    _substitute(neighbours)
+    if not delta > 0:
+        raise ValueError("delta must be > 0 for the Gaussian mechanism")
+    mech = GaussianMechanism(
+        epsilon=epsilon,
+        delta=delta,
+        sensitivity=model.upper - model.lower,
+        name="gaussian input perturbation",
+    )
+    n = int(stats.n)
+    guarantee = mech.guarantee(input_perturbation=True)
+    public = {"n": n, "sigma": mech.sigma, "range": [model.lower, model.upper]}
+
+    def run(src: NoiseSource) -> Release:
+        noise = src.gaussian(np.zeros(n), mech.sigma)  # one draw per record
+        total = float(stats.total + np.sum(noise))
+        return Release(
+            model=model,
+            mechanism="input",
+            posterior=model.posterior_from(SumStatistics(n=n, total=total)),
+            guarantee=guarantee.with_simulation(src.simulation),
+            released={"total": total},
+            public=public,
+        )
+
+    return Plan(guarantee=guarantee, run=run)

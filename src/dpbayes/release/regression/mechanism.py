@@ -1,0 +1,134 @@
+"""Posterior sampling for Bayesian linear regression (paper 004 §5.2 and its appendix).
+
+With features in the ball ||x||_2 <= B_x, labels in [-B_y, B_y] and the Gaussian prior
+truncated to ||w||_2 <= W, the residual of any record obeys |y - x'w| <= B_y + B_x W, so
+the log-likelihood -(y - x'w)^2 / (2 sigma^2) (its constant cancels) varies by at most
+``L = (B_y + B_x W)^2 / (2 sigma^2)`` between any two records. One draw from the
+truncated posterior is then 2L-DP (substitute) or L-DP (add/remove) (Dimitrakakis et
+al. 2014; see ``dpbayes.release.bayes_net.sampling``).
+
+Given eps, the release uses the smallest noise variance that meets it,
+``sigma^2 = max(model sigma^2, factor * draws * (B_y + B_x W)^2 / (2 eps))``: a tempered
+posterior. The draw is exact (:mod:`.truncated_gaussian`): the guarantee holds only for
+exact draws from the truncated posterior. Its uniforms come from the noise source
+(``rng=None``: the OS CSPRNG). Proof of the guarantee and of the sampler:
+``PROOF.md`` beside this file.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from dpbayes.models.linear_regression import (
+    BayesianLinearRegression,
+    RegressionStatistics,
+    RegressionWeights,
+)
+from dpbayes.privacy import Guarantee, Neighbours
+from dpbayes.privacy.noise import NoiseSource
+from dpbayes.privacy.validation import check_int
+from dpbayes.release.base import Plan, Release, posterior_sampling_guarantee, register
+from dpbayes.release.regression.truncated_gaussian import SAMPLER, truncated_gaussian_ball
+
+__all__ = [
+    "RegressionWeights",
+    "plan_regression_sampling",
+    "sampling_noise_variance",
+    "truncated_gaussian_ball",
+]
+
+
+def _bounds(model: BayesianLinearRegression) -> tuple[float, float, float]:
+    if model.feature_bound is None or model.label_bound is None or model.weight_bound is None:
+        raise ValueError(
+            "model must set feature_bound, label_bound and weight_bound for posterior sampling"
+        )
+    return model.feature_bound, model.label_bound, model.weight_bound
+
+
+def sampling_noise_variance(
+    model: BayesianLinearRegression,
+    epsilon: float,
+    *,
+    draws: int = 1,
+    neighbours: Any = "substitute",
+) -> float:
+    """The noise variance sigma^2 that makes ``draws`` draws eps-DP (at least the model's)."""
+    bx, by, w = _bounds(model)
+    factor = Neighbours.parse(neighbours).lipschitz_factor
+    c = factor * draws * (by + bx * w) ** 2 / 2.0
+    need = c / epsilon
+    while c / need > epsilon:  # round up so that the computed eps never exceeds epsilon
+        need = math.nextafter(need, math.inf)
+    return max(model.noise_variance, need)
+
+
+@register("sampling", BayesianLinearRegression, options=("draws",))
+def plan_regression_sampling(
+    model: BayesianLinearRegression,
+    stats_: RegressionStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+    draws: int = 1,
+) -> Plan:
+    """Release draws from the truncated, tempered posterior (paper 004 §5.2).
+
+    Privacy: with bounded features and labels and the prior truncated to ||w|| <= W the
+    log-likelihood is L-Lipschitz (module docstring), so each draw is 2L-DP (substitute)
+    or L-DP (add/remove); sigma^2 is chosen so that ``draws`` draws compose to eps.
+    """
+    if delta:
+        raise ValueError("delta must be 0 for posterior sampling (it is pure eps-DP)")
+    d = check_int(draws, "draws", minimum=1)
+    bx, by, wb = _bounds(model)
+    s2 = sampling_noise_variance(model, epsilon, draws=d, neighbours=neighbours)
+    lip = (by + bx * wb) ** 2 / (2.0 * s2)
+    per_draw = neighbours.lipschitz_factor * lip
+    details = {
+        "noise_variance": s2,
+        "bounds": {"feature": bx, "label": by, "weight": wb},
+        "lipschitz": lip,
+        "draws": d,
+        "sampler": SAMPLER,
+    }
+
+    def guarantee(simulation: bool) -> Guarantee:
+        return posterior_sampling_guarantee(
+            per_draw=per_draw,
+            lipschitz=lip,
+            draws=d,
+            neighbours=neighbours,
+            mechanism="posterior sampling, truncated Gaussian prior (paper 004 §5.2)",
+            details=details,
+            simulation=simulation,
+        )
+
+    # the posterior N(P^-1 b, P^-1) with the prior N(0, I / lambda) truncated to the ball
+    dim = stats_.xtx.shape[0]
+    precision = model.prior_precision * np.eye(dim) + stats_.xtx / s2
+    linear = stats_.xty / s2
+
+    def run(src: NoiseSource) -> Release:
+        ws = [truncated_gaussian_ball(precision, linear, wb, src) for _ in range(d)]
+        return Release(
+            model=model,
+            mechanism="sampling",
+            posterior=RegressionWeights(np.mean(ws, axis=0)),
+            guarantee=guarantee(src.simulation),
+            released={"draws": [w.tolist() for w in ws]},
+            public={
+                "noise_variance": s2,
+                "neighbours": neighbours.value,
+                "draws": d,
+                # substitute neighbours treat n as public; the noise-aware posterior needs it
+                "n": neighbours.public_n(stats_.n),
+            },
+        )
+
+    return Plan(guarantee=guarantee(False), run=run)
