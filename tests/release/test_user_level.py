@@ -298,3 +298,34 @@ def test_accountant_charges_the_person_level_release():
     assert rel.public["n"] is None  # k = 5 keeps every person-year; n stays private
     assert rel.guarantee.sensitivity == 5.0
     assert acc.remaining[0] == pytest.approx(0.4)
+
+
+def test_the_privacy_map_bounds_the_exact_loss_d_in_records_apart():
+    """plan.privacy(d) is the stated guarantee at d = 1 and bounds the exact loss of data
+    sets d substitutions apart (geometric noise: the output law is finite and exact)."""
+    from scipy import stats
+
+    from dpbayes.release.base import group_privacy, plan
+
+    bb = dpb.models.BetaBernoulli(alpha=1, beta=1)
+    n, eps = 40, 0.3
+    p = plan(bb, [1] * 20 + [0] * 20, mechanism="geometric", epsilon=eps)
+    assert p.privacy(1) == (p.guarantee.epsilon, p.guarantee.delta) == (eps, 0.0)
+    scale = p.guarantee.details["scale"]
+    q = math.exp(-1.0 / scale)
+    z = np.arange(-400, 401)
+    law = stats.dlaplace.pmf(z, -math.log(q))
+    for d in (1, 2, 5):
+        # released count = clip(c + Z, 0, n); data sets d substitutions apart: c and c + d
+        def released(c: int) -> np.ndarray:
+            out = np.zeros(n + 1)
+            np.add.at(out, np.clip(c + z, 0, n), law)
+            return out
+
+        a, b = released(20), released(20 + d)
+        exact = float(np.max(np.abs(np.log(a) - np.log(b))))
+        assert exact <= p.privacy(d)[0] + 1e-9
+        assert exact == pytest.approx(d * eps, rel=1e-6)  # tight for the coin's counts
+    assert group_privacy(0.5, 1e-6, 3) == pytest.approx((1.5, 3 * math.exp(1.0) * 1e-6))
+    with pytest.raises(ValueError, match="d_in"):
+        p.privacy(0)

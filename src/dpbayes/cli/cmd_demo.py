@@ -33,8 +33,13 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import dpbayes as dpb
-    from dpbayes.cli.cmd_release import describe_distribution, privacy_unit
-    from dpbayes.cli.common import check_destination, emit_json, progress
+    from dpbayes.cli.common import (
+        check_destination,
+        describe_distribution,
+        emit_json,
+        privacy_unit,
+        progress,
+    )
     from dpbayes.data import BUNDLED_DESCRIPTION, Table, load_bundled
     from dpbayes.plots import plot_posteriors
     from dpbayes.privacy import Accountant, BudgetExceeded

@@ -24,8 +24,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpbayes.cli.cmd_release import add_privacy_unit_arguments, privacy_unit
-from dpbayes.cli.common import add_json_argument, emit_json
+from dpbayes.cli.common import (
+    add_json_argument,
+    add_privacy_unit_arguments,
+    emit_json,
+    privacy_unit,
+)
 
 _SPEC = "cube.json"
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from dpbayes.cli.common import (
     add_json_argument,
+    add_privacy_unit_arguments,
     add_quiet_argument,
     refuse_inapplicable,
 )
@@ -59,68 +60,6 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
         help="normal-mean: the known standard deviation of one observation (default: the "
         "bounds' width / 4)",
     )
-
-
-def add_privacy_unit_arguments(p: argparse.ArgumentParser) -> None:
-    """``--user-column``, ``--max-rows-per-user``, ``--record-level``; see :func:`privacy_unit`."""
-    g = p.add_argument_group(
-        "privacy unit",
-        "bundled data: one person (person column, <= 5 rows, every row kept) unless "
-        "--record-level; your data: one record unless --user-column and --max-rows-per-user",
-    )
-    g.add_argument(
-        "--user-column",
-        metavar="COL",
-        help="the column naming the person; guarantees protect one user (<= K rows)",
-    )
-    g.add_argument(
-        "--max-rows-per-user",
-        type=int,
-        metavar="K",
-        help="keep at most K rows per user, chosen in the engine (a public bound >= 1)",
-    )
-    g.add_argument(
-        "--record-level",
-        action="store_true",
-        help="protect one row, not one person (opt-out of the bundled data's person level)",
-    )
-
-
-def privacy_unit(args: argparse.Namespace, *, bundled: bool) -> tuple[str | None, int | None]:
-    """(user column, rows per user) from the arguments; (None, None) is record level.
-
-    On the bundled data the default is person level (``BUNDLED_PRIVACY_UNIT``: the
-    ``person`` column, k = 5, which keeps every row); on other data, record level unless
-    both ``--user-column`` and ``--max-rows-per-user`` are given.
-    """
-    from dpbayes.data.datasets import BUNDLED_PRIVACY_UNIT
-    from dpbayes.privacy.validation import check_int
-
-    user, k = args.user_column, args.max_rows_per_user
-    if args.record_level:
-        if user is not None or k is not None:
-            raise ValueError(
-                "--record-level excludes --user-column and --max-rows-per-user: "
-                "choose one privacy unit"
-            )
-        return None, None
-    if k is not None:
-        k = check_int(k, "--max-rows-per-user", minimum=1)
-    if user is not None and (not isinstance(user, str) or not user.strip()):
-        raise ValueError("--user-column must name a column")
-    if bundled:
-        default_user, default_k = BUNDLED_PRIVACY_UNIT["randhie"]
-        if user is None or user == default_user:
-            return default_user, default_k if k is None else k
-    if user is None and k is None:
-        return None, None
-    if user is None:
-        raise ValueError("--max-rows-per-user needs --user-column (the column naming the person)")
-    if k is None:
-        raise ValueError(
-            "--user-column needs --max-rows-per-user K (a public bound, never read from the data)"
-        )
-    return user, k
 
 
 def register(sub: Any) -> None:
@@ -254,19 +193,6 @@ def build_model_only(args: argparse.Namespace) -> Any:
     return models.NormalMean(
         prior_mean=mean, prior_sd=sd, noise_sd=noise_sd, lower=bounds[0], upper=bounds[1]
     )
-
-
-def describe_distribution(d: Any) -> str:
-    params = ", ".join(f"{k}={fmt(v)}" for k, v in d.to_dict().items() if k != "family")
-    return f"{type(d).__name__}({params})"
-
-
-def fmt(v: Any) -> str:
-    if hasattr(v, "tolist"):
-        v = v.tolist()
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(fmt(x) for x in v) + "]"
-    return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpbayes.cli.cmd_release import add_privacy_unit_arguments, privacy_unit
+from dpbayes.cli.common import add_privacy_unit_arguments, privacy_unit
 
 
 def register(sub: Any) -> None:

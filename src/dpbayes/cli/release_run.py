@@ -15,17 +15,14 @@ import json
 import sys
 from typing import Any
 
-from dpbayes.cli.cmd_release import (
-    build_model,
-    build_model_only,
-    describe_distribution,
-    fmt,
-    privacy_unit,
-)
+from dpbayes.cli.cmd_release import build_model, build_model_only
 from dpbayes.cli.common import (
     check_destination,
     check_ledger_writable,
+    describe_distribution,
     emit_json,
+    fmt,
+    privacy_unit,
     progress,
     refuse_inapplicable,
 )

@@ -46,6 +46,7 @@ __all__ = [
     "Mechanism",
     "Plan",
     "Release",
+    "group_privacy",
     "group_privacy_budget",
     "mechanisms_for",
     "noise_aware_mechanisms",
@@ -163,6 +164,15 @@ class Plan:
     guarantee: Guarantee
     run: Callable[[NoiseSource], Release]
     log_distribution: Callable[[], tuple[Any, Any]] | None = None
+
+    def privacy(self, d_in: int = 1) -> tuple[float, float]:
+        """The privacy map: (eps, delta) between data sets ``d_in`` neighbours apart under
+        the plan's relation (records or users). The stated guarantee at d_in = 1; beyond,
+        group privacy (:func:`group_privacy`). :func:`plan` uses it to state the user-level
+        guarantee of mechanisms without native user-level support."""
+        if isinstance(d_in, bool) or not isinstance(d_in, int) or d_in < 1:
+            raise ValueError(f"d_in must be an integer >= 1, got {d_in!r}")
+        return group_privacy(self.guarantee.epsilon, self.guarantee.delta, d_in)
 
 
 Planner = Callable[..., Plan]
@@ -446,6 +456,18 @@ def source_name(data: Any) -> str:
     return type(data).__name__
 
 
+def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
+    """(k e, k e^{(k-1) e} d): an (e, d)-DP mechanism between data sets k neighbours apart.
+
+    Group privacy (Dwork & Roth 2014, Thm 2.2; the (e, d) form by induction over the chain
+    of k neighbours); delta in log space (no overflow at huge e), capped below 1.
+    """
+    if delta <= 0:
+        return k * epsilon, 0.0
+    log_d = math.log(k) + (k - 1) * epsilon + math.log(delta)
+    return k * epsilon, min(math.exp(min(log_d, 0.0)), 1.0 - 1e-15)
+
+
 def group_privacy_budget(epsilon: float, delta: float, k: int) -> tuple[float, float]:
     """The per-record (eps/k, delta / (k e^{(k-1) eps/k})) that gives (eps, delta) for k rows.
 
@@ -476,12 +498,8 @@ def _group_privacy_plan(
     def lift(g: Guarantee) -> Guarantee:
         if g.epsilon <= per_eps and g.delta <= per_delta:
             ueps, udelta = eps, (dlt if g.delta > 0 else 0.0)
-        else:  # the planner states more than it was given: compose from what it states
-            ueps = k * g.epsilon
-            udelta = 0.0
-            if g.delta > 0:  # k e^{(k-1) e} d, in log space (no overflow at huge e)
-                log_d = math.log(k) + (k - 1) * g.epsilon + math.log(g.delta)
-                udelta = min(math.exp(min(log_d, 0.0)), 1.0 - 1e-15)
+        else:  # the planner states more than it was given: the map of what it states
+            ueps, udelta = group_privacy(g.epsilon, g.delta, k)
         facts = f"group privacy, k = {k}, per-record eps = {g.epsilon:.6g}"
         if g.delta > 0:
             facts += f", per-record delta = {g.delta:.6g}"
