@@ -71,3 +71,18 @@ except ImportError:  # scikit-learn is optional
     BaseEstimator = _ParamsBase  # type: ignore[assignment,misc]
     ClassifierMixin = _ClassifierScore  # type: ignore[assignment,misc]
     RegressorMixin = _RegressorScore  # type: ignore[assignment,misc]
+
+
+def scaled_design(est: Any, arr: np.ndarray) -> np.ndarray:
+    """A regression estimator's design matrix: features clipped to the fitted public
+    bounds and mapped onto [-1, 1], plus a column of ones with ``fit_intercept``."""
+    if arr.shape[1] != est.n_features_in_:
+        raise ValueError(
+            f"X has {arr.shape[1]} features, but {type(est).__name__} is "
+            f"expecting {est.n_features_in_} features as input"
+        )
+    lo, hi = est.feature_bounds_[:, 0], est.feature_bounds_[:, 1]
+    z = (np.clip(arr, lo, hi) - (lo + hi) / 2) / ((hi - lo) / 2)
+    if est.fit_intercept:
+        z = np.hstack([z, np.ones((z.shape[0], 1))])
+    return np.asarray(z)

@@ -29,6 +29,7 @@ from dpbayes.estimators._base import (
     DataConversionWarning,
     NotFittedError,
     RegressorMixin,
+    scaled_design,
 )
 from dpbayes.estimators.naive_bayes import check_features
 from dpbayes.models.linear_regression import BayesianLinearRegression
@@ -118,17 +119,7 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         self.delta = delta
 
     def _design(self, X: Any) -> np.ndarray:
-        arr = check_features(X, numeric=True)
-        if arr.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {arr.shape[1]} features, but PrivateBayesianLinearRegression is "
-                f"expecting {self.n_features_in_} features as input"
-            )
-        lo, hi = self.feature_bounds_[:, 0], self.feature_bounds_[:, 1]
-        z = (np.clip(arr, lo, hi) - (lo + hi) / 2) / ((hi - lo) / 2)
-        if self.fit_intercept:
-            z = np.hstack([z, np.ones((z.shape[0], 1))])
-        return z
+        return scaled_design(self, check_features(X, numeric=True))
 
     def fit(self, X: Any, y: Any) -> PrivateBayesianLinearRegression:
         """Release posterior draw(s) of the weights (or noisy statistics) from (X, y)."""

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dpbayes.estimators._base import BaseEstimator, ClassifierMixin, NotFittedError
+from dpbayes.estimators._base import BaseEstimator, ClassifierMixin, NotFittedError, scaled_design
 from dpbayes.estimators.linear_regression import _bounds
 from dpbayes.estimators.naive_bayes import _labels_read, check_features, check_labels
 from dpbayes.models.logistic_regression import BayesianLogisticRegression
@@ -97,17 +97,7 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         return tags
 
     def _design(self, X: Any) -> np.ndarray:
-        arr = check_features(X, numeric=True)
-        if arr.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {arr.shape[1]} features, but PrivateBayesianLogisticRegression is "
-                f"expecting {self.n_features_in_} features as input"
-            )
-        lo, hi = self.feature_bounds_[:, 0], self.feature_bounds_[:, 1]
-        z = (np.clip(arr, lo, hi) - (lo + hi) / 2) / ((hi - lo) / 2)
-        if self.fit_intercept:
-            z = np.hstack([z, np.ones((z.shape[0], 1))])
-        return z
+        return scaled_design(self, check_features(X, numeric=True))
 
     def fit(self, X: Any, y: Any) -> PrivateBayesianLogisticRegression:
         """Release the noisy PASS-GLM statistics of (X, y) and the posteriors they give."""

@@ -176,17 +176,7 @@ class BayesianLinearRegression:
         return xa, ya
 
     def _xy(self, data: Any) -> tuple[np.ndarray, np.ndarray]:
-        pd = sys.modules.get("pandas")  # not imported: data cannot be a pandas frame
-        if pd is not None and isinstance(data, pd.DataFrame):
-            if self.features is None or self.target is None:
-                raise ValueError("features and target must be set to read a table")
-            missing = [c for c in [*self.features, self.target] if c not in data.columns]
-            if missing:
-                raise ValueError(f"data has no column(s) {missing}")
-            return data[self.features].to_numpy(float), data[self.target].to_numpy(float)
-        if isinstance(data, tuple) and len(data) == 2:
-            return np.asarray(data[0], dtype=float), np.asarray(data[1], dtype=float)
-        raise TypeError(f"data must be (X, y) or a DataFrame, got {type(data).__name__}")
+        return regression_xy(data, self.features, self.target)
 
     def statistics(self, data: Any, column: str | None = None) -> RegressionStatistics:
         """X'X, X'y, y'y, n of the bounded data."""
@@ -236,3 +226,21 @@ class RegressionWeights:
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": "regression-weights", "weights": self.weights.tolist()}
+
+
+def regression_xy(
+    data: Any, features: list[str] | None, target: str | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) of a regression's data: an (X, y) pair, or a DataFrame's ``features`` and
+    ``target`` columns."""
+    pd = sys.modules.get("pandas")  # not imported: data cannot be a pandas frame
+    if pd is not None and isinstance(data, pd.DataFrame):
+        if features is None or target is None:
+            raise ValueError("features and target must be set to read a table")
+        missing = [c for c in [*features, target] if c not in data.columns]
+        if missing:
+            raise ValueError(f"data has no column(s) {missing}")
+        return data[features].to_numpy(float), data[target].to_numpy(float)
+    if isinstance(data, tuple) and len(data) == 2:
+        return np.asarray(data[0], dtype=float), np.asarray(data[1], dtype=float)
+    raise TypeError(f"data must be (X, y) or a DataFrame, got {type(data).__name__}")

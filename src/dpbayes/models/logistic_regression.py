@@ -16,13 +16,12 @@ of (t1, T2) lives in ``dpbayes.release.ssp``; features are clipped to the public
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dpbayes.models.linear_regression import MultivariateNormal
+from dpbayes.models.linear_regression import MultivariateNormal, regression_xy
 from dpbayes.privacy.validation import check_array, check_int, check_positive
 
 __all__ = [
@@ -160,17 +159,7 @@ class BayesianLogisticRegression:
         return xa, np.where(ya > 0, 1.0, -1.0)
 
     def _xy(self, data: Any) -> tuple[np.ndarray, np.ndarray]:
-        pd = sys.modules.get("pandas")
-        if pd is not None and isinstance(data, pd.DataFrame):
-            if self.features is None or self.target is None:
-                raise ValueError("features and target must be set to read a table")
-            missing = [c for c in [*self.features, self.target] if c not in data.columns]
-            if missing:
-                raise ValueError(f"data has no column(s) {missing}")
-            return data[self.features].to_numpy(float), data[self.target].to_numpy(float)
-        if isinstance(data, tuple) and len(data) == 2:
-            return np.asarray(data[0], dtype=float), np.asarray(data[1], dtype=float)
-        raise TypeError(f"data must be (X, y) or a DataFrame, got {type(data).__name__}")
+        return regression_xy(data, self.features, self.target)
 
     def statistics(self, data: Any, column: str | None = None) -> LogisticStatistics:
         """t1 = sum y x, T2 = X'X and n of the bounded data."""
