@@ -70,6 +70,8 @@ def release(
     neighbours: Neighbours | str | None = None,
     column: str | None = None,
     allow_non_private: bool = False,
+    by: str | None = None,
+    groups: Any = None,
     **options: Any,
 ) -> Release:
     """Release a differentially private posterior of ``model`` given ``data``.
@@ -106,8 +108,34 @@ def release(
     allow_non_private:
         Required for mechanisms that are not differentially private (experiments only);
         their results say ``private=False`` and cannot be charged to an accountant.
+    by, groups:
+        One posterior per group: ``by`` names a public grouping column of a DataFrame and
+        ``groups`` lists its public values; returns a
+        :class:`~dpbayes.release.grouped.GroupedRelease` whose guarantee is (eps, delta)
+        by parallel composition over the disjoint groups (record-level data only).
     """
     from dpbayes.release import base
+
+    if by is not None or groups is not None:
+        from dpbayes.release.grouped import release_grouped
+
+        if by is None:
+            raise ValueError("groups needs by= (the public grouping column)")
+        return release_grouped(  # type: ignore[return-value]
+            model,
+            data,
+            by=by,
+            groups=groups,
+            mechanism=mechanism,
+            epsilon=epsilon,
+            delta=delta,
+            accountant=accountant,
+            rng=rng,
+            neighbours=neighbours,
+            column=column,
+            allow_non_private=allow_non_private,
+            **options,
+        )
 
     return base.release(
         model,

@@ -1,0 +1,78 @@
+"""One posterior per group of a public grouping column, by parallel composition."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpbayes as dpb
+
+COIN = dpb.models.BetaBernoulli(alpha=1, beta=1)
+
+
+def frame() -> pd.DataFrame:
+    g = np.random.default_rng(0)
+    return pd.DataFrame(
+        {"year": np.repeat([2019, 2020, 2021], [50, 80, 30]), "x": g.integers(0, 2, 160)}
+    )
+
+
+def test_one_posterior_per_group_and_one_charge_at_eps() -> None:
+    df = frame()
+    acc = dpb.Accountant(1.0, simulation=True)
+    out = dpb.release(
+        COIN,
+        df,
+        column="x",
+        by="year",
+        groups=[2019, 2020],
+        mechanism="laplace",
+        epsilon=0.5,
+        rng=1,
+        accountant=acc,
+    )
+    assert list(out) == [2019, 2020] and len(out) == 2
+    assert out.guarantee.epsilon == 0.5 and acc.spent == (0.5, 0.0)  # parallel: max, not sum
+    assert "parallel" in out.guarantee.mechanism
+    for year, rel in out.items():
+        assert rel.public["n"] == int((df.year == year).sum())
+    table = out.summary()
+    assert list(table.columns) == ["year", "mean", "lower", "upper", "naive mean"]
+    assert (table["lower"] <= table["mean"]).all() and (table["mean"] <= table["upper"]).all()
+    assert "2 groups" in repr(out) and out.to_dict()["format"] == "dpbayes-grouped-release"
+
+
+def test_a_change_in_one_group_leaves_the_others_releases_unchanged() -> None:
+    """Add/remove one record: only its group's data change (or none, if its group is not
+    listed): with the same noise, every other group's release is identical."""
+    df = frame()
+    args = {"column": "x", "by": "year", "groups": [2019, 2020, 2021], "epsilon": 1.0}
+    args |= {"mechanism": "geometric", "neighbours": "add-remove", "rng": 7}
+    base = dpb.release(COIN, df, **args)
+    extra = pd.concat([df, pd.DataFrame({"year": [2020], "x": [1]})], ignore_index=True)
+    moved = dpb.release(COIN, extra, **args)
+    assert moved[2019].released == base[2019].released
+    assert moved[2021].released == base[2021].released
+    unlisted = pd.concat([df, pd.DataFrame({"year": [1999], "x": [1]})], ignore_index=True)
+    same = dpb.release(COIN, unlisted, **args)
+    assert all(same[y].released == base[y].released for y in (2019, 2020, 2021))
+
+
+def test_grouping_errors_are_one_line_and_spend_nothing() -> None:
+    df = frame()
+    acc = dpb.Accountant(1.0, simulation=True)
+    common = {"column": "x", "mechanism": "laplace", "epsilon": 0.5, "rng": 1, "accountant": acc}
+    with pytest.raises(ValueError, match="groups must list the public values of 'year'"):
+        dpb.release(COIN, df, by="year", **common)
+    with pytest.raises(ValueError, match="by must name a column"):
+        dpb.release(COIN, df, by="month", groups=[1], **common)
+    with pytest.raises(ValueError, match="groups needs by="):
+        dpb.release(COIN, df, groups=[2019], **common)
+    with pytest.raises(ValueError, match="distinct"):
+        dpb.release(COIN, df, by="year", groups=[2019, 2019], **common)
+    with pytest.raises(TypeError, match="DataFrame"):
+        dpb.release(COIN, df.x.to_numpy(), by="year", groups=[2019], **common)
+    with pytest.raises(dpb.privacy.BudgetExceeded):
+        dpb.release(COIN, df, by="year", groups=[2019], **{**common, "epsilon": 2.0})
+    assert acc.spent == (0.0, 0.0)
