@@ -182,6 +182,19 @@ class BayesianLinearRegression:
         """X'X, X'y, y'y, n of the bounded data."""
         if column is not None:
             raise ValueError("column must be None for a regression (set features/target)")
+        if not in_memory(data):  # files, databases, Spark: one aggregate in the engine
+            from dpbayes.models.regression_engine import engine_moments
+
+            n, m = engine_moments(
+                data,
+                self.features,
+                self.target,
+                feature_bound=self.feature_bound,
+                clip=self.clip,
+                label="clip",
+                label_bound=self.label_bound,
+            )
+            return RegressionStatistics(xtx=m[:-1, :-1], xty=m[:-1, -1], yty=m[-1, -1], n=n)
         x, y = self.bounded(*self._xy(data))
         assert y is not None
         return RegressionStatistics(xtx=x.T @ x, xty=x.T @ y, yty=float(y @ y), n=x.shape[0])
@@ -226,6 +239,14 @@ class RegressionWeights:
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": "regression-weights", "weights": self.weights.tolist()}
+
+
+def in_memory(data: Any) -> bool:
+    """Whether ``data`` is an (X, y) pair or a pandas DataFrame (read by numpy)."""
+    pd = sys.modules.get("pandas")
+    return (isinstance(data, tuple) and len(data) == 2) or (
+        pd is not None and isinstance(data, pd.DataFrame)
+    )
 
 
 def regression_xy(

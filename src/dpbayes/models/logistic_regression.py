@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dpbayes.models.linear_regression import MultivariateNormal, regression_xy
+from dpbayes.models.linear_regression import MultivariateNormal, in_memory, regression_xy
 from dpbayes.privacy.validation import check_array, check_int, check_positive
 
 __all__ = [
@@ -165,6 +165,18 @@ class BayesianLogisticRegression:
         """t1 = sum y x, T2 = X'X and n of the bounded data."""
         if column is not None:
             raise ValueError("column must be None for a regression (set features/target)")
+        if not in_memory(data):  # files, databases, Spark: one aggregate in the engine
+            from dpbayes.models.regression_engine import engine_moments
+
+            n, m = engine_moments(
+                data,
+                self.features,
+                self.target,
+                feature_bound=self.feature_bound,
+                clip="box",
+                label="sign",
+            )
+            return LogisticStatistics(t1=m[:-1, -1], t2=m[:-1, :-1], n=n)
         x, y = self.bounded(*self._xy(data))
         assert y is not None
         return LogisticStatistics(t1=x.T @ y, t2=x.T @ x, n=x.shape[0])

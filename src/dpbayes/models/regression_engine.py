@@ -1,0 +1,92 @@
+"""A regression's sufficient statistics computed in the engine that holds the data.
+
+Files (CSV, Parquet; streamed by DuckDB), polars/Arrow frames, DuckDB relations, databases
+(``dpbayes.data.Table(url, table=...)``: PostgreSQL, SQLite, ...), Spark DataFrames and
+contribution-bounded tables (``Table(data, user_column=..., max_rows_per_user=k)``) are
+reduced by one aggregate query: the bounded features and label are computed per row in
+SQL, exactly as the models' ``bounded`` maps do in numpy, and only the sums of their
+products (the upper triangle of sum v v', v = (x, y)) reach Python. A 10^7-row table is
+fitted without loading it. A row with a missing feature or label is refused (as the numpy
+path refuses NaN), with a one-line error that counts such rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["engine_moments"]
+
+
+def engine_moments(
+    data: Any,
+    features: list[str] | None,
+    target: str | None,
+    *,
+    feature_bound: float | None,
+    clip: str,
+    label: str,
+    label_bound: float | None = None,
+) -> tuple[int, np.ndarray]:
+    """(n, S) with S = sum over rows of v v', v = (bounded x, bounded y), in the engine.
+
+    ``clip``: ``"box"`` (each feature clipped to [-B, B]) or ``"ball"`` (each row scaled
+    into the ball of radius B); ``label``: ``"clip"`` (y clipped to [-label_bound,
+    label_bound], or as is when None) or ``"sign"`` (labels in {0, 1} or {-1, +1} mapped
+    to -1, +1; any other value is refused).
+    """
+    from dpbayes.data import open_table
+
+    if features is None or target is None:
+        raise ValueError("features and target must be set to read a table")
+    table = open_table(data)
+    cols = [table.check_column(c) for c in [*features, target]]
+    raw = [table.as_double(c) for c in features]
+    if feature_bound is None:
+        xs = raw
+    elif clip == "box":
+        b = table.double_literal(float(feature_bound))
+        xs = [f"LEAST(GREATEST({r}, -{b}), {b})" for r in raw]
+    else:
+        norm = "SQRT(" + " + ".join(table.square(r) for r in raw) + ")"
+        b = table.double_literal(float(feature_bound))
+        tiny = table.double_literal(1e-300)
+        scale = f"LEAST({table.double_literal(1.0)}, {b} / GREATEST({norm}, {tiny}))"
+        xs = [f"({r}) * {scale}" for r in raw]
+    y = table.as_double(target)
+    bad_label = "0"
+    if label == "sign":
+        bad_label = f"CASE WHEN {y} IN (-1, 0, 1) THEN 0 ELSE 1 END"
+        y = f"CASE WHEN {y} > 0 THEN 1.0 ELSE -1.0 END"
+    elif label_bound is not None:
+        lb = table.double_literal(float(label_bound))
+        y = f"LEAST(GREATEST({y}, -{lb}), {lb})"
+    present = " AND ".join(table.not_null(c) for c in cols)
+    inner = ", ".join(f"{e} AS v{i}" for i, e in enumerate([*xs, y])) + f", {bad_label} AS bad"
+    m = len(xs) + 1
+    sums = ", ".join(f"SUM(v{i} * v{j})" for i in range(m) for j in range(i, m))
+    sql = (
+        f"SELECT COUNT(*), {sums}, SUM(bad) FROM (SELECT {inner} FROM "
+        f"{table.relation} WHERE {present}) AS dpb_r"
+    )
+    missing_sql = f"SELECT COUNT(*) FROM {table.relation} WHERE NOT ({present})"
+    missing = int(table.fetch(missing_sql)[0][0] or 0)
+    if missing:
+        raise ValueError(
+            f"data has {missing} row(s) with a missing value in {cols}: drop or impute "
+            "them first (a regression reads every feature and the label)"
+        )
+    row = table.fetch(sql)[0]
+    n = int(row[0] or 0)
+    if n == 0:
+        raise ValueError("data is empty")
+    if int(row[-1] or 0):
+        raise ValueError("y must hold labels in {0, 1} or {-1, +1}")
+    s = np.zeros((m, m))
+    k = 1
+    for i in range(m):
+        for j in range(i, m):
+            s[i, j] = s[j, i] = float(row[k] or 0.0)
+            k += 1
+    return n, s

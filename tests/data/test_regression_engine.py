@@ -1,0 +1,113 @@
+"""A regression's statistics computed in the engine equal numpy's, and releases read them.
+
+Parquet (DuckDB), PostgreSQL (a live server, .ci/setup.d/postgres.sh), Spark (local
+mode) and contribution-bounded tables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpbayes as dpb
+from dpbayes.data import Table
+
+
+def frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
+    g = np.random.default_rng(seed)
+    x = g.normal(0, 0.8, (n, 3))
+    y = x @ np.array([0.5, -0.3, 0.2]) + g.normal(0, 0.4, n)
+    df = pd.DataFrame(x, columns=["a", "b", "c"])
+    df["y"] = y
+    df["label"] = (y > 0).astype(int)
+    df["person"] = np.arange(n) // 4  # 4 rows per person
+    return df
+
+
+def linear(clip: str) -> dpb.models.BayesianLinearRegression:
+    return dpb.models.BayesianLinearRegression(
+        prior_precision=1.0,
+        noise_variance=0.2,
+        feature_bound=1.0,
+        label_bound=1.0,
+        clip=clip,
+        features=["a", "b", "c"],
+        target="y",
+    )
+
+
+LOGIT = dpb.models.BayesianLogisticRegression(
+    prior_precision=1.0, feature_bound=1.0, features=["a", "b", "c"], target="label"
+)
+
+
+def check_linear(
+    model: dpb.models.BayesianLinearRegression, data: object, df: pd.DataFrame
+) -> None:
+    want, got = model.statistics(df), model.statistics(data)
+    assert got.n == want.n
+    np.testing.assert_allclose(got.xtx, want.xtx, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got.xty, want.xty, rtol=1e-10, atol=1e-10)
+    assert got.yty == pytest.approx(want.yty, rel=1e-10)
+
+
+@pytest.mark.parametrize("clip", ["box", "ball"])
+def test_linear_statistics_in_duckdb_equal_numpy(tmp_path, clip) -> None:
+    df = frame()
+    path = tmp_path / "rows.parquet"
+    df.to_parquet(path)
+    check_linear(linear(clip), str(path), df)
+
+
+def test_statistics_in_postgresql_equal_numpy(postgres_engine) -> None:
+    df = frame()
+    df.to_sql("regression_rows", postgres_engine, if_exists="replace", index=False)
+    for clip in ("box", "ball"):
+        check_linear(linear(clip), Table(postgres_engine, table="regression_rows"), df)
+    got = LOGIT.statistics(Table(postgres_engine, table="regression_rows"))
+    np.testing.assert_allclose(got.t2, LOGIT.statistics(df).t2, rtol=1e-10, atol=1e-10)
+
+
+def test_statistics_in_spark_equal_numpy(spark) -> None:
+    df = frame(120)
+    sdf = spark.createDataFrame(df)
+    check_linear(linear("ball"), sdf, df)
+    got = LOGIT.statistics(sdf)
+    np.testing.assert_allclose(got.t1, LOGIT.statistics(df).t1, rtol=1e-10, atol=1e-10)
+
+
+def test_logistic_statistics_in_the_engine_equal_numpy(tmp_path) -> None:
+    df = frame()
+    path = tmp_path / "rows.parquet"
+    df.to_parquet(path)
+    want, got = LOGIT.statistics(df), LOGIT.statistics(str(path))
+    assert got.n == want.n
+    np.testing.assert_allclose(got.t1, want.t1, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got.t2, want.t2, rtol=1e-10, atol=1e-10)
+
+
+def test_a_release_from_a_file_at_user_level(tmp_path) -> None:
+    df = frame()
+    path = tmp_path / "rows.parquet"
+    df.to_parquet(path)
+    record = dpb.release(linear("box"), str(path), mechanism="ssp", epsilon=1.0, rng=0)
+    bounded = Table(str(path), user_column="person", max_rows_per_user=2)
+    user = dpb.release(linear("box"), bounded, mechanism="ssp", epsilon=1.0, rng=0)
+    assert user.guarantee.details["rows_per_user"] == 2
+    assert user.guarantee.sensitivity == pytest.approx(2 * record.guarantee.sensitivity)
+    assert "user" in user.guarantee.describe()
+
+
+def test_missing_values_and_bad_labels_are_refused_in_the_engine(tmp_path) -> None:
+    df = frame()
+    df.loc[3, "b"] = np.nan
+    path = tmp_path / "rows.parquet"
+    df.to_parquet(path)
+    with pytest.raises(ValueError, match="1 row"):
+        linear("box").statistics(str(path))
+    df = frame()
+    df.loc[0, "label"] = 2
+    df.to_parquet(path)
+    with pytest.raises(ValueError, match="labels in"):
+        LOGIT.statistics(str(path))
