@@ -265,7 +265,8 @@ def test_fallback_release_round_trips_its_user_level_statement(people_k5):
 def test_refusals_are_one_line_and_spend_nothing(person_k3):
     acc = Accountant(epsilon=1.0)
     lr = dpb.models.BayesianLinearRegression(features=["idp"], target="lpi")
-    with pytest.raises(ValueError, match="cannot read contribution-bounded") as info:
+    # the engine reads a regression's bounded table now; the missing bounds are refused
+    with pytest.raises(ValueError, match="must set feature_bound") as info:
         dpb.release(lr, person_k3, mechanism="sampling", epsilon=0.5, accountant=acc)
     assert "\n" not in str(info.value)
     bb = dpb.models.BetaBernoulli(alpha=1, beta=1)
