@@ -180,7 +180,7 @@ def run(out_dir: Path, *, small: bool = False, seed: int = 0) -> list[Path]:
     ns = [10, 100] if small else [10, 100, 1000]
     epss = [0.5, 1.0] if small else [0.1, 0.5, 1.0, 2.0]
     runs = 100 if small else 500
-    gen = np.random.default_rng(seed)
+    gen = noise_source(seed).generator()  # the seeded simulation stream (privacy.noise)
     all_runs: dict[tuple[int, float, str], np.ndarray] = {}
     run_rows: list[dict[str, Any]] = []
     summary: list[dict[str, Any]] = []
