@@ -313,6 +313,32 @@ class Accountant:
         with self._lock:
             return self._fits([*self._pending, spend])
 
+    def spent_if(
+        self,
+        cost: Guarantee | float,
+        delta: float = 0.0,
+        *,
+        scope: Iterable[str] | None = None,
+    ) -> tuple[float, float]:
+        """The composed (eps, delta) :attr:`spent` would be after charging ``cost`` now
+        (read only: nothing is recorded, and the total is not checked).
+
+        ``cost`` as for :meth:`charge` (a Guarantee, whose Gaussian noise record tight
+        composition uses, or an epsilon with ``delta``). Prices alternative releases under
+        this accountant's composition, e.g. a Laplace against a Gaussian answer.
+        """
+        if isinstance(cost, Guarantee):
+            ev = event_of(
+                cost.epsilon, cost.delta, cost.sensitivity, cost.neighbours.value, cost.details
+            )
+            spend = self._make_spend(
+                cost.epsilon, cost.delta, "", scope, gaussian_ratio=ev.gaussian_ratio
+            )
+        else:
+            spend = self._make_spend(cost, delta, "", scope)
+        with self._lock:
+            return self._composed([*self._pending, spend])
+
     @staticmethod
     def _make_spend(
         epsilon: float,
