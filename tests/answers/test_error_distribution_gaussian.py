@@ -9,6 +9,7 @@ Monte Carlo with a tolerance derived from the sample size.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -70,7 +71,7 @@ def _quad(f: Any, marks: list[float], scales: np.ndarray, s: float) -> float:
     edges = sorted(c for c in cuts if -reach <= c <= reach)
     return sum(
         integrate.quad(f, lo, hi, epsabs=1e-14, epsrel=1e-12, limit=200)[0]
-        for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+        for lo, hi in itertools.pairwise(edges)
     )
 
 
@@ -180,5 +181,5 @@ def test_discretised_normal_dft_matches_its_mass_function(g: float, h: float) ->
     ],
 )
 def test_bad_gaussian_arguments(kwargs: dict) -> None:
-    with pytest.raises(ValueError, match="gaussian_sd|scales"):
+    with pytest.raises(ValueError, match=r"gaussian_sd|scales"):
         LaplaceSum(**kwargs)
