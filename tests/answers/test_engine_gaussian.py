@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -51,8 +52,6 @@ def test_a_gaussian_answer_alone_is_the_analytic_calibration_at_the_budget_delta
 
 def test_the_gaussian_ratio_uses_the_user_level_sensitivity() -> None:
     frame = {"a": ["x", "y", "x", "y", "x"], "person": [1, 1, 2, 3, 3]}
-    import pandas as pd
-
     cube = Cube.from_table(
         pd.DataFrame(frame), {"a": ["x", "y"]}, user_column="person", max_rows_per_user=2
     )

@@ -24,15 +24,16 @@ the guarantees say so (``details["neighbouring_relation"]``).
 Privacy of a Gaussian answer. The answer q x is a scalar, so its L2 sensitivity equals its
 L1 sensitivity S = max_j |q_j| (times k at user level): a neighbour moves it by at most S.
 y = q x + N(0, sigma^2) with sigma = ``analytic_gaussian_sigma(eps, delta, S)`` is then
-(eps, delta)-DP by the analytic Gaussian mechanism (Balle & Wang 2018, Thm 8: the privacy
-loss is Normal with mean S^2 / 2 sigma^2 and its tail beyond eps has mass <= delta), where
-delta is ``gaussian_delta`` (default: the budget's delta) and eps the smallest for that
-sigma. That (eps, delta) is the answer's guarantee. Its ``details["noise"]`` records
-sigma / S, so an accountant with ``composition="pld"`` or ``"rdp"`` composes the
-Gaussian's own privacy-loss distribution (or Rényi curve), which is tighter over many
-answers than composing (eps, delta) pairs; under basic composition each Gaussian answer
-costs its (eps, delta). Answers from the history are post-processing of released answers
-and cost nothing, whatever their noise.
+(eps, delta)-DP by the analytic Gaussian mechanism (Balle & Wang 2018, Thm 8: N(0, sigma^2)
+noise on a value of sensitivity S is (eps, delta)-DP iff Phi(S/2 sigma - eps sigma/S) -
+e^eps Phi(-S/2 sigma - eps sigma/S) <= delta; the privacy loss is Normal with mean
+S^2 / 2 sigma^2), where delta is ``gaussian_delta`` (default: the budget's delta) and eps
+the smallest for that sigma. That (eps, delta) is the answer's guarantee. Its
+``details["noise"]`` records sigma / S, so an accountant with ``composition="pld"`` or
+``"rdp"`` composes the Gaussian's own privacy-loss distribution (or Rényi curve), which is
+tighter over many answers than composing (eps, delta) pairs; under basic composition
+each Gaussian answer costs its (eps, delta). Answers from the history are post-processing
+of released answers and cost nothing, whatever their noise.
 
 Choice of noise (``noise="auto"``). When a fresh answer is needed the engine plans both: the
 smallest Laplace eps and the smallest Gaussian eps at ``gaussian_delta`` that meet the
