@@ -306,6 +306,7 @@ def create_app(
             "status": got.status,
             "epsilon": got.epsilon,
             "remaining_epsilon": got.remaining_epsilon,
+            "spent_after_epsilon": got.spent_after_epsilon,
             "reason": got.reason,
         }
 
