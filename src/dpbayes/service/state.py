@@ -434,6 +434,12 @@ class QueryService:
         self._remember(key, planned)
         return planned
 
+    def warm_up(self) -> None:
+        """Plan one query (the total count, nothing spent or drawn) so that the numerics a
+        plan needs are loaded and compiled before the first request."""
+        ones = [1.0] * self.cube.n_cells
+        self._plan(self._current(), self.make_query(None, ones), 1e6, 0.5)
+
     def _remember(self, key: tuple[Any, ...], planned: _Planned) -> None:
         with self._cache_lock:
             old = self._cache.get(key)
