@@ -38,7 +38,7 @@ of released answers and cost nothing, whatever their noise.
 Choice of noise (``noise="auto"``). When a fresh answer is needed the engine plans both: the
 smallest Laplace eps and the smallest Gaussian eps at ``gaussian_delta`` that meet the
 requirement jointly with the history; it asks the accountant what its composed spent eps
-would be after each (:meth:`~dpbayes.privacy.Accountant.spent_if`, read only) and releases
+would be after each (:meth:`~dpbayes.privacy.Accountant.spent_after`, read only) and releases
 the one that raises it least (Laplace on a tie, and whenever the budget's delta is 0, where
 no Gaussian answer is possible). The choice depends only on variances and the ledger, never
 on noisy values, so the credible intervals keep their exact coverage.
@@ -387,7 +387,7 @@ class QueryEngine:
         priced = []
         for i, pl in enumerate(fresh):
             cost = self._gaussian(pl)[1] if pl.noise == "gaussian" else pl.epsilon
-            eps, dlt = self.accountant.spent_if(cost, scope=_scope(pl.query))
+            eps, dlt = self.accountant.spent_after(cost, scope=_scope(pl.query))
             fits = eps <= te * (1 + _TOLERANCE) and dlt <= td * (1 + _TOLERANCE)
             priced.append((not fits, eps, i, pl, dlt))
         best = min(priced, key=lambda t: t[:3])[3]
