@@ -169,7 +169,7 @@ def test_zero_delta_budget_means_laplace_only() -> None:
         ({"noise": "normal"}, "noise must be one of"),
         ({"noise": "gaussian", "gaussian_delta": 1e-3}, "gaussian_delta must be in"),
         ({"noise": "gaussian", "gaussian_delta": 0.0}, "gaussian_delta must be in"),
-        ({"noise": "gaussian", "rng": None}, "rng: Gaussian answers"),
+        ({"noise": "gaussian", "rng": None}, "rng: a seeded engine"),
     ],
 )
 def test_bad_noise_arguments_raise_one_line_errors(kwargs: dict, match: str) -> None:

@@ -466,7 +466,8 @@ class QueryEngine:
                 neighbours=Neighbours.ADD_REMOVE,
                 name="laplace (query engine)",
             )
-            cost = eps
+            g = mech.guarantee(simulation=self._rng is not None)
+            cost = replace(g, details={**g.details, **self._user})
         true = self.cube.true_answer(q)
         try:
             with self.accountant.charge(cost, scope=scope, label=label or q.text[:80]):
@@ -570,10 +571,11 @@ def _check_family(noise: Any, gd: float, accountant: Accountant, rng: Any) -> No
             "noise='gaussian' needs a budget delta > 0 (Accountant(epsilon, delta)): a "
             "Gaussian answer is (eps, delta)-DP only for delta > 0; use 'laplace' or 'auto'"
         )
-    if noise != "laplace" and gd > 0 and (rng is not None) != accountant.simulation:
+    if (rng is not None) != accountant.simulation:
         raise ValueError(
-            "rng: Gaussian answers are charged with their guarantee, so a seeded engine "
-            "needs Accountant(..., simulation=True) and secure noise (rng=None) a real one"
+            "rng: a seeded engine draws reproducible noise and needs "
+            "Accountant(..., simulation=True); secure noise (rng=None) needs a real "
+            "Accountant (a real budget never pays for simulation answers)"
         )
 
 
