@@ -71,11 +71,11 @@ from dpbayes.answers.planning import (
     plan_candidates,
     refused_answer,
 )
+from dpbayes.answers.pricing import cheapest, fresh_mechanism, scope_of
 from dpbayes.answers.queries import Query
 from dpbayes.answers.store import AnswerRecord, HistoryStore, JsonlStore, MemoryStore
 from dpbayes.privacy.accountant import Accountant, BudgetExceeded
 from dpbayes.privacy.guarantee import Guarantee, Neighbours, user_level
-from dpbayes.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 from dpbayes.privacy.validation import (
     check_delta,
     check_epsilon,
@@ -375,47 +375,9 @@ class QueryEngine:
             noises=families,
             delta=self.gaussian_delta,
         )
-        return plans[0] if len(plans) == 1 else self._cheapest(plans)
-
-    def _cheapest(self, plans: list[Plan]) -> Plan:
-        """Of fresh plans in different noises, the one whose charge raises the accountant's
-        composed spent eps least (among those that fit the budget; the first on a tie)."""
-        fresh = [pl for pl in plans if pl.status == "fresh"]
-        if not fresh:
+        if len(plans) == 1:
             return plans[0]
-        (te, td), (now, _) = self.accountant.total, self.accountant.spent
-        priced = []
-        for i, pl in enumerate(fresh):
-            cost = self._gaussian(pl)[1] if pl.noise == "gaussian" else pl.epsilon
-            eps, dlt = self.accountant.spent_after(cost, scope=_scope(pl.query))
-            fits = eps <= te * (1 + _TOLERANCE) and dlt <= td * (1 + _TOLERANCE)
-            priced.append((not fits, eps, i, pl, dlt))
-        best = min(priced, key=lambda t: t[:3])[3]
-        text = "; ".join(
-            f"{pl.noise} (eps={pl.epsilon:.4g}"
-            + (f", sigma={pl.sigma:.4g}, delta={pl.delta:.3g}" if pl.noise == "gaussian" else "")
-            + f") would bring the spent eps from {now:.6g} to {eps:.6g}"
-            + ("" if eps <= te * (1 + _TOLERANCE) and dlt <= td * (1 + _TOLERANCE) else
-               " (over the budget)")
-            for _, eps, _, pl, dlt in priced
-        )  # fmt: skip
-        why = f"chose {best.noise} under {self.accountant.composition} composition: {text}"
-        return replace(best, choice=why)
-
-    def _gaussian(self, plan: Plan) -> tuple[GaussianMechanism, Guarantee]:
-        """The mechanism of a Gaussian plan and the guarantee its release will carry (the
-        one charged: its details record sigma / S for tight composition)."""
-        mech = GaussianMechanism(
-            epsilon=plan.epsilon,
-            delta=plan.delta,
-            sensitivity=plan.sensitivity,
-            neighbours=Neighbours.ADD_REMOVE,
-            name="gaussian (query engine)",
-        )
-        # the plan's error distribution is at this very sigma (same function of eps, delta)
-        assert plan.sigma is not None and mech.sigma == plan.sigma
-        g = mech.guarantee(simulation=self._rng is not None)
-        return mech, replace(g, details={**g.details, **self._user})
+        return cheapest(plans, self.accountant, simulation=self._rng is not None, user=self._user)
 
     # ------------------------------------------------------------------ asking
     def ask(
@@ -454,20 +416,8 @@ class QueryEngine:
 
     def _fresh(self, plan: Plan, label: str) -> Answer:
         q, eps, sens = plan.query, plan.epsilon, plan.sensitivity
-        scope = _scope(q)
-        mech: LaplaceMechanism | GaussianMechanism
-        cost: Guarantee | float
-        if plan.noise == "gaussian":
-            mech, cost = self._gaussian(plan)
-        else:
-            mech = LaplaceMechanism(
-                epsilon=eps,
-                sensitivity=sens,
-                neighbours=Neighbours.ADD_REMOVE,
-                name="laplace (query engine)",
-            )
-            g = mech.guarantee(simulation=self._rng is not None)
-            cost = replace(g, details={**g.details, **self._user})
+        scope = scope_of(q)
+        mech, cost = fresh_mechanism(plan, simulation=self._rng is not None, user=self._user)
         true = self.cube.true_answer(q)
         try:
             with self.accountant.charge(cost, scope=scope, label=label or q.text[:80]):
@@ -536,11 +486,6 @@ def fresh_reason(
         if not user
         else f"({user['neighbouring_relation']}, {sens:g} = {k} x Lemma 2.1 sensitivity)"
     )
-
-
-def _scope(q: Query) -> list[str]:
-    """The parts of the data a query reads: its cells (parallel composition, Thm 5.2)."""
-    return [f"cell:{j}" for j in q.cells]
 
 
 def _check_noise(
