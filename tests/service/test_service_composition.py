@@ -199,3 +199,69 @@ def test_rdp_needs_a_budget_delta(tmp_path: Path) -> None:
         )
     with pytest.raises(ValueError, match="composition must be one of"):
         EngineConfig(composition="advanced")
+
+
+def _ladder(svc: QueryService, where: str, rounds: int) -> list[Any]:
+    """One cell's answers to requirements 3% tighter each round: a fresh answer each."""
+    q = svc.make_query(where, None)
+    return [
+        svc.ask("a", q, half_width=300.0 * 0.97**r, confidence=0.9).answer for r in range(rounds)
+    ]
+
+
+def test_auto_noise_under_pld_releases_gaussian_answers_and_accounts_them(db_url: str) -> None:
+    cfg = EngineConfig(**BUDGET, composition="pld", noise="auto")
+    svc = QueryService(cfg, db_url, digest_key=KEY)
+    try:
+        answers = _ladder(svc, "health = poor and idp = 1 and year = 1", 60)
+        budget = svc.budget()
+        free = svc.ask(
+            "b", svc.make_query("health = poor and idp = 1 and year = 1", None),
+            half_width=400.0, confidence=0.9,
+        ).answer  # fmt: skip
+    finally:
+        svc.close()
+    noises = [a.noise for a in answers if a.status == "fresh"]
+    assert noises[0] == "laplace" and "gaussian" in noises  # Gaussian once it costs less
+    gauss = next(a for a in answers if a.noise == "gaussian")
+    assert "chose gaussian under pld composition" in gauss.reason
+    assert gauss.guarantee is not None and gauss.guarantee.delta == BUDGET["delta"]
+    assert free.status == "history" and free.guarantee is not None
+    assert "Gaussian" in free.guarantee.mechanism or free.guarantee.delta > 0
+    rows = _rows(db_url)
+    assert len(rows) == len(noises)
+    assert [r.gaussian_ratio is not None for r in rows] == [n == "gaussian" for n in noises]
+    assert all((r.delta > 0) == (r.gaussian_ratio is not None) for r in rows)
+    # never below an independent composition of the answers' exact PLDs, and within budget
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    total = None
+    for r in rows:
+        one = (
+            pld.from_gaussian_mechanism(r.gaussian_ratio, value_discretization_interval=2e-5)
+            if r.gaussian_ratio is not None
+            else pld.from_laplace_mechanism(1.0 / r.epsilon, value_discretization_interval=2e-5)
+        )
+        total = one if total is None else total.compose(one)
+    assert total is not None
+    truth = total.get_epsilon_for_delta(BUDGET["delta"])
+    spent = budget["spent"]["epsilon"]
+    assert truth <= spent + 2e-5 * len(rows) and spent <= BUDGET["epsilon"] * (1 + 1e-9)
+    assert spent < math.fsum(r.epsilon for r in rows)
+    again = QueryService(EngineConfig(**BUDGET), db_url, digest_key=KEY)  # Laplace server
+    try:
+        assert again.budget()["spent"] == budget["spent"]  # the same recount
+        a = again.ask(
+            "c", again.make_query("health = poor and idp = 1 and year = 1", None),
+            half_width=400.0, confidence=0.9,
+        ).answer  # fmt: skip
+        assert a.status == "history"  # the mixed history answers it
+    finally:
+        again.close()
+
+
+def test_gaussian_noise_needs_a_delta() -> None:
+    with pytest.raises(ValueError, match="noise='gaussian' needs a budget delta"):
+        EngineConfig(epsilon=1.0, noise="gaussian")
+    with pytest.raises(ValueError, match="noise must be one of"):
+        EngineConfig(epsilon=1.0, delta=1e-6, noise="normal")

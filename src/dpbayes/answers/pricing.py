@@ -20,7 +20,7 @@ from dpbayes.privacy.accountant import Accountant
 from dpbayes.privacy.guarantee import Guarantee, Neighbours
 from dpbayes.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 
-__all__ = ["cheapest", "fresh_mechanism", "scope_of"]
+__all__ = ["cheapest", "fits", "fresh_mechanism", "noise_of", "scope_of"]
 
 _TOLERANCE = 1e-9  # the accountant's relative slack
 
@@ -55,6 +55,21 @@ def fresh_mechanism(
         )
     g = mech.guarantee(simulation=simulation)
     return mech, replace(g, details={**g.details, **user})
+
+
+def noise_of(plan: Plan) -> dict[str, Any]:
+    """The noise arguments of a plan's answer for ``History.add`` and ``AnswerRecord``
+    (none for Laplace, so Laplace records are written as before)."""
+    if plan.noise == "gaussian":
+        return {"noise": "gaussian", "sigma": plan.sigma, "delta": plan.delta}
+    return {}
+
+
+def fits(accountant: Accountant, cost: Guarantee, scope: list[str]) -> bool:
+    """Whether charging ``cost`` on ``scope`` would fit now (advisory; the charge checks
+    again under the accountant's lock)."""
+    (te, td), (eps, dlt) = accountant.total, accountant.spent_after(cost, scope=scope)
+    return eps <= te * (1 + _TOLERANCE) and dlt <= td * (1 + _TOLERANCE)
 
 
 def cheapest(

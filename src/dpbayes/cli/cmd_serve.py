@@ -61,6 +61,14 @@ def register(sub: Any) -> None:
         "(privacy-loss distributions, tight; needs no delta) or rdp (Rényi; needs --delta "
         "> 0); recorded in the database (default: the database's, basic for a new one)",
     )
+    p.add_argument(
+        "--noise",
+        choices=("laplace", "gaussian", "auto"),
+        default="laplace",
+        help="noise of fresh answers: laplace (default), gaussian (needs --delta > 0) or "
+        "auto (per answer, the one that raises the spent budget least; Gaussian answers "
+        "pay off under --composition pld once a cell has several answers)",
+    )
     p.add_argument("--db", default="sqlite:///dpbayes-service.db", help="SQLAlchemy URL")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -136,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         kw["max_epsilon"] = args.max_epsilon
     if args.composition is not None:
         kw["composition"] = args.composition
+    kw["noise"] = args.noise
     if args.data:
         if not args.attributes:
             raise ValueError("--data needs --attributes (the domains are never read from data)")

@@ -114,6 +114,7 @@ def _reply_json(r: Reply) -> dict[str, Any]:
         "confidence_required": a.level,
         "confidence_reached": a.confidence,
         "epsilon_spent": a.epsilon,
+        "noise": a.noise if a.status == "fresh" else None,
         "remaining_epsilon": r.remaining_epsilon,
         "reason": a.reason,
         "guarantee": a.guarantee.describe() if a.guarantee else None,

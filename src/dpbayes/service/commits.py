@@ -23,8 +23,8 @@ import sqlalchemy as sa
 from dpbayes.answers import AnswerRecord, History
 from dpbayes.answers.blue import BLUE
 from dpbayes.answers.planning import Answer, Plan, still_valid
-from dpbayes.privacy.guarantee import Guarantee, Neighbours
-from dpbayes.privacy.mechanisms import LaplaceMechanism
+from dpbayes.answers.pricing import fits, fresh_mechanism, noise_of
+from dpbayes.privacy.guarantee import Guarantee
 from dpbayes.service import db
 
 if TYPE_CHECKING:
@@ -55,13 +55,8 @@ class FreshJob:
 def _release(svc: QueryService, job: FreshJob, con: sa.Connection) -> tuple[float, int]:
     """Charge, draw, insert: the answer's value and row id (in ``con``'s transaction)."""
     plan, q = job.plan, job.plan.query
-    mech = LaplaceMechanism(
-        epsilon=plan.epsilon,
-        sensitivity=plan.sensitivity,
-        neighbours=Neighbours.ADD_REMOVE,
-        name="laplace (query engine)",
-    )
-    with svc.accountant.charge(plan.epsilon, scope=job.scope, label=q.text[:80]) as spend:
+    mech, cost = fresh_mechanism(plan, simulation=False, user=svc._user)
+    with svc.accountant.charge(cost, scope=job.scope, label=q.text[:80]) as spend:
         noisy = mech.release(job.true_answer)  # secure noise: the service never seeds
         y = float(np.asarray(noisy.value))
         g = replace(noisy.guarantee, details={**noisy.guarantee.details, **svc._user})
@@ -73,6 +68,7 @@ def _release(svc: QueryService, job: FreshJob, con: sa.Connection) -> tuple[floa
             label=q.text,
             guarantee=g.to_dict(),
             time=time.time(),
+            **noise_of(plan),
         )
         key = con.execute(
             db.answers.insert().values(
@@ -120,7 +116,7 @@ def commit_batch(svc: QueryService, batch: list[FreshJob]) -> None:
                     if job.snap.total != cur.total or not still_valid(plan, base):
                         job.replan = True
                         continue
-                if not svc.accountant.can_spend(plan.epsilon, scope=job.scope):
+                if not fits(svc.accountant, svc.cost(plan), job.scope):
                     job.refusal = svc._budget_refusal(plan, job.scope)
                     continue
                 if prebuilt:
@@ -129,7 +125,11 @@ def commit_batch(svc: QueryService, batch: list[FreshJob]) -> None:
                     if hist is None:
                         hist = cur.history.copy()
                     index = hist.add(
-                        plan.query.coefficients, 0.0, plan.epsilon, sensitivity=plan.sensitivity
+                        plan.query.coefficients,
+                        0.0,
+                        plan.epsilon,
+                        sensitivity=plan.sensitivity,
+                        **noise_of(plan),
                     )
                 y, last_id = _release(svc, job, con)
                 hist.set_noisy_answer(index, y)

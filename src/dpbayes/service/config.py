@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dpbayes.answers import Bins, Cube
+from dpbayes.answers.engine import NOISE_CHOICES
 from dpbayes.data.datasets import BUNDLED_PRIVACY_UNIT
 from dpbayes.privacy.composition import COMPOSITIONS
 from dpbayes.privacy.validation import check_delta, check_epsilon, check_int
@@ -51,6 +52,11 @@ class EngineConfig:
     Given, it is recorded in the database, also for an existing one: every answer's spend
     is kept, so the spent budget is recomputed under the new composition (a start that
     would put the spent budget above the total is refused).
+
+    ``noise``: the noise of fresh answers, ``"laplace"`` (paper 000), ``"gaussian"`` (at the
+    budget's delta; needs delta > 0) or ``"auto"`` (per answer, the one whose charge raises
+    the spent budget least under the composition: Gaussian answers pay off under ``"pld"``
+    once a cell has several answers). A policy of this server, not stored.
     """
 
     data: str = BUNDLED
@@ -63,8 +69,16 @@ class EngineConfig:
     max_rows_per_user: int | None = None
     record_level: bool = False
     composition: str | None = None
+    noise: str = "laplace"
 
     def __post_init__(self) -> None:
+        if self.noise not in NOISE_CHOICES:
+            raise ValueError(f"noise must be one of {list(NOISE_CHOICES)}, got {self.noise!r}")
+        if self.noise == "gaussian" and self.delta == 0:
+            raise ValueError(
+                "noise='gaussian' needs a budget delta > 0 (--delta): a Gaussian answer is "
+                "(eps, delta)-DP only for delta > 0; use 'laplace' or 'auto'"
+            )
         check_epsilon(self.epsilon, "epsilon")
         check_delta(self.delta, "delta")
         if self.composition is not None and self.composition not in COMPOSITIONS:

@@ -131,6 +131,9 @@ class AnswerOut(BaseModel):
     confidence_required: float
     confidence_reached: float = Field(description="posterior probability of the interval")
     epsilon_spent: float = Field(description="eps this answer spent (0 when free)")
+    noise: Literal["laplace", "gaussian"] | None = Field(
+        None, description="the noise of a fresh answer (null when free)"
+    )
     remaining_epsilon: float
     reason: str
     guarantee: str | None = Field(description="the guarantee of what was released")

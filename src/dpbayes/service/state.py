@@ -47,11 +47,12 @@ from dpbayes.answers.planning import (
     carry_over,
     fresh_answer,
     history_answer,
-    plan_answer,
+    plan_candidates,
     refused_answer,
 )
+from dpbayes.answers.pricing import cheapest, fits, fresh_mechanism, noise_of, scope_of
 from dpbayes.privacy.accountant import Accountant, BudgetExceeded, Spend
-from dpbayes.privacy.guarantee import Neighbours, user_level
+from dpbayes.privacy.guarantee import Guarantee, Neighbours, user_level
 from dpbayes.privacy.noise import prepare_secure_noise
 from dpbayes.privacy.validation import (
     check_delta,
@@ -324,7 +325,15 @@ class QueryService:
                 rec = AnswerRecord.from_dict(json.loads(r.record))
                 check_record(rec, self.cube)
                 acc.restore(_spend_of(r))
-                hist.add(rec.dense(), rec.noisy_answer, rec.epsilon, sensitivity=rec.sensitivity)
+                hist.add(
+                    rec.dense(),
+                    rec.noisy_answer,
+                    rec.epsilon,
+                    sensitivity=rec.sensitivity,
+                    noise=rec.noise,
+                    sigma=rec.sigma,
+                    delta=rec.delta,
+                )
                 last = int(r.id)
         except BaseException:
             self._stale = True  # the shared accountant may hold part of the new rows
@@ -412,10 +421,14 @@ class QueryService:
                 planned = _Planned(carried, state, hit.density)
                 self._remember(key, planned)
                 return planned
-        total = snap.total[0]
+        total, budget_delta = snap.total
         sens = q.sensitivity * self._sens_factor
+        noises = self._noises(budget_delta)
+        if not noises:
+            why = "the budget has no delta for a Gaussian answer (noise='gaussian'); nothing spent"
+            return _Planned(Plan(q, d, p, sens, "refused", reason=why), state)
         try:
-            plan = plan_answer(
+            plans = plan_candidates(
                 snap.history,
                 q,
                 d,
@@ -425,7 +438,12 @@ class QueryService:
                 max_epsilon=self.config.max_epsilon,
                 cap=total * (1 + _TOLERANCE),
                 cap_reason=f"budget exceeded: the total budget is eps={total:.6g}",
+                noises=noises,
+                delta=budget_delta,
             )
+            plan = plans[0]
+            if len(plans) > 1:
+                plan = cheapest(plans, self.accountant, simulation=False, user=self._user)
         except (ValueError, ArithmeticError):
             # the arguments were checked: what is left are the engine's numerical limits
             # (an error distribution it cannot compute to its accuracy); refuse, spend nothing
@@ -439,6 +457,19 @@ class QueryService:
         plan needs are loaded and compiled before the first request."""
         ones = [1.0] * self.cube.n_cells
         self._plan(self._current(), self.make_query(None, ones), 1e6, 0.5)
+
+    def _noises(self, budget_delta: float) -> tuple[str, ...]:
+        """The noise families a fresh answer may use under the budget's delta."""
+        noise = self.config.noise
+        if noise == "laplace" or (noise == "auto" and budget_delta == 0):
+            return ("laplace",)
+        if budget_delta == 0:
+            return ()
+        return ("gaussian",) if noise == "gaussian" else ("laplace", "gaussian")
+
+    def cost(self, plan: Plan) -> Guarantee:
+        """The guarantee a fresh ``plan`` will be charged (what prices it)."""
+        return fresh_mechanism(plan, simulation=False, user=self._user)[1]
 
     def _remember(self, key: tuple[Any, ...], planned: _Planned) -> None:
         with self._cache_lock:
@@ -482,12 +513,16 @@ class QueryService:
                     return self._reply(self._from_history(snap, plan), planned, density)
                 if plan.status == "refused":
                     return self._reply(refused_answer(plan), planned, density)
-                scope = [f"cell:{j}" for j in query.cells]
-                if not self.accountant.can_spend(plan.epsilon, scope=scope):
+                scope = scope_of(query)
+                if not fits(self.accountant, self.cost(plan), scope):
                     return self._reply(self._budget_refusal(plan, scope), planned, density)
                 after = snap.history.copy()
                 index = after.add(
-                    query.coefficients, 0.0, plan.epsilon, sensitivity=plan.sensitivity
+                    query.coefficients,
+                    0.0,
+                    plan.epsilon,
+                    sensitivity=plan.sensitivity,
+                    **noise_of(plan),
                 )
             answer = self._commit(snap, plan, scope, after, index, analyst)
             if answer is not None:
@@ -508,17 +543,20 @@ class QueryService:
 
     def _from_history(self, snap: _Snapshot, plan: Plan) -> Answer:
         n = len(snap.history)
-        g = history_guarantee(self.accountant.spent[0], n, plan.sensitivity, False, self._user)
+        spent, spent_delta = self.accountant.spent
+        g = history_guarantee(
+            spent, n, plan.sensitivity, False, self._user,
+            delta=spent_delta, n_gaussian=snap.history.noises.count("gaussian"),
+        )  # fmt: skip
         return history_answer(plan, g, f"met by the history of {n} answers; nothing spent")
 
     def _budget_refusal(self, plan: Plan, scope: list[str]) -> Answer:
         try:
-            with self.accountant.charge(plan.epsilon, scope=scope):
+            with self.accountant.charge(self.cost(plan), scope=scope):
                 raise _Fits  # pragma: no cover - only a concurrent change gets here
         except BudgetExceeded as exc:
-            return refused_answer(
-                plan, f"needs eps={plan.epsilon:.6g} on the cells it reads: {exc}"
-            )
+            need = f"eps={plan.epsilon:.6g}" + (f", delta={plan.delta:.3g}" if plan.delta else "")
+            return refused_answer(plan, f"needs {need} on the cells it reads: {exc}")
         except _Fits:
             return refused_answer(plan, "the budget changed while the query was planned; retry")
 
@@ -548,8 +586,12 @@ class QueryService:
             return res  # None (plan again) or a refusal
         assert res.guarantee is not None and res.blue is not None
         reason = fresh_reason(
-            plan.epsilon, plan.sensitivity, self._user, self.cube.rows_per_user_bound
-        )
+            plan.epsilon,
+            plan.sensitivity,
+            self._user,
+            self.cube.rows_per_user_bound,
+            **noise_of(plan),
+        ) + (f"; {plan.choice}" if plan.choice else "")
         return fresh_answer(
             plan, None, res.guarantee, reason, blue=res.blue, accuracy=_METHOD_ACCURACY
         )
