@@ -10,6 +10,7 @@ term g G (the error of Gaussian answers). Used by
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy import optimize, special
@@ -24,6 +25,7 @@ __all__ = [
     "chernoff_tail",
     "discretised_normal_dft",
     "discretised_normal_pmf",
+    "gil_pelaez_nodes",
     "log_char_fn",
     "pc_direct_pmf",
     "pc_fft_pmf",
@@ -222,3 +224,63 @@ def pc_direct_pmf(
         check_time()
         pmf = np.convolve(pmf, v)
     return pmf, lost
+
+
+def gil_pelaez_nodes(
+    log_phi: Callable[[np.ndarray], np.ndarray],
+    bmax: float,
+    g: float,
+    n_scales: int,
+    accuracy: float,
+    zmax: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+    """Quadrature nodes for the Gil-Pelaez integrals of a Laplace sum (+ Normal) up to
+    |z| <= zmax: (t, w, w_lo, tail bound, T), the characteristic function's log
+    ``log_phi`` normalised so that max(bmax, g) = 1 (g the Normal part's sd)."""
+    # Tail: the neglected part of (2/pi) int phi(t) |sin(tz)| / t dt over t >= T is
+    # <= phi(T) min(1 + 1/(bmax T)^2, 2/(g T)^2) / pi. First bound: for t >= T,
+    # phi(t) <= phi(T) (T/t)^2 (1 + 1/(bmax T)^2) (the largest Laplace factor falls
+    # like t^-2, the other factors only fall); second (Normal part): phi(t) <=
+    # phi_Lap(T) e^{-g^2 t^2 / 2} and int_T^inf e^{-g^2 t^2/2} / t dt <=
+    # int_T^inf t e^{-g^2 t^2/2} / T^2 dt = e^{-g^2 T^2/2} / (g T)^2.
+    target = math.log(accuracy * 0.05 * math.pi)
+    # Both searches terminate: max(bmax, g) = 1 (normalised), so log phi(t) <=
+    # -min(log(1 + t^2), t^2 / 2) and target >= log(1.5e-7 * accuracy): the doubling
+    # stops before t = 2^40 for any accuracy >= 1e-300; the bisection halves
+    # hi - lo <= hi / 2 to 1e-3 hi in 9 steps.
+    hi = 1.0 / max(bmax, g)
+    start = hi
+    for _ in range(1100):
+        if log_phi(np.array([hi]))[0] <= target:
+            break
+        hi *= 2.0
+    lo = hi / 2.0 if hi > start else 0.0
+    while hi - lo > 1e-3 * hi:
+        mid = 0.5 * (lo + hi)
+        if log_phi(np.array([mid]))[0] > target:
+            lo = mid
+        else:
+            hi = mid
+    big_t = hi
+    factor = 1 + 1 / (bmax * big_t) ** 2
+    if g > 0:
+        factor = min(factor, 2.0 / (g * big_t) ** 2)
+    tail = math.exp(log_phi(np.array([big_t]))[0]) * factor / math.pi
+    # Panels: half periods of sin(t zmax), refined geometrically where phi bends.
+    n_osc = math.ceil(big_t * zmax / math.pi) + 1
+    if (n_osc + 16) * CC_NODES.size * n_scales > 3e7:
+        raise ValueError(
+            "the characteristic function decays too slowly for exact inversion at this "
+            "accuracy; use method='pc'"
+        )
+    edges = np.unique(
+        np.concatenate([np.linspace(0.0, big_t, n_osc + 1), np.geomspace(big_t / 1e3, big_t, 16)])
+    )
+    a, bnd = edges[:-1], edges[1:]
+    half, mid_p = (bnd - a) / 2.0, (bnd + a) / 2.0
+    t = (mid_p[:, None] + half[:, None] * CC_NODES[None, :]).ravel()
+    w = (half[:, None] * CC_WEIGHTS[None, :]).ravel()
+    w_lo = (half[:, None] * CC_WEIGHTS_LO[None, :]).ravel()
+    # t = 0 is a node: sin(t z) / t -> z there; use a tiny positive t instead.
+    t = np.maximum(t, big_t * 1e-12)
+    return t, w, w_lo, tail, big_t
