@@ -1,7 +1,7 @@
 """Private regressions side by side: dpbayes, diffprivlib and d3p on the same splits.
 
     PYTHONPATH=src BENCH_PYTHON benchmarks/bench_glm_baselines.py
-        [--eps 0.1 1 10] [--reps 5] [--seed 0] [--d3p-python PATH]
+        [--eps 0.1 1 10] [--reps 10] [--seed 0] [--d3p-python PATH]
         [--d3p-settings JSON] [--datasets NAME ...] [--out benchmarks/results/glm_baselines.csv]
 
 BENCH_PYTHON: a Python with dpbayes and, for diffprivlib, the ``bench`` extra
@@ -379,7 +379,7 @@ def write(path: Path, rows: list[dict[str, Any]]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eps", type=float, nargs="+", default=[0.1, 1.0, 10.0])
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--d3p-python", help="a Python with d3p (jax <= 0.4.25); none: skip d3p")
     ap.add_argument(
