@@ -335,6 +335,17 @@ def run(out_dir: Path, *, small: bool = False, seed: int = 0) -> list[Path]:
     return [raw, summ, _plot(summary, out / "glm.png", "" if baseline else status)]
 
 
+COLORS = {
+    "ssp gaussian": "C0",
+    "ssp laplace": "C1",
+    "posterior sampling": "C2",
+    "noise-aware": "C0",
+    "naive": "C1",
+    DPL_LOGISTIC: "C3",
+    DPL_LINEAR: "C3",
+}
+
+
 def _plot(summary: list[dict[str, Any]], path: Path, status: str = "") -> Path:
     import matplotlib
 
@@ -351,7 +362,8 @@ def _plot(summary: list[dict[str, Any]], path: Path, status: str = "") -> Path:
             if finite:
                 baseline = method.startswith("diffprivlib")
                 style = {"ls": "--", "marker": "x"} if baseline else {"marker": "o"}
-                ax.plot(*zip(*finite, strict=True), label=method, **style)
+                color = COLORS.get(method, "C4")  # the same with or without the baseline
+                ax.plot(*zip(*finite, strict=True), label=method, color=color, **style)
             else:  # the non-private reference
                 ax.axhline(pts[0][1], ls=":", color="k", label=method)
         if task == "coverage90":
