@@ -181,9 +181,6 @@ def calibrate(eps: float, delta: float, q: float, num_iter: int) -> tuple[float,
 def run(config: dict[str, Any], out: Path) -> None:
     from importlib.metadata import version
 
-    import jax
-
-    jax.config.update("jax_enable_x64", False)
     rows: list[dict[str, Any]] = []
     delta = float(config["delta"])
     for name, spec in config["datasets"].items():
