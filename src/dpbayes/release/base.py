@@ -40,6 +40,7 @@ from dpbayes.privacy import Accountant, Guarantee, Neighbours, compose_sequentia
 from dpbayes.privacy.guarantee import user_level
 from dpbayes.privacy.noise import NoiseSource, noise_source
 from dpbayes.privacy.validation import check_delta, check_epsilon
+from dpbayes.release.record import PublicRecord
 
 __all__ = [
     "FAMILIES",
@@ -77,7 +78,8 @@ class Release:
     released:
         The released values themselves, JSON-serialisable (e.g. noisy counts).
     public:
-        Public facts used by the mechanism (n, bounds, sensitivity kind, ...).
+        Public facts used by the mechanism (n, bounds, sensitivity kind, ...): the
+        serialised form of :attr:`record`, the mechanism's typed record.
     """
 
     model: Any
@@ -94,6 +96,16 @@ class Release:
     @property
     def private(self) -> bool:
         return self.guarantee.private
+
+    @property
+    def record(self) -> PublicRecord:
+        """:attr:`public` as the mechanism's typed record (registered with its planner;
+        :mod:`dpbayes.release.record`), read once; ``ValueError`` if it is malformed."""
+        cached = self.__dict__.get("_record")
+        if cached is None:
+            cached = _entry(self.model, self.mechanism).record.read(self.public)
+            object.__setattr__(self, "_record", cached)  # a cache, not a field
+        return cached
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable record of everything a recipient may see."""
@@ -186,6 +198,7 @@ class Mechanism:
     other is refused once, by :func:`plan`, before the data are read). ``user_level``: the
     planner scales its add/remove sensitivity by k rows per user itself (it receives
     ``rows_per_user=k``); otherwise user-level data run at the group-privacy budget.
+    ``record``: the typed record of the facts its releases publish (``Release.record``).
     """
 
     name: str
@@ -193,6 +206,7 @@ class Mechanism:
     planner: Planner
     options: frozenset[str] = frozenset()
     user_level: bool = False
+    record: type[PublicRecord] = PublicRecord
 
 
 _REGISTRY: dict[tuple[str, type], Mechanism] = {}
@@ -229,19 +243,21 @@ def register(
     *,
     options: tuple[str, ...] | frozenset[str] = (),
     user_level: bool = False,
+    record: type[PublicRecord] = PublicRecord,
 ) -> Callable[[Planner], Planner]:
     """Register a planner for ``mechanism`` on models of ``model_type``.
 
     ``options`` names the keyword options the planner accepts (:func:`plan` refuses any
-    other); ``user_level=True`` if it takes ``rows_per_user=k`` and scales its sensitivity
-    (see :class:`Mechanism`).
+    other); ``user_level=True`` if it takes ``rows_per_user=k`` and scales its sensitivity;
+    ``record`` the typed record its releases publish (see :class:`Mechanism`).
     """
 
     def deco(fn: Planner) -> Planner:
         key = (mechanism, model_type)
         if key in _REGISTRY and _REGISTRY[key].planner is not fn:
             raise RuntimeError(f"mechanism {mechanism!r} already registered for {model_type}")
-        _REGISTRY[key] = Mechanism(mechanism, model_type, fn, frozenset(options), user_level)
+        opts = frozenset(options)
+        _REGISTRY[key] = Mechanism(mechanism, model_type, fn, opts, user_level, record)
         return fn
 
     return deco
