@@ -82,6 +82,7 @@ from typing import Any
 import numpy as np
 
 from dpbayes.models.bayes_net import BayesNet
+from dpbayes.privacy import Neighbours
 from dpbayes.privacy.validation import check_int
 from dpbayes.release.base import Release, register_noise_aware
 from dpbayes.release.bayes_net.gibbs import (
@@ -97,6 +98,7 @@ from dpbayes.release.bayes_net.gibbs import (
 from dpbayes.release.bayes_net.noise_aware_n import bayes_net_private_n
 from dpbayes.release.bayes_net.noise_aware_sampling import map_posterior, sampling_posterior
 from dpbayes.release.bayes_net.posterior import BayesNetNoiseAwarePosterior
+from dpbayes.release.bayes_net.record import FourierRecord, LaplaceTablesRecord
 from dpbayes.release.counts.noise_aware import count_posterior
 
 __all__ = [
@@ -128,8 +130,12 @@ def bayes_net_noise_aware(
     (n private; :mod:`.noise_aware_n`; default flat).
     """
     model: BayesNet = rel.model
-    pub = rel.public
-    if rel.mechanism in ("laplace", "fourier") and pub.get("neighbours") == "add-remove":
+    if rel.mechanism == "sampling" or rel.mechanism == "map":
+        _no_n_prior(n_prior)
+        post = sampling_posterior if rel.mechanism == "sampling" else map_posterior
+        return post(rel, iterations=iterations, chains=chains, rng=rng, n=n)
+    rec = (LaplaceTablesRecord if rel.mechanism == "laplace" else FourierRecord).of(rel)
+    if rec.neighbours is Neighbours.ADD_REMOVE:
         if n is not None:
             raise ValueError(
                 "n is private in an add/remove release: give a prior on it (n_prior=...), "
@@ -138,23 +144,16 @@ def bayes_net_noise_aware(
         return bayes_net_private_n(  # type: ignore[no-any-return]
             rel, iterations=iterations, chains=chains, rng=rng, n_prior=n_prior
         )
-    if n_prior is not None:
-        raise ValueError(
-            "n_prior applies only to laplace and fourier releases under add/remove (n private)"
-        )
-    if rel.mechanism == "sampling":
-        return sampling_posterior(rel, iterations=iterations, chains=chains, rng=rng, n=n)
-    if rel.mechanism == "map":
-        return map_posterior(rel, iterations=iterations, chains=chains, rng=rng, n=n)
-    if pub.get("n") is None or pub.get("neighbours") != "substitute":
+    _no_n_prior(n_prior)
+    if rec.n is None:
         raise ValueError(
             "the noise-aware posterior of noisy Bayesian-network counts needs a public n "
             "or the add/remove relation, got neither"
         )
-    if n is not None and check_int(n, "n", minimum=1) != int(pub["n"]):
-        raise ValueError(f"n must be the release's public n = {pub['n']}, got {n}")
-    n = int(pub["n"])
-    scale = float(pub["scale"])
+    if n is not None and check_int(n, "n", minimum=1) != rec.n:
+        raise ValueError(f"n must be the release's public n = {rec.n}, got {n}")
+    n = rec.n
+    scale = float(rec.scale)
     upper = float(n)
     if not model.edges and rel.mechanism == "laplace":
         released = {v: np.asarray(rel.released["counts"][v], dtype=float) for v in model.nodes}
@@ -186,6 +185,13 @@ def bayes_net_noise_aware(
     fam_tables = gibbs_tables(model, n, obs, cells, fam, row, its, m, rng, Extra.none(model))
     count_draws, diag = summarise(model, fam_tables, its)
     return BayesNetNoiseAwarePosterior(model, "mcmc", count_draws=count_draws, diagnostics=diag)
+
+
+def _no_n_prior(n_prior: Any) -> None:
+    if n_prior is not None:
+        raise ValueError(
+            "n_prior applies only to laplace and fourier releases under add/remove (n private)"
+        )
 
 
 register_noise_aware("laplace", BayesNet)(bayes_net_noise_aware)

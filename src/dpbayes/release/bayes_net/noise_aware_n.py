@@ -46,6 +46,7 @@ from dpbayes.release.bayes_net.gibbs import (
     summarise,
 )
 from dpbayes.release.bayes_net.posterior import BayesNetNoiseAwarePosterior
+from dpbayes.release.bayes_net.record import FourierRecord, LaplaceTablesRecord
 from dpbayes.release.counts.private_n import NPrior
 from dpbayes.release.counts.private_n import n_prior as make_prior
 
@@ -66,7 +67,8 @@ def bayes_net_private_n(
         )
     model: BayesNet = rel.model
     prior = make_prior(n_prior)
-    scale = float(rel.public["scale"])
+    rec = (LaplaceTablesRecord if rel.mechanism == "laplace" else FourierRecord).of(rel)
+    scale = float(rec.scale)
     if not model.edges and rel.mechanism == "laplace":
         post = BayesNetNoiseAwarePosterior(model, "exact", exact=_exact_nodes(rel, scale, prior))
         post.n_prior = prior  # type: ignore[attr-defined]
@@ -80,7 +82,7 @@ def bayes_net_private_n(
             "noise-aware MCMC over the true counts"
         )
     if rel.mechanism == "fourier":
-        matrix, values, n_hat = fourier_observations(model, rel)
+        matrix, values, n_hat = fourier_observations(model, rel, FourierRecord.of(rel))
     else:
         matrix, values, n_hat = count_observations(model, rel, fam)
     n_max = math.ceil(max(n_hat, 0.0) + 60.0 * scale * math.sqrt(cells) + 100.0)
@@ -169,14 +171,16 @@ def count_observations(
     return np.concatenate(blocks), values, float(np.mean(sums))
 
 
-def fourier_observations(model: BayesNet, rel: Release) -> tuple[np.ndarray, np.ndarray, float]:
+def fourier_observations(
+    model: BayesNet, rel: Release, rec: FourierRecord
+) -> tuple[np.ndarray, np.ndarray, float]:
     """The noised coefficients c_a = sum_cells N (-1)^<a, cell>, the empty set included
     (n + noise; its public raise subtracted)."""
     names = list(model.nodes)
     cards = [model.cardinality(v) for v in names]
     codes = np.indices(cards).reshape(len(cards), -1)
     rows, released = [], []
-    raise_by = float(rel.public.get("empty_set_raise", 0.0))
+    raise_by = float(rec.empty_set_raise)
     n_hat = 0.0
     for label, value in rel.released["coefficients"].items():
         if label == "{}":

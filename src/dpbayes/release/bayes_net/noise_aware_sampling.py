@@ -30,6 +30,7 @@ from dpbayes.release.bayes_net.gibbs import (
     summarise,
 )
 from dpbayes.release.bayes_net.posterior import BayesNetNoiseAwarePosterior
+from dpbayes.release.bayes_net.record import MapRecord, SamplingRecord
 
 MAX_TABLE = 1 << 22  # entries of the tabulated binary log-normalisers (n <= 2047)
 MAX_MAP_TABLE = 1 << 23  # entries of the lazily filled map log-normaliser tables (64 MB)
@@ -40,8 +41,8 @@ def sampling_posterior(
 ) -> BayesNetNoiseAwarePosterior:
     """p(theta | released draws) for a ``sampling`` release (module docstring)."""
     model: BayesNet = rel.model
-    pub = rel.public
-    n_rec = pub.get("n") if n is None else n
+    rec = SamplingRecord.of(rel)
+    n_rec = rec.n if n is None else n
     if n_rec is None:
         raise ValueError(
             "n must be given: a sampling release does not write the number of records "
@@ -52,7 +53,7 @@ def sampling_posterior(
     m = check_int(chains, "chains", minimum=2)
     draws = rel.released["draws"]
     d = len(draws)
-    trims = {v: float(t) for v, t in pub["trims"].items()}
+    trims = {v: float(t) for v, t in rec.trims.items()}
     cells, fam, row = joint_maps(model)
     if cells > MAX_JOINT_CELLS:
         raise ValueError(
@@ -115,10 +116,10 @@ def map_posterior(
     from dpbayes.release.bayes_net.sampling import map_grid
 
     model: BayesNet = rel.model
-    pub = rel.public
-    if n is not None and pub.get("n") is not None and check_int(n, "n", minimum=1) != pub["n"]:
-        raise ValueError(f"n must be the release's public n = {pub['n']}, got {n}")
-    n_rec = pub.get("n") if n is None else n
+    rec = MapRecord.of(rel)
+    if n is not None and rec.n is not None and check_int(n, "n", minimum=1) != rec.n:
+        raise ValueError(f"n must be the release's public n = {rec.n}, got {n}")
+    n_rec = rec.n if n is None else n
     if n_rec is None:
         raise ValueError(
             "n must be given: this map release does not write the number of records "
@@ -127,11 +128,12 @@ def map_posterior(
     n_rec = check_int(n_rec, "n", minimum=1)
     its = check_int(iterations, "iterations", minimum=20)
     m = check_int(chains, "chains", minimum=2)
-    scale = pub.get("scale", rel.guarantee.details.get("scale"))
+    # releases written before the record held the temperature: the guarantee's details
+    scale = rec.scale if rec.scale is not None else rel.guarantee.details.get("scale")
     if scale is None or not float(scale) > 0:
         raise ValueError("the map release must carry its selection temperature (public 'scale')")
     w = 1.0 / float(scale)
-    trim, steps = float(pub["trim"]), int(pub["grid"])
+    trim, steps = float(rec.trim), rec.grid
     cells, fam, row = joint_maps(model)
     if cells > MAX_JOINT_CELLS:
         raise ValueError(
