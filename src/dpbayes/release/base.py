@@ -12,7 +12,8 @@ works in three steps, so that a failing call spends nothing and releases nothing
 A release mechanism registers a planner with :func:`register`, naming the options it
 accepts (any other is refused here, once) and whether it scales to k rows per user::
 
-    @register("expmech", BetaBernoulli, options=("sensitivity", "divergence"))
+    @register("expmech", BetaBernoulli, record=ExpmechCoinRecord,
+              options=("sensitivity", "divergence"))
     def plan_expmech(model, stats, *, epsilon, delta, neighbours, sensitivity="global",
                      divergence="hellinger", **_) -> Plan: ...
 
@@ -204,9 +205,9 @@ class Mechanism:
     name: str
     model_type: type
     planner: Planner
+    record: type[PublicRecord]
     options: frozenset[str] = frozenset()
     user_level: bool = False
-    record: type[PublicRecord] = PublicRecord
 
 
 _REGISTRY: dict[tuple[str, type], Mechanism] = {}
@@ -241,15 +242,16 @@ def register(
     mechanism: str,
     model_type: type,
     *,
+    record: type[PublicRecord],
     options: tuple[str, ...] | frozenset[str] = (),
     user_level: bool = False,
-    record: type[PublicRecord] = PublicRecord,
 ) -> Callable[[Planner], Planner]:
     """Register a planner for ``mechanism`` on models of ``model_type``.
 
+    ``record`` is the typed record its releases publish (the family's ``record.py``);
     ``options`` names the keyword options the planner accepts (:func:`plan` refuses any
-    other); ``user_level=True`` if it takes ``rows_per_user=k`` and scales its sensitivity;
-    ``record`` the typed record its releases publish (see :class:`Mechanism`).
+    other); ``user_level=True`` if it takes ``rows_per_user=k`` and scales its sensitivity
+    (see :class:`Mechanism`).
     """
 
     def deco(fn: Planner) -> Planner:
@@ -257,7 +259,7 @@ def register(
         if key in _REGISTRY and _REGISTRY[key].planner is not fn:
             raise RuntimeError(f"mechanism {mechanism!r} already registered for {model_type}")
         opts = frozenset(options)
-        _REGISTRY[key] = Mechanism(mechanism, model_type, fn, opts, user_level, record)
+        _REGISTRY[key] = Mechanism(mechanism, model_type, fn, record, opts, user_level)
         return fn
 
     return deco
@@ -356,7 +358,7 @@ def noise_aware_mechanisms(model: Any) -> list[str]:
 def noise_aware_posterior(rel: Release, **options: Any) -> Any:
     """The posterior of the model's parameter given the release (not the data).
 
-    Uses only ``rel.released``, ``rel.public``, ``rel.guarantee`` and ``rel.model``.
+    Uses only ``rel.released``, ``rel.record``, ``rel.guarantee`` and ``rel.model``.
     ``options`` go to the samplers that take them (``iterations``, ``chains``, ``rng`` of
     the MCMC paths: Bayesian networks with edges, linear regression); the exact paths take
     none. Each family registers its own (:func:`register_noise_aware`).
@@ -536,8 +538,8 @@ def _group_privacy_plan(
 
     def run(src: NoiseSource) -> Release:
         rel = out.run(src)
-        public = {**rel.public, **user, "per_record_epsilon": rel.guarantee.epsilon}
-        return replace(rel, guarantee=lift(rel.guarantee), public=public)
+        record = replace(rel.record, **user, per_record_epsilon=rel.guarantee.epsilon)
+        return replace(rel, guarantee=lift(rel.guarantee), public=record.to_public())
 
     return Plan(guarantee=lift(out.guarantee), run=run, log_distribution=out.log_distribution)
 
