@@ -24,7 +24,8 @@ masses of the truncation at 0 and n.
   Metropolis-Hastings moves relabelling one variable in T random records (a whole CPT
   row at once); several chains from over-dispersed starts, with R-hat/ESS on every
   family count and a RuntimeWarning when mixing is poor. Each kept N gives Dir(alpha + c(N)) per CPT
-  row exactly, so the row posteriors are Rao-Blackwellised Dirichlet mixtures.
+  row exactly, so the row posteriors are Rao-Blackwellised Dirichlet mixtures. The
+  sampler is :mod:`.sampler`'s ``init`` / ``step`` over NamedTuple states.
 
 * **Fourier (Algorithm 2): MCMC.** The released coefficients c_a(N) + Lap(b), a != {},
   are linear in N (c_a = sum_cells N_cell (-1)^<a, cell>), so the same sampler applies
@@ -88,17 +89,16 @@ from dpbayes.release.base import Release, register_noise_aware
 from dpbayes.release.bayes_net.gibbs import (
     DEFAULT_SWEEPS,
     MAX_JOINT_CELLS,
-    Extra,
     count_observations,
     fourier_observations,
     gibbs_tables,
-    joint_maps,
     summarise,
 )
 from dpbayes.release.bayes_net.noise_aware_n import bayes_net_private_n
 from dpbayes.release.bayes_net.noise_aware_sampling import map_posterior, sampling_posterior
 from dpbayes.release.bayes_net.posterior import BayesNetNoiseAwarePosterior
 from dpbayes.release.bayes_net.record import FourierRecord, LaplaceTablesRecord
+from dpbayes.release.bayes_net.sampler import joint_maps, no_extra
 from dpbayes.release.counts.noise_aware import count_posterior
 
 __all__ = [
@@ -172,7 +172,7 @@ def bayes_net_noise_aware(
         return BayesNetNoiseAwarePosterior(model, "exact", exact=exact)
     its = check_int(iterations, "iterations", minimum=20)
     m = check_int(chains, "chains", minimum=2)
-    cells, fam, row = joint_maps(model)
+    cells, fam, _ = joint_maps(model)
     if cells > MAX_JOINT_CELLS:
         raise ValueError(
             f"the joint table has {cells} cells (> {MAX_JOINT_CELLS}): too large for the "
@@ -182,7 +182,7 @@ def bayes_net_noise_aware(
         obs = fourier_observations(model, rel, scale)
     else:
         obs = count_observations(model, rel, fam, n, scale)
-    fam_tables = gibbs_tables(model, n, obs, cells, fam, row, its, m, rng, Extra.none(model))
+    fam_tables = gibbs_tables(model, n, obs, its, m, rng, no_extra(model))
     count_draws, diag = summarise(model, fam_tables, its)
     return BayesNetNoiseAwarePosterior(model, "mcmc", count_draws=count_draws, diagnostics=diag)
 
