@@ -61,7 +61,7 @@ def _release(svc: QueryService, job: FreshJob, con: sa.Connection) -> tuple[floa
         neighbours=Neighbours.ADD_REMOVE,
         name="laplace (query engine)",
     )
-    with svc.accountant.charge(plan.epsilon, scope=job.scope, label=q.text[:80]):
+    with svc.accountant.charge(plan.epsilon, scope=job.scope, label=q.text[:80]) as spend:
         noisy = mech.release(job.true_answer)  # secure noise: the service never seeds
         y = float(np.asarray(noisy.value))
         g = replace(noisy.guarantee, details={**noisy.guarantee.details, **svc._user})
@@ -83,6 +83,8 @@ def _release(svc: QueryService, job: FreshJob, con: sa.Connection) -> tuple[floa
                 query=q.text,
                 noisy_answer=y,
                 created=rec.time,
+                delta=spend.delta,
+                gaussian_ratio=spend.gaussian_ratio,
             )
         ).inserted_primary_key
     assert key is not None
@@ -146,7 +148,9 @@ def commit_batch(svc: QueryService, batch: list[FreshJob]) -> None:
         raise
     if committed:
         assert hist is not None
-        svc._snap = _Snapshot(cur.version + len(committed), last_id, hist, cur.total)
+        svc._snap = _Snapshot(
+            cur.version + len(committed), last_id, hist, cur.total, cur.composition
+        )
     for job in batch:
         job.done = True
 

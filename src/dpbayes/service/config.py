@@ -12,6 +12,7 @@ from typing import Any
 
 from dpbayes.answers import Bins, Cube
 from dpbayes.data.datasets import BUNDLED_PRIVACY_UNIT
+from dpbayes.privacy.composition import COMPOSITIONS
 from dpbayes.privacy.validation import check_delta, check_epsilon, check_int
 
 __all__ = ["DEFAULT_ATTRIBUTES", "EngineConfig", "counts_hmac", "digest_key"]
@@ -43,6 +44,13 @@ class EngineConfig:
     data the default is one person (``person``, k = 5: every row kept) unless
     ``record_level=True``; on other data, record level unless both are given. The unit is
     part of :meth:`spec`, so a restart with another unit on the same database is refused.
+
+    ``composition``: how answers' spends add up within a cell (``"basic"``, ``"pld"`` or
+    ``"rdp"``; see :mod:`dpbayes.privacy.composition`); parallel composition across
+    disjoint cells holds under each. ``None``: the database's (``"basic"`` for a new one).
+    Given, it is recorded in the database, also for an existing one: every answer's spend
+    is kept, so the spent budget is recomputed under the new composition (a start that
+    would put the spent budget above the total is refused).
     """
 
     data: str = BUNDLED
@@ -54,10 +62,15 @@ class EngineConfig:
     user_column: str | None = None
     max_rows_per_user: int | None = None
     record_level: bool = False
+    composition: str | None = None
 
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon, "epsilon")
         check_delta(self.delta, "delta")
+        if self.composition is not None and self.composition not in COMPOSITIONS:
+            raise ValueError(
+                f"composition must be one of {list(COMPOSITIONS)}, got {self.composition!r}"
+            )
         self._resolve_unit()
         if not isinstance(self.attributes, dict) or not self.attributes:
             raise ValueError("attributes must map at least one column to its domain")

@@ -35,6 +35,7 @@ class Quote:
     epsilon: float | None
     remaining_epsilon: float
     reason: str
+    spent_after_epsilon: float | None = None  # the budget spent after it (None: refused)
 
 
 def quote(
@@ -59,14 +60,22 @@ def quote(
     if plan.status == "history":
         n = len(snap.history)
         why = f"met by the history of {n} answers: nothing would be spent, no noise drawn"
-        return Quote(text, "free", 0.0, remaining, why)
+        return Quote(text, "free", 0.0, remaining, why, svc.accountant.spent[0])
     if plan.status == "refused":
         return Quote(text, "refused", None, remaining, plan.reason)
     scope = [f"cell:{j}" for j in query.cells]
     if not svc.accountant.can_spend(plan.epsilon, scope=scope):
         return Quote(text, "refused", None, remaining, svc._budget_refusal(plan, scope).reason)
-    why = (
-        f"one fresh answer at eps={plan.epsilon:.6g} (the price now: another analyst's "
-        "answer may lower it before you ask)"
+    acc = svc.accountant
+    before, after = acc.spent[0], acc.spent_after(plan.epsilon, scope=scope)[0]
+    spent = (
+        ""
+        if acc.composition == "basic"
+        else f"; under {acc.composition.upper()} composition the budget spent would go from "
+        f"eps={before:.6g} to eps={after:.6g}"
     )
-    return Quote(text, "fresh", plan.epsilon, remaining, why)
+    why = (
+        f"one fresh answer at eps={plan.epsilon:.6g}{spent} (the price now: another "
+        "analyst's answer may lower it before you ask)"
+    )
+    return Quote(text, "fresh", plan.epsilon, remaining, why, after)

@@ -149,6 +149,10 @@ class QuoteOut(BaseModel):
         description="eps the query would spend now (0 when free, null when refused)"
     )
     remaining_epsilon: float
+    spent_after_epsilon: float | None = Field(
+        description="the budget spent (eps, under the service's composition) after this "
+        "query; null when refused"
+    )
     reason: str
 
 
@@ -197,7 +201,8 @@ class BudgetOut(BaseModel):
     spent: EpsDelta
     remaining: EpsDelta
     answers: int = Field(description="number of released answers")
-    composition: str
+    composition: str = Field(description="how answers' spends add up, in words")
+    accounting: str = Field(description="the composition: basic, pld or rdp")
 
 
 class AnalystOut(BaseModel):

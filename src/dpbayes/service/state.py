@@ -50,7 +50,7 @@ from dpbayes.answers.planning import (
     plan_answer,
     refused_answer,
 )
-from dpbayes.privacy.accountant import Accountant, BudgetExceeded
+from dpbayes.privacy.accountant import Accountant, BudgetExceeded, Spend
 from dpbayes.privacy.guarantee import Neighbours, user_level
 from dpbayes.privacy.noise import prepare_secure_noise
 from dpbayes.privacy.validation import (
@@ -99,6 +99,7 @@ class _Snapshot:
     last_id: int  # the largest answers.id in ``history``
     history: History
     total: tuple[float, float]
+    composition: str = "basic"
 
 
 @dataclass
@@ -109,6 +110,35 @@ class _Planned:
     plan: Plan
     state: tuple[int, int, tuple[float, float]]  # version, last_id, total of the snapshot
     density: tuple[list[float], list[float]] | None = None
+
+
+_COMPOSITION_NAMES = {
+    "basic": "basic composition (eps adds up)",
+    "pld": "privacy-loss-distribution (PLD) composition",
+    "rdp": "Rényi (RDP) composition",
+}
+
+
+def describe_composition(composition: str, delta: float) -> str:
+    """One line for the page and ``/api/budget``: how answers' spends add up."""
+    at = "" if composition == "basic" else f" at delta={delta:.3g}"
+    return (
+        f"{_COMPOSITION_NAMES[composition]}{at} within a cell, parallel across disjoint "
+        "cells (paper 000 Thms 5.1-5.2)"
+    )
+
+
+def _spend_of(row: Any) -> Spend:
+    """The spend an ``answers`` row records (checked as a ledger file's entries are)."""
+    return Spend.from_dict(
+        {
+            "epsilon": row.epsilon,
+            "delta": row.delta,
+            "label": row.query,
+            "scope": json.loads(row.scope),
+            "gaussian_ratio": row.gaussian_ratio,
+        }
+    )
 
 
 def _unit_flags(unit: dict[str, Any] | None) -> str:
@@ -176,8 +206,17 @@ class QueryService:
         self.accountant = Accountant(config.epsilon, config.delta)
         with self.db.begin() as con:
             db.serialise_setup(con)
-            self._init_rows(con)
-            self._snap = self._load(con, None)
+            switched = self._init_rows(con)
+            try:
+                self._snap = self._load(con, None)
+            except BudgetExceeded:
+                if switched is None:
+                    raise
+                raise ValueError(
+                    f"composition {config.composition!r} would put the budget already spent "
+                    f"(under {switched!r}) above the total: start with --composition "
+                    f"{switched} or raise the budget first"
+                ) from None
 
     # ------------------------------------------------------------------ state
     def _rekey(self, mac: str, key_id: str) -> Any:
@@ -193,7 +232,9 @@ class QueryService:
 
         return rekey
 
-    def _init_rows(self, con: sa.Connection) -> None:
+    def _init_rows(self, con: sa.Connection) -> str | None:
+        """Create or check the cube and budget rows; the composition replaced, if the
+        configuration asks for another one than the database's."""
         spec = json.dumps(self.config.spec(), sort_keys=True)
         row = con.execute(sa.select(db.cube)).first()
         if row is None:
@@ -222,15 +263,29 @@ class QueryService:
                 "the database holds a different cube (data or attributes changed); its "
                 "history would not match: use a new --db or the original data"
             )
-        if con.execute(sa.select(db.budget)).first() is None:
+        wanted = self.config.composition
+        b = con.execute(sa.select(db.budget)).first()
+        if b is None:
             con.execute(
                 db.budget.insert().values(
                     id=1,
                     total_epsilon=self.config.epsilon,
                     total_delta=self.config.delta,
                     version=0,
+                    composition=wanted or "basic",
                 )
             )
+            return None
+        if wanted is None or wanted == b.composition:
+            return None
+        # Every answer's spend is in its row: the spent budget is recomputed under the new
+        # composition by _load (a bound on the same releases either way).
+        con.execute(
+            db.budget.update()
+            .where(db.budget.c.id == 1)
+            .values(composition=wanted, version=db.budget.c.version + 1)
+        )
+        return str(b.composition)
 
     def _budget_row(self, con: sa.Connection, *, lock: bool) -> Any:
         stmt = sa.select(db.budget).where(db.budget.c.id == 1)
@@ -244,8 +299,11 @@ class QueryService:
         from all spends then and when the total budget changed."""
         b = self._budget_row(con, lock=False)
         total = (float(b.total_epsilon), float(b.total_delta))
+        composition = str(b.composition)
         fresh_history = snap is None or self._stale
-        fresh_accountant = fresh_history or snap is None or snap.total != total
+        fresh_accountant = (
+            fresh_history or snap is None or (snap.total, snap.composition) != (total, composition)
+        )
         after = 0 if fresh_history or snap is None else snap.last_id
         a = db.answers.c
         rows = con.execute(sa.select(db.answers).where(a.id > after).order_by(a.id)).all()
@@ -256,16 +314,16 @@ class QueryService:
                 assert snap is not None
                 hist, last = snap.history.copy(), snap.last_id
             if fresh_accountant:
-                acc = Accountant(*total)
-                older = sa.select(a.epsilon, a.scope, a.query).where(a.id <= after)
-                for r in con.execute(older.order_by(a.id)):
-                    acc.spend(r.epsilon, scope=json.loads(r.scope), label=r.query)
+                acc = Accountant(*total, composition=composition)
+                older = sa.select(a.epsilon, a.delta, a.gaussian_ratio, a.scope, a.query)
+                for r in con.execute(older.where(a.id <= after).order_by(a.id)):
+                    acc.restore(_spend_of(r))
             else:
                 acc = self.accountant
             for r in rows:
                 rec = AnswerRecord.from_dict(json.loads(r.record))
                 check_record(rec, self.cube)
-                acc.spend(r.epsilon, scope=json.loads(r.scope), label=r.query)
+                acc.restore(_spend_of(r))
                 hist.add(rec.dense(), rec.noisy_answer, rec.epsilon, sensitivity=rec.sensitivity)
                 last = int(r.id)
         except BaseException:
@@ -273,7 +331,7 @@ class QueryService:
             raise
         self.accountant = acc
         self._stale = False
-        return _Snapshot(int(b.version), last, hist, total)
+        return _Snapshot(int(b.version), last, hist, total, composition)
 
     def _current(self) -> _Snapshot:
         """The snapshot, brought up to date if the database changed (one unlocked read)."""
@@ -375,6 +433,12 @@ class QueryService:
         planned = _Planned(plan, state)
         self._remember(key, planned)
         return planned
+
+    def warm_up(self) -> None:
+        """Plan one query (the total count, nothing spent or drawn) so that the numerics a
+        plan needs are loaded and compiled before the first request."""
+        ones = [1.0] * self.cube.n_cells
+        self._plan(self._current(), self.make_query(None, ones), 1e6, 0.5)
 
     def _remember(self, key: tuple[Any, ...], planned: _Planned) -> None:
         with self._cache_lock:
@@ -501,8 +565,8 @@ class QueryService:
             "spent": {"epsilon": eps, "delta": dlt},
             "remaining": {"epsilon": reps, "delta": rdlt},
             "answers": len(snap.history),
-            "composition": "sequential within a cell, parallel across disjoint cells "
-            "(paper 000 Thms 5.1-5.2)",
+            "composition": describe_composition(acc.composition, acc.total[1]),
+            "accounting": acc.composition,
         }
 
     def history(self, *, offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:
