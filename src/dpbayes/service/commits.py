@@ -26,9 +26,10 @@ from dpbayes.answers.planning import Answer, Plan, still_valid
 from dpbayes.answers.pricing import fits, fresh_mechanism, noise_of
 from dpbayes.privacy.guarantee import Guarantee
 from dpbayes.service import db
+from dpbayes.service.snapshot import _Snapshot
 
 if TYPE_CHECKING:
-    from dpbayes.service.state import QueryService, _Snapshot
+    from dpbayes.service.state import QueryService
 
 __all__ = ["FreshJob", "commit_batch"]
 
@@ -95,8 +96,6 @@ def commit_batch(svc: QueryService, batch: list[FreshJob]) -> None:
     to be planned again (``replan``) or failed (``error``: then nothing of the batch was
     committed, and the in-memory state is marked stale).
     """
-    from dpbayes.service.state import _Snapshot
-
     committed: list[FreshJob] = []
     try:
         with svc.db.begin() as con:

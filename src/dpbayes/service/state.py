@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import hmac
 import json
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,7 +49,7 @@ from dpbayes.answers.planning import (
     refused_answer,
 )
 from dpbayes.answers.pricing import cheapest, fits, fresh_mechanism, noise_of, scope_of
-from dpbayes.privacy.accountant import Accountant, BudgetExceeded, Spend
+from dpbayes.privacy.accountant import Accountant, BudgetExceeded
 from dpbayes.privacy.guarantee import Guarantee, Neighbours, user_level
 from dpbayes.privacy.noise import prepare_secure_noise
 from dpbayes.privacy.validation import (
@@ -62,8 +60,19 @@ from dpbayes.privacy.validation import (
 )
 from dpbayes.service import db
 from dpbayes.service.commits import FreshJob, commit_batch, outcome
-from dpbayes.service.config import EngineConfig, counts_digest, counts_hmac, describe_unit
+from dpbayes.service.config import EngineConfig, counts_hmac
 from dpbayes.service.keys import AnalystKeys, check_admin
+from dpbayes.service.setup import init_rows, rekey
+from dpbayes.service.snapshot import (
+    Busy,
+    Conflict,
+    Reply,
+    _density,
+    _Planned,
+    _Snapshot,
+    _spend_of,
+    describe_composition,
+)
 
 __all__ = ["Busy", "Conflict", "QueryService", "Reply", "check_admin"]
 
@@ -74,93 +83,6 @@ _NUMERICAL_LIMIT = (
     "the service cannot compute this query's error distribution to its accuracy (its "
     "coefficients or the requirement are too extreme); nothing spent"
 )
-
-
-class Conflict(ValueError):
-    """A well-formed request the current state refuses (budget, duplicate name)."""
-
-
-class Busy(RuntimeError):
-    """The ledger kept changing while a request was planned; nothing was spent (retry)."""
-
-
-@dataclass(frozen=True)
-class Reply:
-    answer: Answer
-    remaining_epsilon: float
-    spent_epsilon: float
-    density: dict[str, list[float]] | None = None
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    """The in-memory state as of budget ``version``: replaced, never changed."""
-
-    version: int
-    last_id: int  # the largest answers.id in ``history``
-    history: History
-    total: tuple[float, float]
-    composition: str = "basic"
-
-
-@dataclass
-class _Planned:
-    """A cached plan, the state it holds for, and once asked for, its posterior density
-    around the estimate."""
-
-    plan: Plan
-    state: tuple[int, int, tuple[float, float]]  # version, last_id, total of the snapshot
-    density: tuple[list[float], list[float]] | None = None
-
-
-_COMPOSITION_NAMES = {
-    "basic": "basic composition (eps adds up)",
-    "pld": "privacy-loss-distribution (PLD) composition",
-    "rdp": "Rényi (RDP) composition",
-}
-
-
-def describe_composition(composition: str, delta: float) -> str:
-    """One line for the page and ``/api/budget``: how answers' spends add up."""
-    at = "" if composition == "basic" else f" at delta={delta:.3g}"
-    return (
-        f"{_COMPOSITION_NAMES[composition]}{at} within a cell, parallel across disjoint "
-        "cells (paper 000 Thms 5.1-5.2)"
-    )
-
-
-def _spend_of(row: Any) -> Spend:
-    """The spend an ``answers`` row records (checked as a ledger file's entries are)."""
-    return Spend.from_dict(
-        {
-            "epsilon": row.epsilon,
-            "delta": row.delta,
-            "label": row.query,
-            "scope": json.loads(row.scope),
-            "gaussian_ratio": row.gaussian_ratio,
-        }
-    )
-
-
-def _unit_flags(unit: dict[str, Any] | None) -> str:
-    if unit is None:
-        return "--record-level"
-    return f"--user-column {unit['user_column']} --max-rows-per-user {unit['max_rows_per_user']}"
-
-
-def _density(plan: Plan) -> tuple[list[float], list[float]]:
-    """The posterior density on 120 points spanning the interval widened by its width on
-    each side, as offsets from the estimate (it does not depend on the estimate)."""
-    post = plan.posterior
-    err = plan.error if post is None else post.error
-    assert err is not None
-    half = plan.interval_half_width
-    w = 2.0 * half if half > 0 else 1.0
-    x = np.linspace(-half - w, half + w, 121)
-    c = 1.0 - np.asarray(err.cdf(-x), dtype=float)  # P(answer <= estimate + x)
-    mid = 0.5 * (x[1:] + x[:-1])
-    pdf = np.diff(c) / np.diff(x)
-    return mid.tolist(), [max(0.0, float(v)) for v in pdf]
 
 
 class QueryService:
@@ -190,7 +112,7 @@ class QueryService:
         self.cube = config.build_cube()
         prepare_secure_noise()
         mac, key_id = counts_hmac(self.cube, digest_key)
-        db.migrate(self.db, rekey_cube=self._rekey(mac, key_id))
+        db.migrate(self.db, rekey_cube=rekey(self.cube, mac, key_id))
         self._mac, self._key_id = mac, key_id
         self._write_lock = threading.Lock()
         self._pending_lock = threading.Lock()
@@ -207,7 +129,7 @@ class QueryService:
         self.accountant = Accountant(config.epsilon, config.delta)
         with self.db.begin() as con:
             db.serialise_setup(con)
-            switched = self._init_rows(con)
+            switched = init_rows(con, self.config, self.cube, self._mac, self._key_id)
             try:
                 self._snap = self._load(con, None)
             except BudgetExceeded:
@@ -220,74 +142,6 @@ class QueryService:
                 ) from None
 
     # ------------------------------------------------------------------ state
-    def _rekey(self, mac: str, key_id: str) -> Any:
-        cube = self.cube
-
-        def rekey(old_sha256: str) -> tuple[str, str]:
-            if not hmac.compare_digest(old_sha256, counts_digest(cube)):
-                raise ValueError(
-                    "the database holds a different cube (data or attributes changed); its "
-                    "history would not match: use a new --db or the original data"
-                )
-            return mac, key_id
-
-        return rekey
-
-    def _init_rows(self, con: sa.Connection) -> str | None:
-        """Create or check the cube and budget rows; the composition replaced, if the
-        configuration asks for another one than the database's."""
-        spec = json.dumps(self.config.spec(), sort_keys=True)
-        row = con.execute(sa.select(db.cube)).first()
-        if row is None:
-            con.execute(
-                db.cube.insert().values(
-                    id=1,
-                    spec=spec,
-                    n_cells=self.cube.n_cells,
-                    counts_hmac=self._mac,
-                    hmac_key_id=self._key_id,
-                )
-            )
-        elif (old := json.loads(row.spec).get("privacy_unit")) != self.config.privacy_unit:
-            raise ValueError(
-                f"the database's cube protects {describe_unit(old)}, this start asks for "
-                f"{describe_unit(self.config.privacy_unit)}: its history was released for the "
-                f"other unit; restart with {_unit_flags(old)} or use a new --db"
-            )
-        elif row.hmac_key_id != self._key_id:
-            raise ValueError(
-                "the database's cube digest is keyed with another admin key: start with the "
-                "admin key it was created with (--admin-key-file)"
-            )
-        elif row.spec != spec or not hmac.compare_digest(row.counts_hmac, self._mac):
-            raise ValueError(
-                "the database holds a different cube (data or attributes changed); its "
-                "history would not match: use a new --db or the original data"
-            )
-        wanted = self.config.composition
-        b = con.execute(sa.select(db.budget)).first()
-        if b is None:
-            con.execute(
-                db.budget.insert().values(
-                    id=1,
-                    total_epsilon=self.config.epsilon,
-                    total_delta=self.config.delta,
-                    version=0,
-                    composition=wanted or "basic",
-                )
-            )
-            return None
-        if wanted is None or wanted == b.composition:
-            return None
-        # Every answer's spend is in its row: the spent budget is recomputed under the new
-        # composition by _load (a bound on the same releases either way).
-        con.execute(
-            db.budget.update()
-            .where(db.budget.c.id == 1)
-            .values(composition=wanted, version=db.budget.c.version + 1)
-        )
-        return str(b.composition)
-
     def _budget_row(self, con: sa.Connection, *, lock: bool) -> Any:
         stmt = sa.select(db.budget).where(db.budget.c.id == 1)
         if lock and self.postgres:
