@@ -9,7 +9,6 @@ In process (QueryService) on a SQLite file and a fresh PostgreSQL schema.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,24 +24,11 @@ from dpbayes.service.config import digest_key
 from dpbayes.service.quotes import quote
 from dpbayes.service.state import QueryService
 
-from conftest import _postgres_schema_url
-
 pytest.importorskip("dp_accounting")
 
 KEY = digest_key("test-admin-key-" + "c" * 20)
 BUDGET = {"epsilon": 1.0, "delta": 1e-6}
 HALF_WIDTH = 2000.0  # a loose requirement: each fresh answer costs eps ~ 0.006
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: Any, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'svc.db'}"
-        return
-    urls = _postgres_schema_url(request.getfixturevalue("require"))
-    yield next(urls)
-    for _ in urls:  # drop the schema
-        pass
 
 
 def _fresh_answers(svc: QueryService, k: int, seed: int = 0) -> None:

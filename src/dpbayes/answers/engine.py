@@ -73,7 +73,13 @@ from dpbayes.answers.planning import (
 )
 from dpbayes.answers.pricing import cheapest, fresh_mechanism, scope_of
 from dpbayes.answers.queries import Query
-from dpbayes.answers.store import AnswerRecord, HistoryStore, JsonlStore, MemoryStore
+from dpbayes.answers.store import (
+    AnswerRecord,
+    HistoryStore,
+    JsonlStore,
+    MemoryStore,
+    add_record,
+)
 from dpbayes.privacy.accountant import Accountant, BudgetExceeded
 from dpbayes.privacy.guarantee import Guarantee, Neighbours, user_level
 from dpbayes.privacy.validation import (
@@ -202,16 +208,7 @@ class QueryEngine:
         for rec in self.store.load():
             self._simulated |= bool(rec.guarantee.get("simulation", False))
             check_record(rec, cube)
-            self.history.add(
-                rec.dense(),
-                rec.noisy_answer,
-                rec.epsilon,
-                sensitivity=rec.sensitivity,
-                label=rec.label,
-                noise=rec.noise,
-                sigma=rec.sigma,
-                delta=rec.delta,
-            )
+            add_record(self.history, rec)
 
     @classmethod
     def at(

@@ -23,7 +23,7 @@ import numpy as np
 from dpbayes.answers.blue import NOISES
 from dpbayes.privacy.accountant import LedgerError
 
-__all__ = ["AnswerRecord", "HistoryStore", "JsonlStore", "MemoryStore"]
+__all__ = ["AnswerRecord", "HistoryStore", "JsonlStore", "MemoryStore", "add_record"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,22 @@ class AnswerRecord:
             delta=float(d.get("delta", 0.0)),
             sigma=None if d.get("sigma") is None else float(d["sigma"]),
         )
+
+
+def add_record(history: Any, rec: AnswerRecord) -> int:
+    """Add a stored answer to a :class:`~dpbayes.answers.History` (its noise included)."""
+    return int(
+        history.add(
+            rec.dense(),
+            rec.noisy_answer,
+            rec.epsilon,
+            sensitivity=rec.sensitivity,
+            label=rec.label,
+            noise=rec.noise,
+            sigma=rec.sigma,
+            delta=rec.delta,
+        )
+    )
 
 
 class HistoryStore(Protocol):

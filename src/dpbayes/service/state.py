@@ -49,6 +49,7 @@ from dpbayes.answers.planning import (
     refused_answer,
 )
 from dpbayes.answers.pricing import cheapest, fits, fresh_mechanism, noise_of, scope_of
+from dpbayes.answers.store import add_record
 from dpbayes.privacy.accountant import Accountant, BudgetExceeded
 from dpbayes.privacy.guarantee import Guarantee, Neighbours, user_level
 from dpbayes.privacy.noise import prepare_secure_noise
@@ -179,15 +180,7 @@ class QueryService:
                 rec = AnswerRecord.from_dict(json.loads(r.record))
                 check_record(rec, self.cube)
                 acc.restore(_spend_of(r))
-                hist.add(
-                    rec.dense(),
-                    rec.noisy_answer,
-                    rec.epsilon,
-                    sensitivity=rec.sensitivity,
-                    noise=rec.noise,
-                    sigma=rec.sigma,
-                    delta=rec.delta,
-                )
+                add_record(hist, rec)
                 last = int(r.id)
         except BaseException:
             self._stale = True  # the shared accountant may hold part of the new rows
