@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dpbayes.privacy import Guarantee
-from dpbayes.release.base import Release
+from dpbayes.release.base import Release, mechanisms_for
 from dpbayes.release.record import PublicRecord
 
 __all__ = ["RELEASE_FORMAT", "RELEASE_VERSION", "read_release", "release_from_dict"]
@@ -200,8 +200,6 @@ def release_from_dict(d: dict[str, Any]) -> Release:
         model = _model(d["model"])
     except TypeError as exc:
         raise ValueError(f"release record: invalid model ({exc})") from None
-    from dpbayes.release.base import mechanisms_for
-
     known = mechanisms_for(model)
     if mechanism not in known:
         raise ValueError(
