@@ -25,8 +25,9 @@ def frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
     return df
 
 
-def linear(clip: str) -> dpb.models.BayesianLinearRegression:
+def linear(clip: str, norm_bound: float | None = None) -> dpb.models.BayesianLinearRegression:
     return dpb.models.BayesianLinearRegression(
+        norm_bound=norm_bound,
         prior_precision=1.0,
         noise_variance=0.2,
         feature_bound=1.0,
@@ -53,11 +54,28 @@ def check_linear(
 
 
 @pytest.mark.parametrize("clip", ["box", "ball"])
-def test_linear_statistics_in_duckdb_equal_numpy(tmp_path, clip) -> None:
+@pytest.mark.parametrize("norm_bound", [None, 0.9])
+def test_linear_statistics_in_duckdb_equal_numpy(tmp_path, clip, norm_bound) -> None:
     df = frame()
     path = tmp_path / "rows.parquet"
     df.to_parquet(path)
-    check_linear(linear(clip), str(path), df)
+    check_linear(linear(clip, norm_bound), str(path), df)
+
+
+def test_a_row_norm_bound_is_applied_in_the_engine(tmp_path) -> None:
+    """Rows scaled into the ball after the box, in the engine as in numpy (logistic)."""
+    df = frame()
+    path = tmp_path / "rows.parquet"
+    df.to_parquet(path)
+    model = dpb.models.BayesianLogisticRegression(
+        feature_bound=1.0, norm_bound=1.1, features=["a", "b", "c"], target="label"
+    )
+    want, got = model.statistics(df), model.statistics(str(path))
+    np.testing.assert_allclose(got.t1, want.t1, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got.t2, want.t2, rtol=1e-10, atol=1e-10)
+    # every row is in the ball: the trace of X'X is at most n R^2, and some rows were cut
+    assert np.trace(got.t2) <= len(df) * 1.1**2 + 1e-9
+    assert not np.allclose(got.t2, LOGIT.statistics(df).t2)
 
 
 def test_statistics_in_postgresql_equal_numpy(postgres_engine) -> None:
@@ -65,6 +83,7 @@ def test_statistics_in_postgresql_equal_numpy(postgres_engine) -> None:
     df.to_sql("regression_rows", postgres_engine, if_exists="replace", index=False)
     for clip in ("box", "ball"):
         check_linear(linear(clip), Table(postgres_engine, table="regression_rows"), df)
+    check_linear(linear("box", 0.9), Table(postgres_engine, table="regression_rows"), df)
     got = LOGIT.statistics(Table(postgres_engine, table="regression_rows"))
     np.testing.assert_allclose(got.t2, LOGIT.statistics(df).t2, rtol=1e-10, atol=1e-10)
 

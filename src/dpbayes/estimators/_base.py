@@ -73,9 +73,35 @@ except ImportError:  # scikit-learn is optional
     RegressorMixin = _RegressorScore  # type: ignore[assignment,misc]
 
 
-def scaled_design(est: Any, arr: np.ndarray) -> np.ndarray:
+def default_norm_bound(n_features: int) -> float:
+    """The default bound on the row norm of features scaled to [-1, 1]: sqrt(max(1, p / 3)),
+    the root-mean-square norm of a row spread uniformly over the box [-1, 1]^p. A public
+    rule of p alone (no data): rows beyond it are scaled onto it, and the Gaussian noise
+    of the sufficient statistics shrinks from p + 1 to max(1, p / 3) + 1 in units of R^2."""
+    return float(np.sqrt(max(1.0, n_features / 3.0)))
+
+
+def resolve_norm_bound(value: Any, n_features: int, *, gaussian: bool) -> float | None:
+    """``norm_bound`` of a regression estimator: ``"auto"``, a number > 0, or None.
+
+    ``"auto"`` is :func:`default_norm_bound` for Gaussian noise and None for Laplace noise,
+    whose L1 calibration uses the box only (a row-norm bound would clip for nothing)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"norm_bound must be > 0, 'auto' or None, got {value!r}")
+        return default_norm_bound(n_features) if gaussian else None
+    v = float(value)
+    if not (np.isfinite(v) and v > 0):
+        raise ValueError(f"norm_bound must be > 0, 'auto' or None, got {value!r}")
+    return v
+
+
+def scaled_design(est: Any, arr: np.ndarray, norm_bound: float | None = None) -> np.ndarray:
     """A regression estimator's design matrix: features clipped to the fitted public
-    bounds and mapped onto [-1, 1], plus a column of ones with ``fit_intercept``."""
+    bounds and mapped onto [-1, 1], rows then scaled into ||z||_2 <= ``norm_bound`` (None:
+    not), plus a column of ones with ``fit_intercept``."""
     if arr.shape[1] != est.n_features_in_:
         raise ValueError(
             f"X has {arr.shape[1]} features, but {type(est).__name__} is "
@@ -83,6 +109,9 @@ def scaled_design(est: Any, arr: np.ndarray) -> np.ndarray:
         )
     lo, hi = est.feature_bounds_[:, 0], est.feature_bounds_[:, 1]
     z = (np.clip(arr, lo, hi) - (lo + hi) / 2) / ((hi - lo) / 2)
+    if norm_bound is not None:
+        norms = np.linalg.norm(z, axis=1)
+        z = z * np.minimum(1.0, norm_bound / np.maximum(norms, 1e-300))[:, None]
     if est.fit_intercept:
         z = np.hstack([z, np.ones((z.shape[0], 1))])
     return np.asarray(z)

@@ -29,6 +29,7 @@ from dpbayes.estimators._base import (
     DataConversionWarning,
     NotFittedError,
     RegressorMixin,
+    resolve_norm_bound,
     scaled_design,
 )
 from dpbayes.estimators.naive_bayes import check_features
@@ -85,6 +86,16 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         statistics).
     delta:
         ``"ssp"`` only: 0 for Laplace noise (eps-DP), > 0 for Gaussian noise.
+    norm_bound:
+        ``"ssp"`` only: bound on the L2 norm of a row of the features scaled to [-1, 1]
+        (rows beyond it scaled onto it, at fit and predict alike): ``"auto"`` (default)
+        sqrt(max(1, p / 3)) for p features with Gaussian noise (``delta > 0``; the
+        Laplace release is calibrated to the box and ``"auto"`` is None there), a number
+        > 0, or ``None`` (the box only).
+    first_order_share:
+        ``"ssp"`` only: share of the budget for X'y and y'y (the rest for X'X); ``"auto"``
+        (default): 0.5 with Gaussian noise, one joint release with Laplace noise; ``None``:
+        one joint release (``dpbayes.release.ssp``).
     neighbours, random_state:
         As for :class:`~dpbayes.estimators.PrivateNaiveBayes`.
     """
@@ -104,6 +115,8 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         random_state: Any = None,
         mechanism: str = "sampling",
         delta: float = 0.0,
+        norm_bound: float | str | None = "auto",
+        first_order_share: float | str | None = "auto",
     ) -> None:
         self.epsilon = epsilon
         self.feature_bounds = feature_bounds
@@ -117,9 +130,11 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.mechanism = mechanism
         self.delta = delta
+        self.norm_bound = norm_bound
+        self.first_order_share = first_order_share
 
     def _design(self, X: Any) -> np.ndarray:
-        return scaled_design(self, check_features(X, numeric=True))
+        return scaled_design(self, check_features(X, numeric=True), self.norm_bound_)
 
     def fit(self, X: Any, y: Any) -> PrivateBayesianLinearRegression:
         """Release posterior draw(s) of the weights (or noisy statistics) from (X, y)."""
@@ -149,10 +164,13 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         self.n_features_in_ = arr.shape[1]
         self.feature_bounds_ = _bounds(self.feature_bounds, arr.shape[1], "feature_bounds")
         self.label_bounds_ = _bounds(self.label_bounds, 1, "label_bounds")[0]
+        ssp = self.mechanism == "ssp"
+        self.norm_bound_ = (
+            resolve_norm_bound(self.norm_bound, arr.shape[1], gaussian=dlt > 0) if ssp else None
+        )
         z = self._design(arr)
         ylo, yhi = self.label_bounds_
         ys = (np.clip(yt, ylo, yhi) - (ylo + yhi) / 2) / ((yhi - ylo) / 2)
-        ssp = self.mechanism == "ssp"
         noise = (1.0 if ssp else 1e-12) if self.noise_variance is None else self.noise_variance
         if isinstance(self.prior_precision, str) and self.prior_precision != "auto":
             raise ValueError(f"prior_precision must be > 0 or 'auto', got {self.prior_precision!r}")
@@ -165,7 +183,11 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
                 "epsilon": eps,
                 "delta": dlt,
                 "neighbours": self.neighbours,
+                "first_order_share": self.first_order_share,
             }
+            nb = None
+            if self.norm_bound_ is not None:
+                nb = float(np.sqrt(self.norm_bound_**2 + (1.0 if self.fit_intercept else 0.0)))
 
             def model(lam: float) -> BayesianLinearRegression:
                 return BayesianLinearRegression(
@@ -174,6 +196,7 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
                     feature_bound=1.0,
                     label_bound=1.0,
                     clip="box",
+                    norm_bound=nb,
                 )
 
             if auto:

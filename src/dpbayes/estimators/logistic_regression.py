@@ -26,7 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from dpbayes.estimators._base import BaseEstimator, ClassifierMixin, NotFittedError, scaled_design
+from dpbayes.estimators._base import (
+    BaseEstimator,
+    ClassifierMixin,
+    NotFittedError,
+    resolve_norm_bound,
+    scaled_design,
+)
 from dpbayes.estimators.linear_regression import _bounds
 from dpbayes.estimators.naive_bayes import _labels_read, check_features, check_labels
 from dpbayes.models.logistic_regression import BayesianLogisticRegression
@@ -54,6 +60,17 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         0 (default): Laplace noise, eps-DP; > 0: Gaussian noise, (eps, delta)-DP.
     radius:
         R of the PASS-GLM approximation interval; ``None``: the model's default.
+    norm_bound:
+        Bound on the L2 norm of a row of the features scaled to [-1, 1] (rows beyond it
+        are scaled onto it, at fit and predict alike): ``"auto"`` (default)
+        sqrt(max(1, p / 3)) for p features with Gaussian noise (``delta > 0``; the
+        Laplace release is calibrated to the box and ``"auto"`` is None there), a number
+        > 0, or ``None`` (the box only).
+        The noise is calibrated to it plus the intercept's 1.
+    first_order_share:
+        Share of the budget for t1 = sum y x (the rest for X'X); ``"auto"`` (default):
+        0.5 with Gaussian noise, one joint release with Laplace noise; ``None``: one joint
+        release (``dpbayes.release.ssp``).
     fit_intercept:
         Add a constant column (inside the bounded feature space).
     predictive:
@@ -79,6 +96,8 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         neighbours: str = "substitute",
         random_state: Any = None,
         predictive: str = "naive",
+        norm_bound: float | str | None = "auto",
+        first_order_share: float | str | None = "auto",
     ) -> None:
         self.epsilon = epsilon
         self.feature_bounds = feature_bounds
@@ -90,6 +109,8 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         self.neighbours = neighbours
         self.random_state = random_state
         self.predictive = predictive
+        self.norm_bound = norm_bound
+        self.first_order_share = first_order_share
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()  # type: ignore[misc]
@@ -97,7 +118,7 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         return tags
 
     def _design(self, X: Any) -> np.ndarray:
-        return scaled_design(self, check_features(X, numeric=True))
+        return scaled_design(self, check_features(X, numeric=True), self.norm_bound_)
 
     def fit(self, X: Any, y: Any) -> PrivateBayesianLogisticRegression:
         """Release the noisy PASS-GLM statistics of (X, y) and the posteriors they give."""
@@ -130,13 +151,19 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = arr.shape[1]
         self.feature_bounds_ = _bounds(self.feature_bounds, arr.shape[1], "feature_bounds")
         self.classes_ = classes
+        self.norm_bound_ = resolve_norm_bound(self.norm_bound, arr.shape[1], gaussian=dlt > 0)
         z = self._design(arr)
+        # the bound on a design row's norm: the scaled features' plus the intercept's 1
+        nb = None
+        if self.norm_bound_ is not None:
+            nb = float(np.sqrt(self.norm_bound_**2 + (1.0 if self.fit_intercept else 0.0)))
         data = (z, is_one.astype(float))
         options: dict[str, Any] = {
             "mechanism": "ssp",
             "epsilon": eps,
             "delta": dlt,
             "neighbours": self.neighbours,
+            "first_order_share": self.first_order_share,
         }
         radius: float | None
         if isinstance(self.prior_precision, str):
@@ -144,7 +171,7 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
                 raise ValueError(
                     f"prior_precision must be > 0 or 'auto', got {self.prior_precision!r}"
                 )
-            unit = BayesianLogisticRegression(feature_bound=1.0, radius=self.radius)
+            unit = BayesianLogisticRegression(feature_bound=1.0, radius=self.radius, norm_bound=nb)
             radius = unit.approximation_radius(z.shape[1])
             noise_sd = plan(unit, data, **options).guarantee.details["noise_sd_offdiagonal"]
             a2 = float(unit.coefficients(z.shape[1])[2])
@@ -154,7 +181,7 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
             radius = self.radius
         self.prior_precision_ = lam
         self.model_ = BayesianLogisticRegression(
-            prior_precision=lam, feature_bound=1.0, radius=radius
+            prior_precision=lam, feature_bound=1.0, radius=radius, norm_bound=nb
         )
         self.release_ = release(self.model_, data, rng=self.random_state, **options)
         if self.classes is None:

@@ -26,6 +26,7 @@ __all__ = [
     "MultivariateNormal",
     "RegressionStatistics",
     "RegressionWeights",
+    "scale_into_ball",
 ]
 
 
@@ -105,6 +106,10 @@ class BayesianLinearRegression:
         ``"ball"`` (default): rows scaled into ||x||_2 <= feature_bound; ``"box"``: every
         feature clipped to [-feature_bound, feature_bound] (the sufficient-statistics
         release ``mechanism="ssp"`` is calibrated to the box, which contains the ball).
+    norm_bound:
+        R > 0 or ``None`` (default): after the clip, rows scaled into ||x||_2 <= R. The
+        ``"ssp"`` release's Gaussian noise is calibrated to the smaller of R^2 and the
+        clip's bound on ||x||^2 (d B^2 for the box, B^2 for the ball).
     """
 
     def __init__(
@@ -118,10 +123,12 @@ class BayesianLinearRegression:
         features: list[str] | None = None,
         target: str | None = None,
         clip: str = "ball",
+        norm_bound: float | None = None,
     ) -> None:
         if clip not in ("ball", "box"):
             raise ValueError(f"clip must be 'ball' or 'box', got {clip!r}")
         self.clip = clip
+        self.norm_bound = None if norm_bound is None else check_positive(norm_bound, "norm_bound")
         self.prior_precision = check_positive(prior_precision, "prior_precision")
         self.noise_variance = check_positive(noise_variance, "noise_variance")
         self.feature_bound = (
@@ -141,7 +148,9 @@ class BayesianLinearRegression:
             f"BayesianLinearRegression(prior_precision={self.prior_precision}, "
             f"noise_variance={self.noise_variance}, feature_bound={self.feature_bound}, "
             f"label_bound={self.label_bound}, weight_bound={self.weight_bound}"
-            + (", clip='box')" if self.clip == "box" else ")")
+            + (", clip='box'" if self.clip == "box" else "")
+            + ("" if self.norm_bound is None else f", norm_bound={self.norm_bound}")
+            + ")"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,7 +164,15 @@ class BayesianLinearRegression:
             "features": self.features,
             "target": self.target,
             **({"clip": "box"} if self.clip == "box" else {}),
+            **({} if self.norm_bound is None else {"norm_bound": self.norm_bound}),
         }
+
+    def row_norm2(self, d: int) -> float:
+        """The public bound on ||x||^2 of a bounded row of d features (needs feature_bound)."""
+        if self.feature_bound is None:
+            raise ValueError("feature_bound must be set")
+        b2 = self.feature_bound**2 * (d if self.clip == "box" else 1)
+        return b2 if self.norm_bound is None else min(b2, self.norm_bound**2)
 
     def bounded(self, x: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
         """Rows scaled into the feature ball and labels clipped (data-independent maps)."""
@@ -166,6 +183,7 @@ class BayesianLinearRegression:
             norms = np.linalg.norm(xa, axis=1)
             scale = np.minimum(1.0, self.feature_bound / np.maximum(norms, 1e-300))
             xa = xa * scale[:, None]
+        xa = scale_into_ball(xa, self.norm_bound)
         if y is None:
             return xa, None
         ya = check_array(y, "y", ndim=1)
@@ -193,6 +211,7 @@ class BayesianLinearRegression:
                 clip=self.clip,
                 label="clip",
                 label_bound=self.label_bound,
+                norm_bound=self.norm_bound,
             )
             return RegressionStatistics(xtx=m[:-1, :-1], xty=m[:-1, -1], yty=m[-1, -1], n=n)
         x, y = self.bounded(*self._xy(data))
@@ -239,6 +258,14 @@ class RegressionWeights:
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": "regression-weights", "weights": self.weights.tolist()}
+
+
+def scale_into_ball(x: np.ndarray, radius: float | None) -> np.ndarray:
+    """Rows with ||x||_2 > radius scaled onto the sphere of that radius (None: as is)."""
+    if radius is None:
+        return x
+    norms = np.linalg.norm(x, axis=1)
+    return np.asarray(x * np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None])
 
 
 def in_memory(data: Any) -> bool:

@@ -21,7 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from dpbayes.models.linear_regression import MultivariateNormal, in_memory, regression_xy
+from dpbayes.models.linear_regression import (
+    MultivariateNormal,
+    in_memory,
+    regression_xy,
+    scale_into_ball,
+)
 from dpbayes.privacy.validation import check_array, check_int, check_positive
 
 __all__ = [
@@ -86,10 +91,14 @@ class BayesianLogisticRegression:
         lambda > 0, the prior precision of every weight.
     feature_bound:
         B > 0: every feature is clipped to [-B, B] (a public, data-independent map).
+    norm_bound:
+        ``None`` (default) or R_x > 0: after the box, every row is scaled into
+        ||x||_2 <= R_x (public, data-independent); the release's Gaussian noise is then
+        calibrated to min(d B^2, R_x^2) instead of d B^2.
     radius:
         R > 0 of the approximation interval [-R, R] for the margin y x'w; ``None``:
-        R = B sqrt(d) / sqrt(lambda), the largest feature norm B sqrt(d) times the prior's
-        weight scale 1 / sqrt(lambda).
+        R = R_x / sqrt(lambda), the largest row norm R_x (B sqrt(d) without ``norm_bound``)
+        times the prior's weight scale 1 / sqrt(lambda).
     degree:
         Degree of the polynomial approximation; only 2 is supported.
     features, target:
@@ -104,6 +113,7 @@ class BayesianLogisticRegression:
         *,
         prior_precision: float = 1.0,
         feature_bound: float = 1.0,
+        norm_bound: float | None = None,
         radius: float | None = None,
         degree: int = 2,
         features: list[str] | None = None,
@@ -111,6 +121,7 @@ class BayesianLogisticRegression:
     ) -> None:
         self.prior_precision = check_positive(prior_precision, "prior_precision")
         self.feature_bound = check_positive(feature_bound, "feature_bound")
+        self.norm_bound = None if norm_bound is None else check_positive(norm_bound, "norm_bound")
         self.radius = None if radius is None else check_positive(radius, "radius")
         deg = check_int(degree, "degree", minimum=1)
         if deg != 2:
@@ -122,7 +133,9 @@ class BayesianLogisticRegression:
     def __repr__(self) -> str:
         return (
             f"BayesianLogisticRegression(prior_precision={self.prior_precision}, "
-            f"feature_bound={self.feature_bound}, radius={self.radius}, degree={self.degree})"
+            f"feature_bound={self.feature_bound}, radius={self.radius}, degree={self.degree}"
+            + ("" if self.norm_bound is None else f", norm_bound={self.norm_bound}")
+            + ")"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,6 +143,7 @@ class BayesianLogisticRegression:
             "family": self.family,
             "prior_precision": self.prior_precision,
             "feature_bound": self.feature_bound,
+            **({} if self.norm_bound is None else {"norm_bound": self.norm_bound}),
             "radius": self.radius,
             "degree": self.degree,
             "features": self.features,
@@ -140,15 +154,21 @@ class BayesianLogisticRegression:
         """R of the approximation interval for d features (the option, or its default)."""
         if self.radius is not None:
             return self.radius
-        return self.feature_bound * math.sqrt(d) / math.sqrt(self.prior_precision)
+        return math.sqrt(self.row_norm2(d)) / math.sqrt(self.prior_precision)
+
+    def row_norm2(self, d: int) -> float:
+        """The public bound on ||x||^2 of a bounded row of d features."""
+        b2 = self.feature_bound**2 * d
+        return b2 if self.norm_bound is None else min(b2, self.norm_bound**2)
 
     def coefficients(self, d: int) -> np.ndarray:
         """(a0, a1, a2) of log sigmoid(s) ~ a0 + a1 s + a2 s^2 on [-R, R]."""
         return chebyshev_log_sigmoid(self.approximation_radius(d), self.degree)
 
     def bounded(self, x: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Features clipped to the box; labels mapped to {-1, +1} (0 -> -1)."""
+        """Features clipped to the box (and the ball); labels mapped to {-1, +1} (0 -> -1)."""
         xa = np.clip(check_array(x, "X", ndim=2), -self.feature_bound, self.feature_bound)
+        xa = scale_into_ball(xa, self.norm_bound)
         if y is None:
             return xa, None
         ya = check_array(y, "y", ndim=1)
@@ -175,6 +195,7 @@ class BayesianLogisticRegression:
                 feature_bound=self.feature_bound,
                 clip="box",
                 label="sign",
+                norm_bound=self.norm_bound,
             )
             return LogisticStatistics(t1=m[:-1, -1], t2=m[:-1, :-1], n=n)
         x, y = self.bounded(*self._xy(data))

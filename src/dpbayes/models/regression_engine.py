@@ -28,13 +28,15 @@ def engine_moments(
     clip: str,
     label: str,
     label_bound: float | None = None,
+    norm_bound: float | None = None,
 ) -> tuple[int, np.ndarray]:
     """(n, S) with S = sum over rows of v v', v = (bounded x, bounded y), in the engine.
 
     ``clip``: ``"box"`` (each feature clipped to [-B, B]) or ``"ball"`` (each row scaled
     into the ball of radius B); ``label``: ``"clip"`` (y clipped to [-label_bound,
     label_bound], or as is when None) or ``"sign"`` (labels in {0, 1} or {-1, +1} mapped
-    to -1, +1; any other value is refused).
+    to -1, +1; any other value is refused); ``norm_bound``: after the clip, each row of
+    features scaled into the ball of that radius (None: not).
     """
     from dpbayes.data import open_table
 
@@ -54,6 +56,12 @@ def engine_moments(
         tiny = table.double_literal(1e-300)
         scale = f"LEAST({table.double_literal(1.0)}, {b} / GREATEST({norm}, {tiny}))"
         xs = [f"({r}) * {scale}" for r in raw]
+    if norm_bound is not None:
+        norm = "SQRT(" + " + ".join(table.square(x) for x in xs) + ")"
+        nb = table.double_literal(float(norm_bound))
+        tiny = table.double_literal(1e-300)
+        scale = f"LEAST({table.double_literal(1.0)}, {nb} / GREATEST({norm}, {tiny}))"
+        xs = [f"({x}) * {scale}" for x in xs]
     y = table.as_double(target)
     bad_label = "0"
     if label == "sign":

@@ -20,15 +20,40 @@ import dpbayes as dpb
 from dpbayes.release.base import plan
 
 
-def released(v: np.ndarray, *, weighted: bool, constant_last: bool) -> np.ndarray:
-    """Sum over records of the released (optionally Frobenius-weighted) entries."""
-    m = v.shape[1]
+def entries(m: int, constant_last: bool) -> tuple[np.ndarray, np.ndarray]:
     rows, cols = np.triu_indices(m)
     if constant_last:
         keep = ~((rows == m - 1) & (cols == m - 1))
         rows, cols = rows[keep], cols[keep]
+    return rows, cols
+
+
+def block_weights(
+    m: int, *, constant_last: bool, share: float | None, neighbours: str, rx2: float, bu: float
+) -> np.ndarray:
+    """The Gaussian weights of PROOF.md §3b, from its formulas (not from the library):
+    Frobenius weights, and with a share rho the blocks Q (x x') and L (last row) divided
+    by their sensitivities and multiplied by sqrt(1 - rho), sqrt(rho)."""
+    rows, cols = entries(m, constant_last)
+    frob = np.where(rows == cols, 1.0, math.sqrt(2.0))
+    if share is None:
+        return frob
+    sub = neighbours == "substitute"
+    dq = (math.sqrt(2.0) if sub else 1.0) * rx2
+    dl = math.sqrt((8.0 if sub else 2.0) * bu**2 * rx2 + (0.0 if constant_last else bu**4))
+    return frob * np.where(cols == m - 1, math.sqrt(share) / dl, math.sqrt(1 - share) / dq)
+
+
+def released(
+    v: np.ndarray, *, weighted: bool, constant_last: bool, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """Sum over records of the released (optionally Frobenius- or block-weighted) entries."""
+    m = v.shape[1]
+    rows, cols = entries(m, constant_last)
     s = v.T @ v
     w = np.where(rows == cols, 1.0, math.sqrt(2.0)) if weighted else 1.0
+    if weights is not None:
+        w = weights
     return np.asarray(s[rows, cols] * w)
 
 
@@ -39,32 +64,55 @@ def gaussian_delta(eps: float, dist: float, sigma: float) -> float:
 
 
 def pair(
-    kind: str, n: int, neighbours: str, seed: int
+    kind: str,
+    n: int,
+    neighbours: str,
+    seed: int,
+    norm_bound: float | None = None,
+    antipodal: bool = False,
 ) -> tuple[object, tuple, tuple, np.ndarray, np.ndarray]:
     """A data set of n records (half at the corners of the box), and its neighbour with
-    the worst record (the corner b) replaced by 0 (substitute) or removed (add/remove)."""
+    the worst record (the corner b) replaced by 0 (substitute) or removed (add/remove).
+
+    ``norm_bound``: rows also scaled into that ball (the model's ``norm_bound``; the
+    corner record then lies on its sphere). ``antipodal``: under substitute, the corner
+    record's features are negated with its label kept (logistic: the same features, the
+    other class), the pair that moves the first-order row most."""
     g = np.random.default_rng(seed)
     d = 2
     x = g.choice([-1.0, 0.0, 1.0], size=(n, d)) * np.where(g.random((n, 1)) < 0.5, 1.0, 0.3)
     x[0] = 1.0
+    if norm_bound is not None:
+        norms = np.linalg.norm(x, axis=1)
+        x = x * np.minimum(1.0, norm_bound / np.maximum(norms, 1e-300))[:, None]
     if kind == "linear":
         y = g.choice([-2.0, 2.0, 0.0], size=n)
         y[0] = 2.0
-        model = dpb.models.BayesianLinearRegression(feature_bound=1.0, label_bound=2.0, clip="box")
+        model = dpb.models.BayesianLinearRegression(
+            feature_bound=1.0, label_bound=2.0, clip="box", norm_bound=norm_bound
+        )
         v = np.column_stack([x, y])
     else:
         y = g.integers(0, 2, n).astype(float)
         y[0] = 1.0
-        model = dpb.models.BayesianLogisticRegression(feature_bound=1.0)
+        model = dpb.models.BayesianLogisticRegression(feature_bound=1.0, norm_bound=norm_bound)
         v = np.column_stack([x * np.where(y > 0, 1.0, -1.0)[:, None], np.ones(n)])
     if neighbours == "substitute":
         x2, y2, v2 = x.copy(), y.copy(), v.copy()
-        x2[0] = 0.0
-        if kind == "linear":
-            y2[0] = 0.0
-            v2[0] = 0.0
+        if antipodal:
+            if kind == "linear":  # x negated, y kept: x y moves by 2 x y, x x' does not
+                x2[0] = -x[0]
+                v2[0, :d] = -v[0, :d]
+            else:  # the same x, the other class: y x moves by 2 x
+                y2[0] = 0.0
+                v2[0, :d] = -v[0, :d]
         else:
-            v2[0, :d] = 0.0
+            x2[0] = 0.0
+            if kind == "linear":
+                y2[0] = 0.0
+                v2[0] = 0.0
+            else:
+                v2[0, :d] = 0.0
     else:
         x2, y2, v2 = x[1:], y[1:], v[1:]
     return model, (x, y), (x2, y2), v, v2
@@ -96,26 +144,125 @@ def test_laplace_loss_of_the_worst_pair_is_at_most_the_claim(
 @pytest.mark.parametrize("kind", ["linear", "logistic"])
 @pytest.mark.parametrize("neighbours", ["substitute", "add-remove"])
 @pytest.mark.parametrize("eps, delta", [(0.01, 1e-10), (1.0, 1e-6), (100.0, 1e-3)])
+@pytest.mark.parametrize(
+    "share, norm_bound, antipodal",
+    [(None, None, False), (0.5, None, False), (0.5, None, True), (0.2, 0.8, True)],
+)
 def test_gaussian_delta_of_the_worst_pair_is_at_most_the_claim(
-    kind: str, neighbours: str, eps: float, delta: float
+    kind: str,
+    neighbours: str,
+    eps: float,
+    delta: float,
+    share: float | None,
+    norm_bound: float | None,
+    antipodal: bool,
 ) -> None:
-    model, data, _, v, v2 = pair(kind, 2000, neighbours, seed=7)
+    model, data, _, v, v2 = pair(
+        kind, 2000, neighbours, seed=7, norm_bound=norm_bound, antipodal=antipodal
+    )
     const = kind == "logistic"
-    g = plan(
-        model, data, mechanism="ssp", epsilon=eps, delta=delta, neighbours=neighbours
-    ).guarantee
+    p = plan(
+        model,
+        data,
+        mechanism="ssp",
+        epsilon=eps,
+        delta=delta,
+        neighbours=neighbours,
+        first_order_share=share,
+    )
+    g = p.guarantee
     assert (g.epsilon, g.delta) == (eps, delta)
+    rx2 = 2.0 if norm_bound is None else min(2.0, norm_bound**2)
+    bu = 2.0 if kind == "linear" else 1.0
+    w = block_weights(3, constant_last=const, share=share, neighbours=neighbours, rx2=rx2, bu=bu)
+    if share is None and norm_bound is None:  # the joint release: its own sensitivity
+        assert g.sensitivity == pytest.approx(
+            (math.sqrt(2.0) if neighbours == "substitute" else 1.0) * (2.0 + bu**2)
+            if not (const and neighbours == "add-remove")
+            else math.sqrt((2.0 + 1.0) ** 2 - 1.0)
+        )
+    if share is not None:
+        assert g.sensitivity == 1.0
+    # the noise the release states on each entry is sigma / weight (the weights above)
+    sd = np.asarray(p.guarantee.details["noise_sd_diagonal"])
+    assert float(sd) == pytest.approx(g.details["sigma"] / w[0], rel=1e-12)
+    assert g.details["noise_sd_first_order"] == pytest.approx(
+        g.details["sigma"] / w[entries(3, const)[1].tolist().index(2)], rel=1e-12
+    )
     dist = float(
         np.linalg.norm(
-            released(v, weighted=True, constant_last=const)
-            - released(v2, weighted=True, constant_last=const)
+            released(v, weighted=True, constant_last=const, weights=w)
+            - released(v2, weighted=True, constant_last=const, weights=w)
         )
     )
     assert dist <= g.sensitivity * (1 + 1e-12)
     assert gaussian_delta(eps, dist, g.details["sigma"]) <= delta * (1 + 1e-9)
-    if neighbours == "add-remove" and kind == "linear":  # corner vs nothing: attained
+    if neighbours == "add-remove" and kind == "linear" and share is None:  # attained
         assert dist == pytest.approx(g.sensitivity, rel=1e-12)
         assert gaussian_delta(eps, dist, g.details["sigma"]) == pytest.approx(delta, rel=1e-6)
+    # the vectors above are the model's statistics (clipping and the ball included)
+    exact = model.statistics(data)
+    np.testing.assert_allclose(
+        exact.xtx if kind == "linear" else exact.t2, (v.T @ v)[:2, :2], atol=1e-9
+    )
+
+
+def test_block_weighted_distance_is_at_most_one_over_edge_pairs() -> None:
+    """§3b by brute force: over pairs of records at the edges (box corners scaled into
+    the ball, antipodal and orthogonal pairs, labels at +-B_y and 0), the block-weighted
+    distance of the released entries is <= 1, for both relations and several shares."""
+    g = np.random.default_rng(3)
+    for kind in ("linear", "logistic"):
+        const = kind == "logistic"
+        bu = 1.5 if kind == "linear" else 1.0
+        for d, nb in ((2, None), (3, 1.2), (4, 1.0)):
+            grid = np.array(np.meshgrid(*[[-1.0, 0.0, 1.0]] * d)).reshape(d, -1).T
+            extra = g.normal(size=(200, d))
+            xs = np.vstack([grid, np.clip(extra, -1, 1)])
+            if nb is not None:
+                norms = np.linalg.norm(xs, axis=1)
+                xs = xs * np.minimum(1.0, nb / np.maximum(norms, 1e-300))[:, None]
+            rx2 = float(d if nb is None else min(d, nb**2))
+            us = [-bu, 0.0, bu] if kind == "linear" else [1.0]
+            signs = [1.0] if kind == "linear" else [-1.0, 1.0]
+            recs = np.array([np.r_[s * x, u] for x in xs for u in us for s in signs], dtype=float)
+            if kind == "logistic":
+                recs[:, -1] = 1.0
+            for share in (0.1, 0.5, 0.9):
+                for neighbours in ("substitute", "add-remove"):
+                    w = block_weights(
+                        d + 1,
+                        constant_last=const,
+                        share=share,
+                        neighbours=neighbours,
+                        rx2=rx2,
+                        bu=bu,
+                    )
+                    f = np.array(
+                        [
+                            released(r[None, :], weighted=True, constant_last=const, weights=w)
+                            for r in recs
+                        ]
+                    )
+                    if neighbours == "add-remove":
+                        worst = float(np.linalg.norm(f, axis=1).max())
+                    else:
+                        idx = g.integers(0, len(f), (20000, 2))
+                        worst = float(np.linalg.norm(f[idx[:, 0]] - f[idx[:, 1]], axis=1).max())
+                        # antipodal pairs: the first-order row's worst case
+                        neg = np.array(
+                            [
+                                released(
+                                    np.r_[-r[:-1], r[-1]][None, :],
+                                    weighted=True,
+                                    constant_last=const,
+                                    weights=w,
+                                )
+                                for r in recs
+                            ]
+                        )
+                        worst = max(worst, float(np.linalg.norm(f - neg, axis=1).max()))
+                    assert worst <= 1.0 + 1e-12, (kind, d, nb, share, neighbours, worst)
 
 
 def test_publics_do_not_tell_add_remove_neighbours_apart() -> None:

@@ -115,3 +115,39 @@ def test_linear_ssp_on_diabetes_is_close_to_least_squares_at_epsilon_10() -> Non
         PrivateBayesianLinearRegression(
             feature_bounds=bounds, label_bounds=(25, 346), delta=1e-5
         ).fit(xtr, ytr)
+
+
+def test_default_row_norm_bound_and_budget_share_of_the_estimators() -> None:
+    """ "auto": sqrt(max(1, p / 3)) on the scaled features with Gaussian noise (the model's
+    bound adds the intercept's 1), no bound with Laplace noise; the share 0.5 is used."""
+    g = np.random.default_rng(0)
+    x = g.uniform(-1, 1, (300, 12))
+    y = (x[:, 0] > 0).astype(int)
+    clf = PrivateBayesianLogisticRegression(
+        epsilon=1.0, delta=1e-5, feature_bounds=(-1, 1), classes=[0, 1], random_state=0
+    ).fit(x, y)
+    assert clf.norm_bound_ == pytest.approx(2.0)  # sqrt(12 / 3)
+    assert clf.model_.norm_bound == pytest.approx(np.sqrt(5.0))
+    assert clf.guarantee_.details["first_order_share"] == 0.5
+    assert clf.guarantee_.details["x_norm2"] == pytest.approx(5.0)
+    design = clf._design(x)
+    assert np.linalg.norm(design[:, :-1], axis=1).max() <= 2.0 + 1e-12
+    lap = PrivateBayesianLogisticRegression(
+        epsilon=1.0, feature_bounds=(-1, 1), classes=[0, 1], random_state=0
+    ).fit(x, y)
+    assert lap.norm_bound_ is None and "first_order_share" not in lap.guarantee_.details
+    reg = PrivateBayesianLinearRegression(
+        epsilon=1.0,
+        delta=1e-5,
+        feature_bounds=(-1, 1),
+        label_bounds=(-1, 1),
+        mechanism="ssp",
+        norm_bound=1.5,
+        first_order_share=0.3,
+        random_state=0,
+    ).fit(x, x[:, 0])
+    assert reg.norm_bound_ == 1.5 and reg.guarantee_.details["first_order_share"] == 0.3
+    with pytest.raises(ValueError, match="norm_bound"):
+        PrivateBayesianLogisticRegression(
+            epsilon=1.0, feature_bounds=(-1, 1), classes=[0, 1], norm_bound="big"
+        ).fit(x, y)

@@ -106,13 +106,60 @@ def test_guarantee_is_exact_and_the_accountant_is_charged_it() -> None:
     )
     g2 = rel2.guarantee
     assert (g2.epsilon, g2.delta, g2.sensitivity_norm) == (0.5, 1e-6, "L2")
-    assert g2.sensitivity == pytest.approx(math.sqrt(2) * 4.0)
+    # Gaussian: by default the two blocks share the budget (rho = 0.5, PROOF.md §3b):
+    # d = 3, rows in the unit ball (clip="ball"), R_x^2 = 1, B_y = 1: Delta_Q = sqrt(2),
+    # Delta_L = sqrt(8 * 1 + 1) = 3
+    assert g2.sensitivity == 1.0 and g2.details["first_order_share"] == 0.5
+    assert g2.details["sensitivity_second_order"] == pytest.approx(math.sqrt(2))
+    assert g2.details["sensitivity_first_order"] == pytest.approx(3.0)
+    sigma = g2.details["sigma"]
+    assert g2.details["noise_sd_diagonal"] == pytest.approx(sigma * math.sqrt(2) / 0.5**0.5)
+    assert g2.details["noise_sd_offdiagonal"] == pytest.approx(sigma / 0.5**0.5)
+    assert g2.details["noise_sd_first_order"] == pytest.approx(sigma * 3 / 2**0.5 / 0.5**0.5)
+    assert g2.details["noise_sd_label"] == pytest.approx(sigma * 3 / 0.5**0.5)
     assert acc.spent == pytest.approx((1.2, 1e-6))
-    add = dpb.release(
-        linear_model(), (x, y), mechanism="ssp", epsilon=1, delta=1e-6, neighbours="add-remove"
+    joint = dpb.release(
+        linear_model(), (x, y), mechanism="ssp", epsilon=0.5, delta=1e-6, first_order_share=None
     )
-    assert add.guarantee.sensitivity == pytest.approx(4.0) and add.public["n"] is None
+    # the joint release: ||v||^2 <= R_x^2 + B_y^2 = 2 (the ball's bound, not the box's 4)
+    assert joint.guarantee.sensitivity == pytest.approx(math.sqrt(2) * 2.0)
+    add = dpb.release(
+        linear_model(),
+        (x, y),
+        mechanism="ssp",
+        epsilon=1,
+        delta=1e-6,
+        neighbours="add-remove",
+        first_order_share=None,
+    )
+    assert add.guarantee.sensitivity == pytest.approx(2.0) and add.public["n"] is None
     assert not add.simulation  # rng=None: the secure sampler
+    # add/remove blocks: Delta_Q = R_x^2 = 1, Delta_L = sqrt(2 * 1 + 1)
+    add2 = dpb.release(
+        linear_model(), (x, y), mechanism="ssp", epsilon=1, delta=1e-6, neighbours="add-remove"
+    ).guarantee
+    assert add2.details["sensitivity_second_order"] == pytest.approx(1.0)
+    assert add2.details["sensitivity_first_order"] == pytest.approx(math.sqrt(3.0))
+
+
+def test_row_norm_bound_shrinks_the_gaussian_noise() -> None:
+    """A row-norm bound R_x on the model: Delta_Q = sqrt(2) R_x^2 instead of sqrt(2) d B^2,
+    the rows are scaled into the ball, and Laplace noise (box-calibrated) is unchanged."""
+    x, y = linear_data()
+    box = dpb.models.BayesianLinearRegression(feature_bound=1.0, label_bound=1.0, clip="box")
+    ball = dpb.models.BayesianLinearRegression(
+        feature_bound=1.0, label_bound=1.0, clip="box", norm_bound=1.2
+    )
+    kw: dict = {"mechanism": "ssp", "epsilon": 1.0, "delta": 1e-6}
+    gb = plan_release(box, (x, y), **kw).guarantee
+    gr = plan_release(ball, (x, y), **kw).guarantee
+    assert gr.details["x_norm2"] == pytest.approx(1.44)
+    assert gr.details["sensitivity_second_order"] == pytest.approx(math.sqrt(2) * 1.44)
+    assert gb.details["sensitivity_second_order"] == pytest.approx(math.sqrt(2) * 3.0)
+    assert np.linalg.norm(ball.bounded(x)[0], axis=1).max() <= 1.2 + 1e-12
+    lb = plan_release(box, (x, y), mechanism="ssp", epsilon=1.0).guarantee
+    lr = plan_release(ball, (x, y), mechanism="ssp", epsilon=1.0).guarantee
+    assert lb.sensitivity == lr.sensitivity == 10.0
 
 
 def test_noise_has_the_stated_law() -> None:

@@ -23,6 +23,17 @@ With b the coordinate bounds of v, S_b = sum b_j and R^2 = sum b_j^2 (PROOF.md):
   sqrt(2) R^2 and sqrt(R^4 - 1));
 * user level (k rows per user, add/remove): k times these (triangle inequality).
 
+That is the joint release (``first_order_share=None``; the default for Laplace noise). By
+default for Gaussian noise (``first_order_share="auto"``: rho = 0.5) the entries are
+split into two blocks, the second-order block Q = upper triangle of X'X and the
+first-order block L = the last row (X'y and y'y; t1), each divided by its own sensitivity
+and multiplied by sqrt(1 - rho), sqrt(rho) (Gaussian) or 1 - rho, rho (Laplace), so
+that one mechanism of sensitivity 1 releases both: the budget is shared between them
+(rho = 0.5: equally; PROOF.md §3b). The Gaussian block
+sensitivities use R_x^2, the bound on ||x||^2 (d B^2 for the box, smaller with a
+row-norm bound ``norm_bound`` on the model): Delta_Q = sqrt(2) R_x^2 (substitute) or
+R_x^2, Delta_L^2 = 8 b_u^2 R_x^2 (+ b_u^4 for y'y) or 2 b_u^2 R_x^2 (+ b_u^4).
+
 Noise is drawn by :class:`~dpbayes.privacy.LaplaceMechanism` /
 :class:`~dpbayes.privacy.GaussianMechanism` from the release's noise source (secure unless
 a seed is given). Everything after the noise (symmetrising, projection of X'X onto the
@@ -49,7 +60,10 @@ from dpbayes.release.base import Plan, Release, as_rng, register
 from dpbayes.release.ssp.record import SspLinearRecord, SspLogisticRecord
 
 __all__ = [
+    "FIRST_ORDER_SHARE",
     "NOISES",
+    "block_l1_sensitivities",
+    "block_l2_sensitivities",
     "entry_noise_sd",
     "plan_linear_ssp",
     "plan_logistic_ssp",
@@ -59,6 +73,9 @@ __all__ = [
 ]
 
 NOISES = ("laplace", "gaussian")
+#: Default share rho of the budget spent on the first-order block (X'y, y'y; t1) of the
+#: Gaussian release (``first_order_share="auto"``); the Laplace release stays joint.
+FIRST_ORDER_SHARE = 0.5
 
 
 def _bounds_vector(bounds: Any) -> np.ndarray:
@@ -85,19 +102,75 @@ def quadratic_l1_sensitivity(bounds: Any, *, constant_last: bool = False) -> flo
 
 
 def quadratic_l2_sensitivity(
-    bounds: Any, neighbours: Neighbours, *, constant_last: bool = False
+    bounds: Any,
+    neighbours: Neighbours,
+    *,
+    constant_last: bool = False,
+    x_norm2: float | None = None,
 ) -> float:
     """L2 sensitivity of the Frobenius-weighted upper triangle of v v' (PROOF.md, §3).
 
     Substitute: ||vv' - ww'||_F^2 = ||v||^4 + ||w||^4 - 2 (v'w)^2 <= 2 R^4, so sqrt(2) R^2.
     Add/remove: ||vv'||_F = ||v||^2 <= R^2 (logistic: the constant entry 1 is not released,
-    sqrt(R^4 - 1)).
+    sqrt(R^4 - 1)). R^2 = sum b_j^2, or ``x_norm2`` + b_last^2 when the first m - 1
+    coordinates have the smaller public bound ||x||^2 <= x_norm2.
     """
     b = _bounds_vector(bounds)
-    r2 = float(b @ b)
+    r2 = float(b @ b) if x_norm2 is None else _x_norm2(b, x_norm2) + float(b[-1]) ** 2
     if neighbours is Neighbours.SUBSTITUTE:
         return math.sqrt(2.0) * r2
     return math.sqrt(r2 * r2 - 1.0) if constant_last else r2
+
+
+def _x_norm2(b: np.ndarray, x_norm2: float | None) -> float:
+    """The bound on ||x||^2 of the first m - 1 coordinates: the box's, or a smaller one."""
+    box = float(b[:-1] @ b[:-1])
+    if x_norm2 is None:
+        return box
+    if not (math.isfinite(x_norm2) and x_norm2 > 0):
+        raise ValueError(f"x_norm2 must be finite and > 0, got {x_norm2}")
+    return min(box, float(x_norm2))
+
+
+def block_l2_sensitivities(
+    bounds: Any,
+    neighbours: Neighbours,
+    *,
+    constant_last: bool = False,
+    x_norm2: float | None = None,
+) -> tuple[float, float]:
+    """(Delta_Q, Delta_L): L2 sensitivities of the two weighted blocks (PROOF.md, §3b).
+
+    v = (x, u), ||x||^2 <= R_x^2 (``x_norm2``, at most the box's), |u| <= b_u. Q: the
+    Frobenius-weighted upper triangle of x x': sqrt(2) R_x^2 (substitute), R_x^2
+    (add/remove). L: (sqrt(2) u x, u^2): 8 b_u^2 R_x^2 + b_u^4 (substitute),
+    2 b_u^2 R_x^2 + b_u^4 (add/remove), square-rooted; without the b_u^4 term when u is
+    the constant 1 whose square is not released (logistic).
+    """
+    b = _bounds_vector(bounds)
+    rx2 = _x_norm2(b, x_norm2)
+    bu2 = float(b[-1]) ** 2
+    sub = neighbours is Neighbours.SUBSTITUTE
+    dq = math.sqrt(2.0) * rx2 if sub else rx2
+    dl2 = (8.0 if sub else 2.0) * bu2 * rx2 + (0.0 if constant_last else bu2 * bu2)
+    return dq, math.sqrt(dl2)
+
+
+def block_l1_sensitivities(
+    bounds: Any, neighbours: Neighbours, *, constant_last: bool = False
+) -> tuple[float, float]:
+    """(Delta_Q, Delta_L): L1 sensitivities of the two blocks (PROOF.md, §3b).
+
+    Q, the upper triangle of x x' over the box of x: (S_x^2 + R_x^2) / 2 (§2's claim for
+    the box of x). L, (u x, u^2): 2 b_u S_x + b_u^2 (substitute), b_u S_x + b_u^2
+    (add/remove); without b_u^2 when u is the constant 1 (logistic).
+    """
+    b = _bounds_vector(bounds)
+    bx, bu = b[:-1], float(b[-1])
+    sx = float(bx.sum())
+    dq = (sx * sx + float(bx @ bx)) / 2.0
+    dl = (2.0 if neighbours is Neighbours.SUBSTITUTE else 1.0) * bu * sx
+    return dq, dl + (0.0 if constant_last else bu * bu)
 
 
 def upper_triangle(m: int, *, constant_last: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -107,6 +180,26 @@ def upper_triangle(m: int, *, constant_last: bool = False) -> tuple[np.ndarray, 
         keep = ~((rows == m - 1) & (cols == m - 1))
         rows, cols = rows[keep], cols[keep]
     return rows, cols
+
+
+def entry_noise_sd_from(facts: Any, m: int) -> np.ndarray:
+    """The sd of the noise on every entry of the released m x m matrix, from a record.
+
+    Blocks: X'X's diagonal and off-diagonal entries, the first-order row (X'y; t1) and the
+    corner (y'y). Records written before the blocks were split lack the last two facts:
+    their entries follow :func:`entry_noise_sd` (first-order = off-diagonal, corner =
+    diagonal).
+    """
+    diag = float(facts.noise_sd_diagonal)
+    off = facts.noise_sd_offdiagonal
+    off = diag if off is None else float(off)
+    first = getattr(facts, "noise_sd_first_order", None)
+    label = getattr(facts, "noise_sd_label", None)
+    out = np.full((m, m), off)
+    np.fill_diagonal(out, diag)
+    out[:-1, -1] = out[-1, :-1] = off if first is None else float(first)
+    out[-1, -1] = diag if label is None else float(label)
+    return out
 
 
 def entry_noise_sd(kind: str, sigma_or_scale: float, m: int) -> np.ndarray:
@@ -120,6 +213,23 @@ def entry_noise_sd(kind: str, sigma_or_scale: float, m: int) -> np.ndarray:
     out = np.full((m, m), sigma_or_scale / math.sqrt(2.0))
     np.fill_diagonal(out, sigma_or_scale)
     return out
+
+
+def _share(first_order_share: Any, kind: str) -> float | None:
+    if first_order_share is None:
+        return None
+    if isinstance(first_order_share, str):
+        if first_order_share != "auto":
+            raise ValueError(
+                f"first_order_share must be in (0, 1), 'auto' or None, got {first_order_share!r}"
+            )
+        return FIRST_ORDER_SHARE if kind == "gaussian" else None
+    rho = float(first_order_share)
+    if not 0.0 < rho < 1.0:
+        raise ValueError(
+            f"first_order_share must be in (0, 1), 'auto' or None, got {first_order_share!r}"
+        )
+    return rho
 
 
 def _noise_kind(noise: Any, delta: float) -> str:
@@ -148,42 +258,79 @@ class _QuadraticRelease:
         neighbours: Neighbours,
         rows_per_user: int | None,
         what: str,
+        first_order_share: float | str | None = None,
+        x_norm2: float | None = None,
     ) -> None:
         self.m = bounds.size
         self.rows, self.cols = upper_triangle(self.m, constant_last=constant_last)
         factor, self.user = user_level(rows_per_user, neighbours)
         self.kind = kind
+        rho = _share(first_order_share, kind)
+        first = self.cols == self.m - 1  # the last row: the first-order block L
+        # Frobenius weights: off-diagonal entries count twice in ||.||_F^2 (Gaussian only)
+        frob = np.where(self.rows == self.cols, 1.0, math.sqrt(2.0))
+        extra: dict[str, Any] = {}
+        if rho is None:  # one joint release (PROOF.md §2, §3)
+            if kind == "laplace":
+                sens = quadratic_l1_sensitivity(bounds, constant_last=constant_last)
+                self.weights = np.ones(self.rows.size)
+            else:
+                sens = quadratic_l2_sensitivity(
+                    bounds, neighbours, constant_last=constant_last, x_norm2=x_norm2
+                )
+                self.weights = frob
+        else:  # two blocks, each scaled to its share of a sensitivity-1 release (§3b)
+            if kind == "laplace":
+                dq, dl = block_l1_sensitivities(bounds, neighbours, constant_last=constant_last)
+                wq, wl = (1.0 - rho) / dq, rho / dl
+                self.weights = np.where(first, wl, wq)
+            else:
+                dq, dl = block_l2_sensitivities(
+                    bounds, neighbours, constant_last=constant_last, x_norm2=x_norm2
+                )
+                wq, wl = math.sqrt(1.0 - rho) / dq, math.sqrt(rho) / dl
+                self.weights = frob * np.where(first, wl, wq)
+            sens = 1.0
+            extra = {
+                "first_order_share": rho,
+                "sensitivity_second_order": factor * dq,
+                "sensitivity_first_order": factor * dl,
+            }
         if kind == "laplace":
-            sens = factor * quadratic_l1_sensitivity(bounds, constant_last=constant_last)
             self.mech: Any = LaplaceMechanism(
                 epsilon=epsilon,
-                sensitivity=sens,
+                sensitivity=factor * sens,
                 neighbours=neighbours,
                 name=f"ssp: laplace on {what} sufficient statistics",
             )
-            self.weights = np.ones(self.rows.size)
-            noise_param = self.mech.scale
+            # Laplace of scale s has sd sqrt(2) s
+            noise_sd_vec = math.sqrt(2.0) * self.mech.scale / self.weights
         else:
-            sens = factor * quadratic_l2_sensitivity(
-                bounds, neighbours, constant_last=constant_last
-            )
             self.mech = GaussianMechanism(
                 epsilon=epsilon,
                 delta=delta,
-                sensitivity=sens,
+                sensitivity=factor * sens,
                 neighbours=neighbours,
                 name=f"ssp: gaussian on {what} sufficient statistics",
             )
-            self.weights = np.where(self.rows == self.cols, 1.0, math.sqrt(2.0))
-            noise_param = self.mech.sigma
-        self.sd = entry_noise_sd(kind, noise_param, self.m)
+            noise_sd_vec = self.mech.sigma / self.weights
+        self.sd = np.zeros((self.m, self.m))
+        self.sd[self.rows, self.cols] = noise_sd_vec
+        self.sd[self.cols, self.rows] = noise_sd_vec
+        # the sd an entry of each kind has (also for kinds absent at this m)
+        diag = float(self.sd[0, 0])
+        off = diag / math.sqrt(2.0) if kind == "gaussian" else diag
         self.details = {
             "noise": kind,
             "bounds": bounds.tolist(),
-            "noise_sd_diagonal": float(self.sd[0, 0]),
-            "noise_sd_offdiagonal": float(self.sd[0, -1]) if self.m > 1 else None,
+            "noise_sd_diagonal": diag,
+            "noise_sd_offdiagonal": off if self.m > 1 else None,
             "released_entries": int(self.rows.size),
             **self.user,
+            "noise_sd_first_order": float(self.sd[0, -1]) if self.m > 1 else None,
+            **({} if constant_last else {"noise_sd_label": float(self.sd[-1, -1])}),
+            **({} if x_norm2 is None else {"x_norm2": _x_norm2(bounds, x_norm2)}),
+            **extra,
         }
 
     def noisy(self, exact: np.ndarray, src: NoiseSource) -> np.ndarray:
@@ -208,7 +355,11 @@ def _facts(q: _QuadraticRelease, neighbours: Neighbours, n: int) -> dict[str, An
 
 
 @register(
-    "ssp", BayesianLinearRegression, options=("noise",), user_level=True, record=SspLinearRecord
+    "ssp",
+    BayesianLinearRegression,
+    options=("noise", "first_order_share"),
+    user_level=True,
+    record=SspLinearRecord,
 )
 def plan_linear_ssp(
     model: BayesianLinearRegression,
@@ -220,6 +371,7 @@ def plan_linear_ssp(
     allow_non_private: bool = False,
     noise: str | None = None,
     rows_per_user: int | None = None,
+    first_order_share: float | str | None = "auto",
 ) -> Plan:
     """Noisy (X'X, X'y, y'y) of linear regression (Bernstein & Sheldon 2019, §3).
 
@@ -227,6 +379,8 @@ def plan_linear_ssp(
     ``clip="ball"``), labels in |y| <= B_y; the upper triangle of S = sum (x, y)(x, y)'
     changes by at most Delta_1 in L1 / Delta_2 in L2 (module docstring, PROOF.md), so
     Laplace(Delta_1 / eps) is eps-DP and the analytic Gaussian is (eps, delta)-DP.
+    ``first_order_share``: rho of the budget for (X'y, y'y), the rest for X'X (§3b);
+    ``None``: one joint release. The Gaussian uses the model's bound on ||x||^2.
     """
     kind = _noise_kind(noise, delta)
     if model.feature_bound is None or model.label_bound is None:
@@ -242,6 +396,8 @@ def plan_linear_ssp(
         neighbours=neighbours,
         rows_per_user=rows_per_user,
         what="linear-regression",
+        first_order_share=first_order_share,
+        x_norm2=model.row_norm2(d),
     )
     exact = np.zeros((d + 1, d + 1))
     exact[:d, :d] = stats_.xtx
@@ -269,7 +425,7 @@ def plan_linear_ssp(
 @register(
     "ssp",
     BayesianLogisticRegression,
-    options=("noise",),
+    options=("noise", "first_order_share"),
     user_level=True,
     record=SspLogisticRecord,
 )
@@ -283,12 +439,14 @@ def plan_logistic_ssp(
     allow_non_private: bool = False,
     noise: str | None = None,
     rows_per_user: int | None = None,
+    first_order_share: float | str | None = "auto",
 ) -> Plan:
     """Noisy PASS-GLM statistics (t1 = sum y x, T2 = X'X) of logistic regression.
 
     Privacy: v = (y x, 1) lies in the box (B, ..., B, 1) and S = sum v v' holds T2, t1 and
     the constant n; its released upper triangle changes by at most Delta_1 in L1 /
-    Delta_2 in L2 (module docstring, PROOF.md).
+    Delta_2 in L2 (module docstring, PROOF.md). ``first_order_share``: rho of the budget
+    for t1, the rest for X'X (§3b); ``None``: one joint release.
     """
     kind = _noise_kind(noise, delta)
     d = stats_.t1.size
@@ -302,6 +460,8 @@ def plan_logistic_ssp(
         neighbours=neighbours,
         rows_per_user=rows_per_user,
         what="PASS-GLM logistic",
+        first_order_share=first_order_share,
+        x_norm2=model.row_norm2(d),
     )
     n = int(stats_.n)
     exact = np.zeros((d + 1, d + 1))

@@ -46,7 +46,7 @@ from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int, check_probability
 from dpbayes.release.base import Release, register_noise_aware
 from dpbayes.release.mcmc import Diagnostics, diagnose, diagnostics_rows
-from dpbayes.release.ssp.mechanism import entry_noise_sd
+from dpbayes.release.ssp.mechanism import entry_noise_sd_from
 from dpbayes.release.ssp.record import SspLinearRecord, SspLogisticRecord
 
 __all__ = [
@@ -131,10 +131,7 @@ class LogisticNoiseAwarePosterior(MultivariateNormal):
 
 
 def _noise_sd(rec: SspLinearRecord | SspLogisticRecord, m: int) -> tuple[str, np.ndarray]:
-    kind = rec.noise
-    sd_diag = float(rec.noise_sd_diagonal)
-    param = sd_diag / math.sqrt(2.0) if kind == "laplace" else sd_diag
-    return kind, entry_noise_sd(kind, param, m)
+    return rec.noise, entry_noise_sd_from(rec, m)
 
 
 def _batch_chol_sample(prec: np.ndarray, lin: np.ndarray, z: np.ndarray) -> tuple[Any, Any]:

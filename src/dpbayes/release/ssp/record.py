@@ -25,7 +25,8 @@ class SspLinearRecord(PublicRecord):
     neighbours: Neighbours
     """The neighbouring relation."""
     sensitivity: float = at_least(0)
-    """Sensitivity of the released entries (``sensitivity_norm``; x k per user)."""
+    """Sensitivity of the released entries (``sensitivity_norm``; x k per user); with
+    ``first_order_share``, of the blocks each divided by its own sensitivity (1, x k)."""
     sensitivity_norm: Literal["L1", "L2"]
     """L1 (Laplace) or L2 (Gaussian)."""
     noise: Literal["laplace", "gaussian"]
@@ -38,6 +39,18 @@ class SspLinearRecord(PublicRecord):
     """The sd of the noise on an off-diagonal entry (None for a 1 x 1 S)."""
     released_entries: int = at_least(1)
     """Number of noised entries (the upper triangle)."""
+    noise_sd_first_order: float | None = optional(minimum=0)
+    """The sd of the noise on an entry of the first-order row (X'y; t1)."""
+    noise_sd_label: float | None = optional(minimum=0)
+    """The sd of the noise on y'y."""
+    x_norm2: float | None = optional(minimum=0)
+    """R_x^2, the bound on ||x||^2 the Gaussian noise is calibrated to (absent: the box's)."""
+    first_order_share: float | None = optional(minimum=0)
+    """rho, the share of the budget spent on the first-order row (absent: one joint release)."""
+    sensitivity_second_order: float | None = optional(minimum=0)
+    """With ``first_order_share``: the sensitivity of the X'X block (x k per user)."""
+    sensitivity_first_order: float | None = optional(minimum=0)
+    """With ``first_order_share``: the sensitivity of the first-order row (x k per user)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +62,8 @@ class SspLogisticRecord(PublicRecord):
     neighbours: Neighbours
     """The neighbouring relation."""
     sensitivity: float = at_least(0)
-    """Sensitivity of the released entries (``sensitivity_norm``; x k per user)."""
+    """Sensitivity of the released entries (``sensitivity_norm``; x k per user); with
+    ``first_order_share``, of the blocks each divided by its own sensitivity (1, x k)."""
     sensitivity_norm: Literal["L1", "L2"]
     """L1 (Laplace) or L2 (Gaussian)."""
     noise: Literal["laplace", "gaussian"]
@@ -74,3 +88,13 @@ class SspLogisticRecord(PublicRecord):
     """R of the quadratic approximation's interval [-R, R] of the margin."""
     coefficients: tuple[float, ...]
     """(a0, a1, a2): the polynomial a0 + a1 s + a2 s^2 approximating log sigmoid(s) there."""
+    noise_sd_first_order: float | None = optional(minimum=0)
+    """The sd of the noise on an entry of the first-order row (X'y; t1)."""
+    x_norm2: float | None = optional(minimum=0)
+    """R_x^2, the bound on ||x||^2 the Gaussian noise is calibrated to (absent: the box's)."""
+    first_order_share: float | None = optional(minimum=0)
+    """rho, the share of the budget spent on the first-order row (absent: one joint release)."""
+    sensitivity_second_order: float | None = optional(minimum=0)
+    """With ``first_order_share``: the sensitivity of the X'X block (x k per user)."""
+    sensitivity_first_order: float | None = optional(minimum=0)
+    """With ``first_order_share``: the sensitivity of the first-order row (x k per user)."""
