@@ -13,6 +13,11 @@
    FFT, the paper's PC by direct convolution (Algorithm 2) and MC (Algorithm 1), each set
    to the same target accuracy (1e-2 and 1e-3); achieved error against the exact method
    at 1e-10; the ratio is time / exact's time.
+4. ``mixed``: the same with a Normal part (a history with Gaussian answers): the error
+   is the Laplace sum plus N(0, s^2), s equal to the Laplace part's std, by the exact
+   method (inversion with the Normal factor) and PC by FFT (with the discretised
+   Normal); achieved error against the exact method at 1e-10; the baseline is the exact
+   method on the Laplace part alone (what the Normal part costs).
 
 Writes ``benchmark,k,scales,method,target_accuracy,achieved_error,seconds,cpu_seconds,
 baseline_seconds,ratio`` (ratio = seconds / baseline_seconds). Timings depend on the
@@ -195,6 +200,53 @@ def bench_methods(
                 print(f"{head} {t:9.4f}s err={err:.2e}")
 
 
+def bench_mixed(
+    rows: list[dict[str, Any]], ks: list[int], accuracies: list[float], repeats: int
+) -> None:
+    for k in ks:
+        scales = history_scales(k, 64, seed=10 + k)
+        s = math.sqrt(2.0 * float(scales @ scales))  # as large as the Laplace part
+        ref = LaplaceSum(scales, gaussian_sd=s, method="exact", accuracy=1e-10)
+        ds = np.array([0.5, 1.0, 2.0, 3.0]) * ref.std
+        truth = ref.prob_within(ds)
+        for acc in accuracies:
+            t_lap, _, _ = _median_time(
+                lambda acc=acc, scales=scales: LaplaceSum(scales, method="exact", accuracy=acc),
+                repeats,
+            )
+            for label, method in (("exact", "exact"), ("pc-fft", "pc")):
+
+                def build(
+                    method: str = method,
+                    acc: float = acc,
+                    scales: np.ndarray = scales,
+                    s: float = s,
+                    ds: np.ndarray = ds,
+                    truth: np.ndarray = truth,
+                ) -> float:
+                    d = LaplaceSum(scales, gaussian_sd=s, method=method, accuracy=acc)
+                    return float(np.max(np.abs(d.prob_within(ds) - truth)))
+
+                build()  # warm-up
+                t, c, err = _median_time(build, repeats)
+                rows.append(
+                    dict(
+                        benchmark="error distribution + Normal",
+                        k=k,
+                        scales=scales.size,
+                        method=label,
+                        target_accuracy=acc,
+                        achieved_error=err,
+                        seconds=t,
+                        cpu_seconds=c,
+                        baseline_seconds=t_lap,
+                        ratio=t / t_lap,
+                    )
+                )
+                head = f"  k={k:5d} scales={scales.size:4d} + Normal acc={acc:g} {label:8s}"
+                print(f"{head} {t:9.4f}s err={err:.2e} (Laplace part alone {t_lap:.4f}s)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
@@ -209,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ks = [16, 64] if args.quick else [16, 64, 256, 1000]
     bench_methods(rows, ks, [1e-2, 1e-3], repeats=3)
+    bench_mixed(rows, ks, [1e-3, 1e-6], repeats=3)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as fh:

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import json
 import math
 import os
@@ -108,6 +109,9 @@ FIELDS = [
     "p50_ms",
     "p90_ms",
     "p99_ms",
+    "p99_fresh_ms",
+    "p99_free_ms",
+    "p99_refused_ms",
     "write_ratio",
     "ratio_to_floor",
     "after_restart_rps",
@@ -375,18 +379,38 @@ def drive(a: argparse.Namespace, srv: Server, key: dict[str, str], fault: bool) 
         up.set()
 
     threads = [threading.Thread(target=client, args=(c,)) for c in range(a.clients)]
-    load.t_start = time.perf_counter()
-    for th in threads:
-        th.start()
-    kt = threading.Thread(target=killer) if fault else None
-    if kt is not None:
-        kt.start()
-    for th in threads:
-        th.join()
-    if kt is not None:
-        kt.join()
-    load.wall = time.perf_counter() - load.t_start
+    # The clients' own garbage-collector pauses (full collections over their growing list
+    # of results: 40-140 ms) would count as latency of whichever server is measured: the
+    # collector is off while they run (a few MB of results).
+    gc.collect()
+    gc.disable()
+    try:
+        load.t_start = time.perf_counter()
+        for th in threads:
+            th.start()
+        kt = threading.Thread(target=killer) if fault else None
+        if kt is not None:
+            kt.start()
+        for th in threads:
+            th.join()
+        if kt is not None:
+            kt.join()
+        load.wall = time.perf_counter() - load.t_start
+    finally:
+        gc.enable()
     return load
+
+
+def _p99(results: list[Result], kind: str) -> float | str:
+    """p99 latency (ms) of one kind of request: fresh answers, free ones, refusals."""
+    if kind == "refused":
+        got = [x for x in results if x.code == 409]
+    else:
+        status = "fresh" if kind == "fresh" else "history"
+        got = [x for x in results if x.code == 200 and x.body.get("status") == status]
+    if not got:
+        return ""
+    return round(float(np.percentile([(x.t1 - x.t0) * 1000 for x in got], 99)), 1)
 
 
 def timing(load: Load) -> dict[str, Any]:
@@ -404,6 +428,7 @@ def timing(load: Load) -> dict[str, Any]:
         "p50_ms": round(float(q[0]), 1),
         "p90_ms": round(float(q[1]), 1),
         "p99_ms": round(float(q[2]), 1),
+        **{f"p99_{kind}_ms": _p99(before, kind) for kind in ("fresh", "free", "refused")},
         "after_restart_rps": round(len(after) / after_span, 1) if after else "",
         "kill_at_s": round(load.kill_at - load.t_start, 2) if killed else "",
         "restart_s": round(load.ready_at - load.kill_at, 2) if killed else "",

@@ -101,7 +101,7 @@ def test_bad_bounds(frame):
 
 
 def _engine(cube: Cube, rng, store=None) -> QueryEngine:
-    return QueryEngine(cube, accountant=Accountant(1e6), store=store, rng=rng)
+    return QueryEngine(cube, accountant=Accountant(1e6, simulation=True), store=store, rng=rng)
 
 
 def test_sensitivity_and_guarantee_are_user_level(frame):

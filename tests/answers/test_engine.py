@@ -28,7 +28,9 @@ def make_cube() -> Cube:
 
 
 def engine(eps: float = 5.0, **kw) -> QueryEngine:
-    return QueryEngine(make_cube(), accountant=Accountant(eps), rng=kw.pop("rng", 0), **kw)
+    return QueryEngine(
+        make_cube(), accountant=Accountant(eps, simulation=True), rng=kw.pop("rng", 0), **kw
+    )
 
 
 def test_fresh_answer_spends_the_closed_form_epsilon() -> None:
@@ -133,11 +135,11 @@ def test_whole_cube_query_is_fine() -> None:
 
 def test_persistence_survives_a_restart(tmp_path: Path) -> None:
     cube = make_cube()
-    eng = QueryEngine.at(tmp_path, cube, epsilon=3.0, rng=1)
+    eng = QueryEngine.at(tmp_path, cube, epsilon=3.0)
     a1 = eng.ask("a = x", half_width=5.0, confidence=0.9)
     eng.ask("b = 2", half_width=5.0, confidence=0.9)
     spent = eng.accountant.spent[0]
-    again = QueryEngine.at(tmp_path, cube, rng=2)
+    again = QueryEngine.at(tmp_path, cube)
     assert len(again.history) == 2
     assert again.accountant.spent[0] == pytest.approx(spent)
     b = again.ask("a = x", half_width=5.0, confidence=0.9)
@@ -157,14 +159,14 @@ class FailingStore(MemoryStore):
 
 
 def test_answer_never_returned_before_it_is_recorded() -> None:
-    acc = Accountant(5.0)
+    acc = Accountant(5.0, simulation=True)
     eng = QueryEngine(make_cube(), accountant=acc, store=FailingStore(), rng=0)
     with pytest.raises(OSError, match="disk full"):
         eng.ask("a = x", half_width=5.0, confidence=0.9)
     # The spend was recorded first (conservative), the lost answer is not in the history.
     assert len(acc.spends) == 1 and len(eng.history) == 0
     store = MemoryStore()
-    eng2 = QueryEngine(make_cube(), accountant=Accountant(5.0), store=store, rng=0)
+    eng2 = QueryEngine(make_cube(), accountant=Accountant(5.0, simulation=True), store=store, rng=0)
     a = eng2.ask("a = x", half_width=5.0, confidence=0.9)
     (rec,) = store.load()
     assert rec.epsilon == a.epsilon and rec.dense()[:3].tolist() == [1.0, 1.0, 1.0]
@@ -272,3 +274,21 @@ def test_required_epsilon_is_the_first_crossing_on_a_fine_grid() -> None:
         assert np.all(values < p)
         dips += bool(np.any(np.diff(values) < -1e-6))
     assert dips >= 1  # the non-monotone case is exercised
+
+
+def test_a_seeded_engine_never_spends_a_real_budget(tmp_path: Path) -> None:
+    """Seeded (reproducible) noise is a simulation: a real budget, in memory or a ledger
+    file, refuses to pay for it before anything is asked; secure noise is refused by a
+    simulation accountant; every fresh answer is charged with its guarantee."""
+    real = Accountant(5.0)
+    with pytest.raises(ValueError, match="rng: a seeded engine"):
+        QueryEngine(make_cube(), accountant=real, rng=0)
+    with pytest.raises(ValueError, match="rng: a seeded engine"):
+        QueryEngine.at(tmp_path, make_cube(), epsilon=3.0, rng=1)
+    with pytest.raises(ValueError, match="secure noise"):
+        QueryEngine(make_cube(), accountant=Accountant(5.0, simulation=True))
+    assert real.spends == ()
+    eng = QueryEngine(make_cube(), accountant=real)
+    eng.ask("a = x", half_width=5.0, confidence=0.9)
+    (s,) = real.spends
+    assert s.label == "a = x" and s.unit  # the Laplace answer's guarantee was charged

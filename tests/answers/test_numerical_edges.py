@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dpbayes.answers import LaplaceSum, QueryEngine
-from dpbayes.answers import planning as planning_mod
+from dpbayes.answers import fresh as search_mod
 from dpbayes.answers.blue import COEFFICIENT_RANGE, History
 from dpbayes.answers.limits import TimeLimitExceeded, check_time, time_limit
 from dpbayes.answers.planning import carry_over, plan_answer, required_epsilon, still_valid
@@ -120,27 +120,28 @@ def test_extreme_requirements_are_answered_or_refused(d: float, p: float) -> Non
             assert "budget exceeded" in a.reason and a.epsilon == 0.0
 
 
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
 @pytest.mark.parametrize("seed", range(6))
 def test_eps_search_terminates_against_any_oracle(
-    seed: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, noise: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whatever the requirement check answers (here: at random, or never), the search
     builds a bounded number of error distributions and returns a plan."""
     gen = noise_source(seed).generator()
     calls = {"n": 0}
-    real = planning_mod.combined_error
+    real = search_mod.combined_error
 
     def counting(*args: object, **kw: object) -> LaplaceSum:
         calls["n"] += 1
         return real(*args, **kw)  # type: ignore[arg-type]
 
     never = seed == 0
-    monkeypatch.setattr(planning_mod, "combined_error", counting)
-    monkeypatch.setattr(
-        planning_mod, "_ok", lambda *_: False if never else bool(gen.random() < 0.3)
+    monkeypatch.setattr(search_mod, "combined_error", counting)
+    monkeypatch.setattr(search_mod, "_ok", lambda *_: False if never else bool(gen.random() < 0.3))
+    hist = LaplaceSum(np.array([3.0, 1.0]), gaussian_sd=0.5 if noise == "gaussian" else 0.0)
+    eps, dist = required_epsilon(
+        hist, hist.scales, 1.0, 3.0, 0.9, cap=math.inf, noise=noise, delta=1e-6
     )
-    hist = LaplaceSum(np.array([3.0, 1.0]))
-    eps, dist = required_epsilon(hist, hist.scales, 1.0, 3.0, 0.9, cap=math.inf)
     assert calls["n"] <= 1 + 200 + 1 + 25 + 64
     assert (eps == math.inf and dist is None) if never else eps >= 0
 

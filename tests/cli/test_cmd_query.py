@@ -122,3 +122,37 @@ def test_query_refuses_seed_by_name_and_creates_nothing(tmp_path: Path, capsys) 
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--seed" in err
     assert not (tmp_path / "s").exists()
+
+
+def test_query_noise_gaussian_and_auto_under_pld(tmp_path: Path, capsys) -> None:
+    state = str(tmp_path / "g")
+    first = [
+        "--state", state, "--attribute", "health=excellent,good,fair,poor", "--record-level",
+        "--epsilon", "5", "--delta", "1e-6", "--composition", "pld",
+    ]  # fmt: skip
+    code, a = run_json(
+        capsys, *first, "--where", "health = poor", "--half-width", "50",
+        "--confidence", "0.95", "--noise", "gaussian",
+    )  # fmt: skip
+    assert code == 0 and a["status"] == "fresh" and a["noise"] == "gaussian"
+    assert a["delta"] == 1e-6 and "gaussian" in a["guarantee"]
+    ledger = json.loads((tmp_path / "g" / "ledger.json").read_text())
+    assert ledger["composition"] == "pld" and ledger["total"]["delta"] == 1e-6
+    # sigma = d / z_0.975 at sensitivity 1: the ratio the PLD accountant composes
+    assert ledger["spends"][0]["gaussian_ratio"] == pytest.approx(50 / 1.959964, rel=1e-6)
+    code, b = run_json(
+        capsys, "--state", state, "--where", "health = fair", "--half-width", "50",
+        "--confidence", "0.95", "--noise", "auto",
+    )  # fmt: skip
+    assert code == 0 and b["status"] == "fresh" and b["noise"] in ("laplace", "gaussian")
+
+
+def test_query_noise_gaussian_needs_a_delta_and_creates_nothing(tmp_path: Path, capsys) -> None:
+    code = main(
+        ["query", "--state", str(tmp_path / "s"), "--attribute", "health=excellent,good,fair,poor",
+         "--epsilon", "1", "--where", "health = poor", "--half-width", "100",
+         "--confidence", "0.95", "--noise", "gaussian"]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "noise='gaussian' needs a budget delta" in err
+    assert not (tmp_path / "s" / "ledger.json").exists()

@@ -219,3 +219,43 @@ def test_budget_show_lists_each_entry_with_time_mechanism_unit_and_source(tmp_pa
     assert main(["budget", "show", str(ledger), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["composition"] == "pld" and doc["spends"][0]["source"] == "visits.csv"
+
+
+@pytest.mark.parametrize("composition", ["pld", "rdp"])
+def test_running_parts_equal_a_recount_of_each_part_from_scratch(composition):
+    """The accountant composes each part incrementally (one step per spend it reads); the
+    value is the one composing each part's multiset from scratch gives, also after an
+    unscoped spend (which reads every part) and for parts that share their history."""
+    rng = np.random.default_rng(5)
+    acc = Accountant(50.0, 1e-6, composition=composition)
+    spends: list[tuple[float, float, list[str] | None]] = []
+    gauss = GaussianMechanism(epsilon=0.4, delta=1e-8, sensitivity=1.0).guarantee()
+    ratio = event_of(gauss.epsilon, gauss.delta, 1.0, gauss.neighbours.value, gauss.details)
+    for i in range(60):
+        scope = None if i in (17, 41) else [f"c{j}" for j in rng.choice(6, 2, replace=False)]
+        if i % 9 == 4:
+            acc.spend(gauss, scope=scope)
+            spends.append((gauss.epsilon, gauss.delta, scope))
+        else:
+            e = float(rng.uniform(0.005, 0.05))
+            acc.spend(e, scope=scope)
+            spends.append((e, 0.0, scope))
+
+    def event(e: float, d: float) -> Event:
+        return ratio if (e, d) == (gauss.epsilon, gauss.delta) else Event(e, d)
+
+    glob = [event(e, d) for e, d, s in spends if s is None]
+    parts = {
+        p: glob + [event(e, d) for e, d, s in spends if s is not None and p in s]
+        for p in {p for _, _, s in spends for p in s or ()}
+    }
+    want = [compose(evs, composition, 1e-6) for evs in parts.values()]
+    got = acc.spent
+    assert got[0] == pytest.approx(max(w[0] for w in want), rel=1e-9)
+    assert got[1] == max(w[1] for w in want)
+    # "would it fit" asks the same question without changing anything
+    before = acc.spent
+    after = acc.spent_after(0.02, scope=["c0"])
+    assert after[0] >= before[0] and acc.spent == before
+    acc.spend(0.02, scope=["c0"])
+    assert acc.spent == after

@@ -168,3 +168,16 @@ def server(request: Any) -> Server:
     """The session's running service of each database kind."""
     srv: Server = request.getfixturevalue(f"{request.param}_server")
     return srv
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: Any, tmp_path: Path) -> Iterator[str]:
+    """A fresh service database: a SQLite file, and a throwaway PostgreSQL schema (skipped
+    without a server)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'svc.db'}"
+        return
+    urls = _postgres_schema_url(request.getfixturevalue("require"))
+    yield next(urls)
+    for _ in urls:  # drop the schema
+        pass

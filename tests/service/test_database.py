@@ -12,9 +12,7 @@ import hmac
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -24,21 +22,8 @@ from dpbayes.service import db as service_db
 from dpbayes.service.config import counts_digest, digest_key
 from dpbayes.service.state import QueryService
 
-from conftest import _postgres_schema_url
-
 ADMIN = "test-admin-key-" + "z" * 20
 KEY = digest_key(ADMIN)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: Any, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'svc.db'}"
-        return
-    urls = _postgres_schema_url(request.getfixturevalue("require"))
-    yield next(urls)
-    for _ in urls:  # drop the schema
-        pass
 
 
 def _counts_body(cfg: EngineConfig) -> bytes:

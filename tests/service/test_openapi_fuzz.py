@@ -125,7 +125,7 @@ def test_engine_limits_are_refusals_not_leaks(
     with TestClient(app) as c:
         key = c.post("/api/admin/analysts", json={"name": "x"}, headers=admin).json()
         who = {"Authorization": f"Bearer {key['api_key']}"}
-        monkeypatch.setattr(state, "plan_answer", planner)
+        monkeypatch.setattr(state, "plan_candidates", planner)
         body = {"coefficients": [1.0] + [1e-9] * 199, "half_width": 3, "confidence": 0.9}
         r = c.post("/api/query", json=body, headers=who)
         assert r.status_code == 409 and r.json()["status"] == "refused", r.text

@@ -197,6 +197,8 @@ def test_web_page_composes_asks_and_shows_answer(browser: Any, own_server: Serve
         assert page.inner_text("#remaining") == fmt_eps(b1["remaining"]["epsilon"])
         assert page.inner_text("#spent") == fmt_eps(b1["spent"]["epsilon"])
         assert page.inner_text("#n-answers") == str(b1["answers"]) == str(len(h1))
+        assert page.inner_text("#composition") == "Accounting: " + b1["composition"]
+        assert b1["accounting"] == "basic" and "basic composition" in b1["composition"]
         first = page.locator("#history-body tr").first
         assert first.get_attribute("data-id") == str(row["id"])
         cells = first.locator("td").all_inner_texts()

@@ -1,9 +1,11 @@
 """Inference from noisy query answers and the utility-driven query engine (paper 000).
 
-``History`` holds Laplace-noised answers to linear queries over a count cube;
-``History.posterior(q)`` gives the BLUE of a new query q, the exact distribution of its
-error and credible intervals. ``QueryEngine`` answers queries with a required accuracy,
-from the history when it can, else with the smallest fresh privacy spend.
+``History`` holds Laplace-noised (paper 000) or Gaussian-noised answers to linear queries
+over a count cube; ``History.posterior(q)`` gives the BLUE of a new query q, the exact
+distribution of its error and credible intervals. ``QueryEngine`` answers queries with a
+required accuracy, from the history when it can, else with the smallest fresh privacy
+spend, in Laplace or Gaussian noise (``noise="auto"``: whichever the accountant's
+composition prices lower).
 """
 
 from dpbayes.answers.blue import BLUE, History, NotEstimable, query_sensitivity

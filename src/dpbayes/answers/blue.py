@@ -1,9 +1,13 @@
 """The history of noisy answers and the best linear unbiased estimator (BLUE) from it.
 
 Paper 000 §3, eqs. 15-17: answers y_i = H_i x + Lap(S_i / eps_i) with Var(y_i) = 2 (S_i/eps_i)^2.
-For a target query q in the row space of H, the generalised-least-squares estimate
-q x_hat = A y with A = q (H^T W H)^+ H^T W, W = diag(1 / Var(y_i)), is the BLUE (Gauss-Markov)
-and its variance is sum_i A_i^2 Var(y_i).
+Beyond the paper, an answer may carry Gaussian noise instead, y_i = H_i x + N(0, sigma_i^2)
+with Var(y_i) = sigma_i^2. For a target query q in the row space of H, the
+generalised-least-squares estimate q x_hat = A y with A = q (H^T W H)^+ H^T W,
+W = diag(1 / Var(y_i)), is the BLUE (Gauss-Markov needs only the variances, whatever the
+noise family) and its variance is sum_i A_i^2 Var(y_i). Its error is
+sum_{Laplace i} A_i Lap(S_i / eps_i) + sum_{Gaussian j} A_j N(0, sigma_j^2): a Laplace sum
+plus one Normal N(0, sum_j A_j^2 sigma_j^2).
 
 Computation (stable and incremental): the whitened rows m_i = H_i / sigma_i are factorised
 as M = L Q, with Q an orthonormal basis of the row space (grown by Gram-Schmidt with
@@ -26,6 +30,7 @@ from scipy.linalg import qr_insert, solve_triangular
 from dpbayes.privacy.guarantee import Neighbours
 from dpbayes.privacy.validation import (
     check_array,
+    check_delta,
     check_epsilon,
     check_finite,
     check_int,
@@ -39,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BLUE",
     "COEFFICIENT_RANGE",
+    "NOISES",
     "History",
     "NotEstimable",
     "check_coefficients",
@@ -50,6 +56,8 @@ _ESTIMABLE_TOL = 1e-8
 # The largest |coefficient| of a query must lie in this range: beyond it the answer, its
 # error and their squares (variances) leave the range of double precision.
 COEFFICIENT_RANGE = (1e-100, 1e100)
+# The noise families an answer can carry.
+NOISES = ("laplace", "gaussian")
 
 
 class NotEstimable(ValueError):
@@ -84,20 +92,30 @@ class BLUE:
     """The BLUE of a target query from a history (paper 000, Thm 3.1, Cor. 3.1-3.2).
 
     ``weights`` A (one per answer, eq. 16), ``estimate`` = A y, ``variance`` = MSE (eq. 17),
-    ``scales`` = |A_i| S_i / eps_i (the Laplace scales of the error, §4).
+    ``scales`` = |A_i| S_i / eps_i (the Laplace scales of the error, §4; 0 for Gaussian
+    answers), ``gaussian_scales`` = |A_j| sigma_j (the sds of the Gaussian answers' terms;
+    0 for Laplace answers; ``None``: no Gaussian answer).
     """
 
     estimate: float
     variance: float
     weights: np.ndarray
     scales: np.ndarray
+    gaussian_scales: np.ndarray | None = None
+
+    @property
+    def gaussian_sd(self) -> float:
+        """The sd of the Normal part of the error, sqrt(sum_j A_j^2 sigma_j^2)."""
+        g = self.gaussian_scales
+        return 0.0 if g is None else float(math.sqrt(float(g @ g)))
 
 
 class History:
     """The answers released so far for queries over a cube of ``n_cells`` cells.
 
-    Every answer is y_i = H_i x + Lap(S_i / eps_i), neighbouring data sets differing by the
-    addition or removal of one record (Lemma 2.1). ``add`` costs O(r N + r^2) with r the
+    Every answer is y_i = H_i x + Lap(S_i / eps_i) (``noise="laplace"``, paper 000) or
+    y_i = H_i x + N(0, sigma_i^2) (``noise="gaussian"``), neighbouring data sets differing by
+    the addition or removal of one record (Lemma 2.1). ``add`` costs O(r N + r^2) with r the
     rank of the history so far.
     """
 
@@ -112,6 +130,9 @@ class History:
         self._y = np.zeros(cap)
         self._eps = np.zeros(cap)
         self._sens = np.zeros(cap)
+        self._sd = np.zeros(cap)  # sd of each answer's noise
+        self._gauss = np.zeros(cap, dtype=bool)  # whether it is Gaussian
+        self._delta = np.zeros(cap)  # the delta of its guarantee (0 for Laplace)
         self._labels: list[str] = []
         self._Q = np.zeros((min(cap, self.n_cells), self.n_cells))
         self._R = np.zeros((min(cap, self.n_cells),) * 2)
@@ -152,9 +173,26 @@ class History:
         return list(self._labels)
 
     @property
+    def noises(self) -> list[str]:
+        """The noise family of each answer, ``"laplace"`` or ``"gaussian"``."""
+        return [NOISES[int(g)] for g in self._gauss[: self._k]]
+
+    @property
+    def sigmas(self) -> np.ndarray:
+        """The noise sd of each answer: sqrt(2) S_i / eps_i (Laplace) or sigma_i (Gaussian)."""
+        return self._sd[: self._k].copy()
+
+    @property
+    def deltas(self) -> np.ndarray:
+        """The delta of each answer's guarantee (0 for Laplace answers)."""
+        return self._delta[: self._k].copy()
+
+    @property
     def variances(self) -> np.ndarray:
-        """Var(y_i) = 2 (S_i / eps_i)^2."""
-        return 2.0 * (self._sens[: self._k] / self._eps[: self._k]) ** 2
+        """Var(y_i) = 2 (S_i / eps_i)^2 for Laplace answers, sigma_i^2 for Gaussian ones."""
+        k = self._k
+        lap = 2.0 * (self._sens[:k] / self._eps[:k]) ** 2
+        return np.where(self._gauss[:k], self._sd[:k] ** 2, lap)
 
     # ------------------------------------------------------------------ growth
     def _grow_rows(self) -> None:
@@ -164,9 +202,9 @@ class History:
             new = np.zeros((cap, old.shape[1]))
             new[: old.shape[0]] = old
             setattr(self, name, new)
-        for name in ("_y", "_eps", "_sens"):
+        for name in ("_y", "_eps", "_sens", "_sd", "_gauss", "_delta"):
             old = getattr(self, name)
-            new = np.zeros(cap)
+            new = np.zeros(cap, dtype=old.dtype)
             new[: old.size] = old
             setattr(self, name, new)
 
@@ -188,11 +226,17 @@ class History:
         *,
         sensitivity: float | None = None,
         label: str = "",
+        noise: str = "laplace",
+        sigma: float | None = None,
+        delta: float = 0.0,
     ) -> int:
         """Record an answer released elsewhere; returns its index.
 
         ``sensitivity`` defaults to Lemma 2.1 (max_j |H_j|); a larger value (a more
-        conservative mechanism) is accepted, a smaller one is refused.
+        conservative mechanism) is accepted, a smaller one is refused. ``noise``:
+        ``"laplace"`` (y = H x + Lap(S / eps), the default) or ``"gaussian"``
+        (y = H x + N(0, sigma^2), then ``sigma`` is required and ``epsilon``, ``delta`` > 0
+        are the (eps, delta) its guarantee states; only sigma enters the inference).
         """
         h = check_coefficients(coefficients, self.n_cells)
         y = check_finite(noisy_answer, "noisy_answer")
@@ -203,8 +247,27 @@ class History:
             raise ValueError(
                 f"sensitivity must be >= {s_min:g} (Lemma 2.1, max |coefficient|), got {s:g}"
             )
-        sigma = math.sqrt(2.0) * s / eps
-        m = h / sigma
+        if noise not in NOISES:
+            raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
+        gaussian = noise == "gaussian"
+        dlt = check_delta(delta)
+        if gaussian:
+            if sigma is None:
+                raise ValueError("sigma is required for noise='gaussian' (the noise sd)")
+            sd = check_positive(sigma, "sigma")
+            if not 1e-150 <= sd <= 1e150:
+                raise ValueError(
+                    f"sigma must be in [1e-150, 1e150] (its square is a variance), got {sd:g}"
+                )
+            if dlt == 0:
+                raise ValueError("delta must be > 0 for noise='gaussian' (its guarantee's delta)")
+        else:
+            if sigma is not None:
+                raise ValueError("sigma must be None for noise='laplace' (its sd is sqrt 2 S/eps)")
+            if dlt != 0:
+                raise ValueError(f"delta must be 0 for noise='laplace', got {dlt}")
+            sd = math.sqrt(2.0) * s / eps
+        m = h / sd
         # Gram-Schmidt against the current basis, twice ("twice is enough").
         r = self._r
         basis = self._Q[:r]
@@ -229,6 +292,7 @@ class History:
         self._givens_append(row)
         k = self._k
         self._H[k], self._y[k], self._eps[k], self._sens[k] = h, y, eps, s
+        self._sd[k], self._gauss[k], self._delta[k] = sd, gaussian, dlt
         self._labels.append(str(label))
         self._k = k + 1
         return k
@@ -237,7 +301,7 @@ class History:
         """An independent copy (a snapshot: later ``add`` calls on either leave the other)."""
         h = History.__new__(History)
         h.__dict__.update(self.__dict__)
-        for name in ("_H", "_y", "_eps", "_sens", "_Q", "_R", "_L"):
+        for name in ("_H", "_y", "_eps", "_sens", "_sd", "_gauss", "_delta", "_Q", "_R", "_L"):
             setattr(h, name, getattr(self, name).copy())
         h._labels = list(self._labels)
         return h
@@ -291,13 +355,14 @@ class History:
         variance = float(u @ u)
         g = solve_triangular(R, u, lower=False)
         k = self._k
-        sigma = math.sqrt(2.0) * self._sens[:k] / self._eps[:k]
-        weights = (self._L[:k, :r] @ g) / sigma
+        weights = (self._L[:k, :r] @ g) / self._sd[:k]
         # Round-off leaves ~1e-16 relative weights on answers that do not inform the target.
         weights[np.abs(weights) <= 1e-13 * np.abs(weights).max()] = 0.0
         estimate = float(weights @ self._y[:k])
-        scales = np.abs(weights) * self._sens[:k] / self._eps[:k]
-        return BLUE(estimate, variance, weights, scales)
+        gauss = self._gauss[:k]
+        scales = np.where(gauss, 0.0, np.abs(weights) * self._sens[:k] / self._eps[:k])
+        g_scales = np.where(gauss, np.abs(weights) * self._sd[:k], 0.0) if gauss.any() else None
+        return BLUE(estimate, variance, weights, scales, g_scales)
 
     def posterior(
         self,

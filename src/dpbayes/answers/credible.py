@@ -1,8 +1,9 @@
 """The posterior of a query's true answer given the history: credible intervals and tests.
 
 Paper 000 §4-5: with an uninformative (flat) prior the true answer is q_hat - E, where E is
-the BLUE's error (a weighted sum of Laplaces, :class:`LaplaceSum`). E is symmetric and
-unimodal, so the narrowest credible interval at level p is centred on q_hat (Algorithm 3).
+the BLUE's error (a weighted sum of Laplaces, plus a Normal when some answers are Gaussian:
+:class:`LaplaceSum`). E is symmetric and unimodal (log-concave), so the narrowest credible
+interval at level p is centred on q_hat (Algorithm 3).
 
 Beyond the paper, ``support="nonnegative-integers"`` adds the knowledge that the answer is
 a count: a flat prior on {0, 1, 2, ...} for the answer (a query with non-negative integer
@@ -60,7 +61,8 @@ class Posterior:
         error: LaplaceSum | None = None,
     ) -> Posterior:
         """The posterior from a BLUE; ``error``: its error distribution if already computed
-        (``LaplaceSum(blue.scales, ...)``), else it is computed here."""
+        (``LaplaceSum(blue.scales, gaussian_sd=blue.gaussian_sd, ...)``), else it is
+        computed here."""
         if support not in SUPPORTS:
             raise ValueError(f"support must be one of {SUPPORTS}, got {support!r}")
         if support == "nonnegative-integers" and coefficients is not None:
@@ -72,7 +74,13 @@ class Posterior:
         err = (
             error
             if error is not None
-            else LaplaceSum(blue.scales, method=method, accuracy=accuracy, rng=rng)
+            else LaplaceSum(
+                blue.scales,
+                gaussian_sd=blue.gaussian_sd,
+                method=method,
+                accuracy=accuracy,
+                rng=rng,
+            )
         )
         post = cls(blue.estimate, blue.variance, err, blue.weights, support)
         if support == "nonnegative-integers":
@@ -196,8 +204,13 @@ class Posterior:
             ("sd", display.num(math.sqrt(self.variance))),
             ("95% interval", display.interval(lo, hi, 6)),
             ("support", self.support),
-            ("error", f"sum of {self.error.scales.size} Laplace terms ({self.error.method})"),
+            ("error", self._error_text()),
         ]
+
+    def _error_text(self) -> str:
+        e = self.error
+        normal = f" + N(0, {display.num(e.gaussian_sd)}^2)" if e.gaussian_sd > 0 else ""
+        return f"sum of {e.scales.size} Laplace terms{normal} ({e.method})"
 
     def _repr_html_(self) -> str:
         return display.html(self)

@@ -1,19 +1,26 @@
-"""The distribution of a BLUE's error: a weighted sum of independent Laplace variables.
+"""The distribution of a BLUE's error: a weighted sum of independent Laplace variables,
+plus an independent Normal when some answers carry Gaussian noise.
 
 Paper 000 §4: the error of the estimate is E = sum_i A_i Lap(S_i / eps_i) = sum_i b_i L_i with
 L_i ~ Lap(1) independent and scales b_i = |A_i| S_i / eps_i (Laplace noise is symmetric, so
 the sign of A_i does not matter). Its characteristic function is prod_i 1 / (1 + b_i^2 t^2)
-(eqs. 20-22). Four ways to evaluate it, each with its own error measure:
+(eqs. 20-22). Beyond the paper, answers released with Gaussian noise N(0, sigma_j^2) add
+sum_j c_j sigma_j G_j = s G, G ~ N(0, 1) with s^2 = sum_j c_j^2 sigma_j^2 (a sum of
+independent Normals is Normal), which multiplies the characteristic function by
+exp(-s^2 t^2 / 2). Four ways to evaluate it, each with its own error measure:
 
-* ``"exact"``: for equal scales the closed form of eq. 23 (its CDF is a negative-binomial
-  mixture of Gamma CDFs, computed with ``scipy.special.gammainc``); for mixed scales the
-  Gil-Pelaez inversion of the characteristic function by composite Gauss-Legendre
-  quadrature, with an estimated quadrature error plus a proven bound on the truncated tail.
-* ``"pc"``: paper 000's Algorithm 2 (each b_i L_i discretised on a grid of step h, the
-  probability mass vectors convolved), done by FFT: the discrete Fourier transform of a
-  discretised Laplace is known in closed form, so the convolution of k vectors costs
-  O(k n + n log n). Error: the wrapped (lost) mass, eqs. 31-32, bounded by a Chernoff
-  bound, plus the discretisation error estimated from the grid of step 2h.
+* ``"exact"``: for equal scales and no Normal part the closed form of eq. 23 (its CDF is a
+  negative-binomial mixture of Gamma CDFs, computed with ``scipy.special.gammainc``); with
+  no Laplace part the Normal CDF (``erf``); for mixed scales, or Laplace and Normal parts
+  together, the Gil-Pelaez inversion of the characteristic function by composite
+  Clenshaw-Curtis quadrature, with an estimated quadrature error plus a proven bound on the
+  truncated tail.
+* ``"pc"``: paper 000's Algorithm 2 (each b_i L_i, and s G, discretised on a grid of step h,
+  the probability mass vectors convolved), done by FFT: the discrete Fourier transform of
+  a discretised Laplace, and of a discretised Normal, is known in closed form, so the
+  convolution of k vectors costs O(k n + n log n). Error: the wrapped (lost) mass, eqs.
+  31-32, bounded by a Chernoff bound, plus the discretisation error estimated from the grid
+  of step 2h.
 * ``"pc-direct"``: Algorithm 2 literally (truncated vectors, ``numpy.convolve`` shortest
   first); the baseline the benchmark compares against.
 * ``"mc"``: Algorithm 1 (Monte Carlo histogram); error: eq. 27 (sum of the variances of
@@ -35,9 +42,7 @@ import numpy as np
 from scipy import optimize, special
 
 from dpbayes.answers.laplace_numerics import (
-    CC_NODES,
-    CC_WEIGHTS,
-    CC_WEIGHTS_LO,
+    gil_pelaez_nodes,
     log_char_fn,
     pc_direct_pmf,
     pc_fft_pmf,
@@ -69,12 +74,16 @@ class _Quadrature:
 
 
 class LaplaceSum:
-    """Distribution of E = sum_i b_i L_i, L_i ~ Lap(1) i.i.d. (paper 000 §4, eqs. 20-32).
+    """Distribution of E = sum_i b_i L_i + s G, L_i ~ Lap(1), G ~ N(0, 1), all independent
+    (paper 000 §4, eqs. 20-32; the Normal part comes from Gaussian answers).
 
     Parameters
     ----------
     scales:
-        The Laplace scales b_i >= 0 (zeros are dropped; at least one must be > 0).
+        The Laplace scales b_i >= 0 (zeros are dropped; at least one must be > 0 unless
+        ``gaussian_sd`` is).
+    gaussian_sd:
+        The standard deviation s >= 0 of the Normal part (default 0: a pure Laplace sum).
     method:
         One of ``"auto"``, ``"exact"``, ``"pc"``, ``"pc-direct"``, ``"mc"`` (see the module).
     accuracy:
@@ -92,6 +101,7 @@ class LaplaceSum:
         self,
         scales: Any,
         *,
+        gaussian_sd: float = 0.0,
         method: str = "auto",
         accuracy: float = 1e-6,
         grid_step: float | None = None,
@@ -99,47 +109,67 @@ class LaplaceSum:
         rng: Any = None,
     ) -> None:
         check_time()
-        b = check_array(scales, "scales", ndim=1)
+        b = check_array(scales, "scales", ndim=1, min_size=0)
         if np.any(b < 0):
             raise ValueError("scales must be >= 0")
+        g_sd = check_positive(gaussian_sd, "gaussian_sd", allow_zero=True)
         b = b[b > 0]
-        if b.size == 0:
-            raise ValueError("scales must contain at least one positive scale")
+        if b.size == 0 and g_sd == 0:
+            raise ValueError(
+                "scales must contain at least one positive scale (or gaussian_sd must be > 0)"
+            )
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         acc = check_positive(accuracy, "accuracy")
         if acc > 0.1:
             raise ValueError(f"accuracy must be in (0, 0.1], got {acc}")
-        # Drop the smallest scales while their sum stays below 2% of accuracy x 2 b_max:
-        # the density of E is at most 1 / (2 b_max), so adding Y moves any probability
-        # P(|E| <= d) by at most E|Y| / (2 b_max) <= sum(dropped) / (2 b_max) (counted in
-        # the error). This removes round-off weights (~1e-16) that would otherwise give
-        # the characteristic function a needlessly long tail.
         b = np.sort(b)
-        # Everything is computed for E / b_max (scales in (0, 1], the largest exactly 1) and
-        # scaled back at the public methods: P(|E| <= d) = P(|E / b_max| <= d / b_max). So
-        # no scale, however small or large (subnormal or 1e300), underflows or overflows
-        # inside (b_i^2 would), and every loop below runs on numbers of order one.
-        self._unit = float(b[-1])
+        # Everything is computed for E / unit with unit = max(b_max, s) (Laplace scales and
+        # the Normal sd in (0, 1], the largest exactly 1) and scaled back at the public
+        # methods: P(|E| <= d) = P(|E / unit| <= d / unit). So no scale, however small or
+        # large (subnormal or 1e300), underflows or overflows inside (b_i^2 would), and
+        # every loop below runs on numbers of order one.
+        self._unit = max(float(b[-1]) if b.size else 0.0, g_sd)
         r = b / self._unit
-        var_n = float(2.0 * np.sum(r * r))  # of all the scales, dropped ones included
-        keep_from = int(np.searchsorted(np.cumsum(r), 0.04 * acc, side="right"))
+        g = g_sd / self._unit
+        var_lap = float(2.0 * np.sum(r * r))  # of all the scales, dropped ones included
+        var_n = var_lap + g * g
+        # Drop the smallest scales while their sum times the density bound M stays below 2%
+        # of accuracy: the density of E is at most M = min(1 / (2 b_max), 1 / (sqrt(2 pi) s))
+        # (adding an independent variable never raises the largest density), so adding Y
+        # moves any probability P(E in [x, y]) by at most M E|Y| <= M sum(dropped) (counted
+        # in the error). This removes round-off weights (~1e-16) that would otherwise give
+        # the characteristic function a needlessly long tail.
+        bound = min(
+            0.5 / float(r[-1]) if r.size else math.inf,
+            1.0 / (math.sqrt(2.0 * math.pi) * g) if g > 0 else math.inf,
+        )
+        keep_from = int(np.searchsorted(np.cumsum(r), 0.02 * acc / bound, side="right"))
         dropped = float(r[:keep_from].sum())
         self.scales = b[keep_from:]
+        self.gaussian_sd = g_sd
         self._b = r[keep_from:]
+        self._g = g
         self.accuracy = acc
-        self._dropped_error = dropped / 2.0
+        # the bound M of what is kept (the largest scale may itself have been dropped)
+        kept_bound = min(
+            0.5 / float(self._b[-1]) if self._b.size else math.inf,
+            1.0 / (math.sqrt(2.0 * math.pi) * g) if g > 0 else math.inf,
+        )
+        self._dropped_error = dropped * kept_bound if dropped > 0 else 0.0
         uniq, counts = np.unique(self._b, return_counts=True)
         self._u, self._c = uniq, counts.astype(float)
-        self._sd = math.sqrt(var_n)  # std of E / b_max, in [sqrt 2, sqrt(2 k)]
-        # P(|E / b_max| > z) <= 2 exp(-z / 2 + sum r_i^2 / 3) (Chernoff at s = 1/2, with
-        # -log(1 - x) <= 4x/3 for x <= 1/4): below 1e-17 beyond _z_sure, where P(|E| <= z)
-        # is 1 in double precision whatever the method.
-        self._z_sure = var_n / 3.0 + 2.0 * (math.log(2.0) + 17.0 * math.log(10.0))
+        self._sd = math.sqrt(var_n)  # std of E / unit, in [1, sqrt(2 k + 1)]
+        # P(|E / unit| > z) <= 2 exp(-z / 2 + sum r_i^2 / 3 + g^2 / 8) (Chernoff at
+        # theta = 1/2, with -log(1 - x) <= 4x/3 for x <= 1/4 and E e^{theta g G} =
+        # e^{theta^2 g^2 / 2}): below 1e-17 beyond _z_sure, where P(|E| <= z) is 1 in
+        # double precision whatever the method.
+        self._z_sure = var_lap / 3.0 + g * g / 4.0 + 2.0 * (math.log(2.0) + 17.0 * math.log(10.0))
         self.std = self._unit * self._sd
         self.var = self.std * self.std
         self.mean = 0.0
-        self.iid = bool(uniq.max() <= uniq.min() * (1 + 1e-12))
+        self._normal_only = self._b.size == 0
+        self.iid = bool(g == 0 and uniq.max() <= uniq.min() * (1 + 1e-12))
         self.details: dict[str, Any] = {}
         self.error = 0.0
         self._quad: _Quadrature | None = None
@@ -208,12 +238,18 @@ class LaplaceSum:
 
     def _default_step(self) -> float:
         # Rounding each of the k terms to the grid adds noise of variance k h^2 / 12, which
-        # moves the CDF by about (k h^2 / 24) max|f'| <= (k h^2 / 24) 0.25 / std^2.
-        k = self._b.size
+        # moves the CDF by about (k h^2 / 24) max|f'| <= (k h^2 / 24) 0.25 / std^2 (the
+        # Normal part is one more term).
+        k = self._b.size + (1 if self._g > 0 else 0)
         return self._sd * min(1.0 / 64.0, math.sqrt(96.0 * self.accuracy / k))
 
     # ------------------------------------------------------------------ exact
     def _init_exact(self) -> None:
+        if self._normal_only:
+            # E / unit = g G: P(|E| <= z) = erf(z / (g sqrt 2)), to rounding.
+            self.error = 1e-15
+            self.details.update(formula="Normal (no Laplace terms)")
+            return
         if self.iid:
             k = self._b.size
             b = float(self._b[0])
@@ -229,13 +265,23 @@ class LaplaceSum:
             self.error = 1e-13 * k
             self.details.update(formula="eq. 23 (i.i.d. closed form)", k=k)
             return
-        if self._init_partial_fractions():
+        if self._g == 0 and self._init_partial_fractions():
             return
         # Nodes for |z| <= 3 std (levels up to ~0.98 even for a single Laplace); rebuilt
         # for a wider range on demand.
         self._build_quadrature(3.0 * self._sd)
         assert self._quad is not None
-        self.details.update(formula="Gil-Pelaez inversion of prod 1/(1+b^2 t^2)")
+        self.details.update(
+            formula="Gil-Pelaez inversion of prod 1/(1+b^2 t^2)"
+            + (" x exp(-s^2 t^2 / 2)" if self._g > 0 else "")
+        )
+
+    def _log_phi(self, t: np.ndarray) -> np.ndarray:
+        """log of the characteristic function of E / unit at t >= 0."""
+        out = log_char_fn(t, self._u, self._c)
+        if self._g > 0:
+            out = out - 0.5 * (self._g * np.asarray(t, dtype=float)) ** 2
+        return out
 
     def _init_partial_fractions(self) -> bool:
         """Distinct scales: f(z) = sum_i c_i e^{-|z|/b_i} / (2 b_i) (partial fractions).
@@ -264,52 +310,10 @@ class LaplaceSum:
         return True
 
     def _build_quadrature(self, zmax: float) -> None:
-        u, c = self._u, self._c
-        bmax = float(u.max())
-        # Tail: for t >= T, phi(t) <= phi(T) (T/t)^2 (1 + 1/(bmax T)^2), so the neglected
-        # part of (2/pi) int phi(t) |sin(tz)| / t dt is <= phi(T) (1 + 1/(bmax T)^2) / pi.
-        target = math.log(self.accuracy * 0.05 * math.pi)
-        # Both searches terminate: bmax = 1 (normalised), log phi(t) <= -log(1 + t^2) and
-        # target >= log(1.5e-7 * accuracy), so the doubling stops before t = 2^40 for any
-        # accuracy >= 1e-300; the bisection halves hi - lo <= hi / 2 to 1e-3 hi in 9 steps.
-        hi = 1.0 / bmax
-        for _ in range(1100):
-            if log_char_fn(np.array([hi]), u, c)[0] <= target:
-                break
-            hi *= 2.0
-        lo = hi / 2.0 if hi > 1.0 / bmax else 0.0
-        while hi - lo > 1e-3 * hi:
-            mid = 0.5 * (lo + hi)
-            if log_char_fn(np.array([mid]), u, c)[0] > target:
-                lo = mid
-            else:
-                hi = mid
-        big_t = hi
-        tail = (
-            math.exp(log_char_fn(np.array([big_t]), u, c)[0])
-            * (1 + 1 / (bmax * big_t) ** 2)
-            / math.pi
+        t, w, w_lo, tail, big_t = gil_pelaez_nodes(
+            self._log_phi, float(self._u.max()), self._g, self._u.size, self.accuracy, zmax
         )
-        # Panels: half periods of sin(t zmax), refined geometrically where phi bends.
-        n_osc = math.ceil(big_t * zmax / math.pi) + 1
-        if (n_osc + 16) * CC_NODES.size * u.size > 3e7:
-            raise ValueError(
-                "the characteristic function decays too slowly for exact inversion at this "
-                "accuracy; use method='pc'"
-            )
-        edges = np.unique(
-            np.concatenate(
-                [np.linspace(0.0, big_t, n_osc + 1), np.geomspace(big_t / 1e3, big_t, 16)]
-            )
-        )
-        a, bnd = edges[:-1], edges[1:]
-        half, mid_p = (bnd - a) / 2.0, (bnd + a) / 2.0
-        t = (mid_p[:, None] + half[:, None] * CC_NODES[None, :]).ravel()
-        w = (half[:, None] * CC_WEIGHTS[None, :]).ravel()
-        w_lo = (half[:, None] * CC_WEIGHTS_LO[None, :]).ravel()
-        # t = 0 is a node: sin(t z) / t -> z there; use a tiny positive t instead.
-        t = np.maximum(t, big_t * 1e-12)
-        phi = np.exp(log_char_fn(t, u, c))
+        phi = np.exp(self._log_phi(t))
         self._quad = _Quadrature(t, w, w_lo, phi, zmax, tail)
         # Error: tail bound + |17-point - embedded 9-point| at a few z.
         zs = np.linspace(0.25, 1.0, 4) * zmax
@@ -351,10 +355,10 @@ class LaplaceSum:
 
     # ------------------------------------------------------------------ PC (Algorithm 2)
     def _pc_fft(self, h: float) -> tuple[np.ndarray, float]:
-        return pc_fft_pmf(self._u, self._c, self._b.size, self._sd, h, self.accuracy)
+        return pc_fft_pmf(self._u, self._c, self._b.size, self._sd, h, self.accuracy, gauss=self._g)
 
     def _pc_direct(self, h: float) -> tuple[np.ndarray, float]:
-        return pc_direct_pmf(self._b, h, self.accuracy)
+        return pc_direct_pmf(self._b, h, self.accuracy, gauss=self._g)
 
     def _init_pc(self, h: float, *, direct: bool) -> None:
         run = self._pc_direct if direct else self._pc_fft
@@ -397,13 +401,15 @@ class LaplaceSum:
         m = math.ceil(12 * self._sd / h)
         edges = (np.arange(-m, m + 2) - 0.5) * h
         counts = np.zeros(edges.size - 1)
-        chunk = max(1, 4_000_000 // k)
+        chunk = max(1, 4_000_000 // max(k, 1))
         done = 0
         outside = 0
         while done < n:
             check_time()
             c = min(chunk, n - done)
             y = gen.laplace(0.0, 1.0, size=(c, k)) @ self._b
+            if self._g > 0:
+                y += self._g * gen.standard_normal(c)
             hist, _ = np.histogram(y, bins=edges)
             counts += hist
             outside += c - int(hist.sum())
@@ -430,6 +436,8 @@ class LaplaceSum:
         return np.clip(out, 0.0, 1.0)
 
     def _within_method(self, dd: np.ndarray) -> np.ndarray:
+        if self.method == "exact" and self._normal_only:
+            return np.asarray(special.erf(dd / (self._g * math.sqrt(2.0))))
         if self.method == "exact" and self.iid:
             _k, b, w, shape = self._iid
             x = np.multiply.outer(dd / b, np.ones_like(shape))
@@ -446,13 +454,16 @@ class LaplaceSum:
     def _pdf_n(self, az: np.ndarray) -> np.ndarray:
         """Density of E / b_max at |z| = az (array)."""
         out = np.zeros(az.shape)
-        # E is log-concave (a sum of Laplaces), so f(z) <= P(|E| > z - 1) <= 1e-17 beyond
-        # _z_sure + 1: zero there.
+        # E is log-concave (a sum of Laplaces and a Normal), so f(z) <= P(|E| > z - 1)
+        # <= 1e-17 beyond _z_sure + 1: zero there.
         inside = az < self._z_sure + 1.0
         z = az[inside]
         if not z.size:
             return out
-        if self.method == "exact" and self.iid:
+        if self.method == "exact" and self._normal_only:
+            g = self._g
+            out[inside] = np.exp(-0.5 * (z / g) ** 2) / (g * math.sqrt(2.0 * math.pi))
+        elif self.method == "exact" and self.iid:
             _k, b, w, shape = self._iid
             x = np.multiply.outer(z / b, np.ones_like(shape))
             # Gamma(shape) density at x; at x = 0 only shape 1 contributes.
@@ -494,7 +505,8 @@ class LaplaceSum:
         return float(out) if np.ndim(zz) == 0 else out
 
     def pdf(self, z: Any) -> Any:
-        """Density of E (eq. 23 for i.i.d. scales; inversion or grid slope otherwise)."""
+        """Density of E (eq. 23 for i.i.d. scales, the Normal density without Laplace terms;
+        inversion or grid slope otherwise)."""
         zz = np.asarray(z, dtype=float)
         with np.errstate(over="ignore"):
             out = self._pdf_n(np.abs(zz) / self._unit) / self._unit
@@ -541,10 +553,14 @@ class LaplaceSum:
         """Draws of E (simulation only; randomness through dpbayes.privacy.noise)."""
         n = check_int(size, "size", minimum=1)
         gen = noise_source(rng).generator()
-        return gen.laplace(0.0, 1.0, size=(n, self.scales.size)) @ self.scales
+        out = gen.laplace(0.0, 1.0, size=(n, self.scales.size)) @ self.scales
+        if self.gaussian_sd > 0:
+            out += self.gaussian_sd * gen.standard_normal(n)
+        return np.asarray(out)
 
     def __repr__(self) -> str:
+        normal = f", gaussian_sd={self.gaussian_sd:.4g}" if self.gaussian_sd > 0 else ""
         return (
-            f"LaplaceSum(k={self.scales.size}, std={self.std:.4g}, method={self.method!r}, "
-            f"error={self.error:.2g})"
+            f"LaplaceSum(k={self.scales.size}{normal}, std={self.std:.4g}, "
+            f"method={self.method!r}, error={self.error:.2g})"
         )

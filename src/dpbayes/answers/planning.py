@@ -2,15 +2,18 @@
 
 :func:`plan_answer` is the pure part of the engine: given a history (a snapshot), a query
 and its requirement (half-width d, confidence p), it decides whether the history already
-meets the requirement, or finds the smallest eps of one fresh Laplace answer of the query
-that makes the combined BLUE meet it, and computes everything the reply needs except the
-noise: the error distribution of the BLUE after the fresh answer does not depend on the
-noisy value, only on the scales. It draws nothing and spends nothing, so it can run
-without any lock, and a caller (the HTTP service) can cache it per history version.
+meets the requirement, or finds the smallest eps of one fresh answer of the query (Laplace,
+or Gaussian at a given delta: ``fresh.py``) that makes the combined BLUE meet it, and
+computes everything the reply needs except the noise: the error distribution of the BLUE
+after the fresh answer does not depend on the noisy value, only on the noise scales. It
+draws nothing and spends nothing, so it can run without any lock, and a caller (the HTTP
+service) can cache it per history version. :func:`plan_candidates` plans one fresh answer
+per noise family at once (the engine's ``noise="auto"`` prices them).
 
-Termination: every loop below has a fixed bound on its iterations (see
-:func:`required_epsilon`); each step builds one :class:`LaplaceSum`, whose own loops are
-bounded (error_distribution.py), and checks the time limit (``limits.py``).
+Termination: every loop has a fixed bound on its iterations (see
+:func:`~dpbayes.answers.fresh.required_epsilon`); each step builds one :class:`LaplaceSum`,
+whose own loops are bounded (error_distribution.py), and checks the time limit
+(``limits.py``).
 """
 
 from __future__ import annotations
@@ -25,12 +28,20 @@ from dpbayes import display
 from dpbayes.answers.blue import BLUE, History, NotEstimable
 from dpbayes.answers.credible import Posterior
 from dpbayes.answers.error_distribution import LaplaceSum
-from dpbayes.answers.limits import check_time
+from dpbayes.answers.fresh import (
+    MAX_GAUSSIAN_EPSILON,
+    MIN_EPSILON,
+    SLACK,
+    combined_error,
+    required_epsilon,
+)
 from dpbayes.answers.queries import Query
 from dpbayes.privacy.guarantee import Guarantee
+from dpbayes.privacy.mechanisms import analytic_gaussian_sigma
 
 __all__ = [
     "MIN_EPSILON",
+    "SLACK",
     "Answer",
     "Plan",
     "carry_over",
@@ -38,23 +49,11 @@ __all__ = [
     "fresh_answer",
     "history_answer",
     "plan_answer",
+    "plan_candidates",
     "refused_answer",
     "required_epsilon",
     "still_valid",
 ]
-
-# The requirement P(|E| <= d) >= p is checked as P - (the method's error bound) >= p - 1e-9:
-# conservative up to the method's accuracy, and an answer released to meet (d, p) exactly
-# meets the same requirement again from the history.
-SLACK = 1e-9
-# The smallest eps of a fresh answer: a looser requirement is met by an answer at this eps
-# (the noise of one answer alone only shrinks as eps grows). It keeps the noise scale
-# S / eps and its square, the answer's variance, inside double precision.
-MIN_EPSILON = 1e-12
-_GROW = 1.5
-_MAX_GROW_STEPS = 200  # 1.5^200 > 1e35 > any ratio cap / start (>= 1e-12 .. < 1e23)
-_SCAN = 25
-_MAX_BISECT = 64  # the bracket [lo, hi] has hi / lo <= 1e4 * 1.5: 14 halvings in log
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,9 @@ class Answer:
     ``status``: ``"history"`` (inferred from earlier answers, nothing spent), ``"fresh"``
     (a new noisy answer was released, ``epsilon`` spent) or ``"refused"`` (``reason`` says
     why; nothing spent). ``interval`` is the narrowest credible interval at ``level``;
-    ``confidence`` is P(|answer - estimate| <= half_width) under the posterior.
+    ``confidence`` is P(|answer - estimate| <= half_width) under the posterior. A fresh
+    answer says its ``noise`` (``"laplace"`` or ``"gaussian"``) and the (``epsilon``,
+    ``delta``) its guarantee states (delta 0 for Laplace).
     """
 
     query: str
@@ -78,6 +79,8 @@ class Answer:
     guarantee: Guarantee | None = None
     reason: str = ""
     posterior: Posterior | None = field(default=None, repr=False, compare=False)
+    noise: str | None = None
+    delta: float = 0.0
 
     @property
     def answered(self) -> bool:
@@ -92,6 +95,10 @@ class Answer:
         if self.confidence is not None:
             rows.append((f"P(|error| <= {display.num(self.half_width)})", f"{self.confidence:.4f}"))
         rows.append(("epsilon spent", display.num(self.epsilon, 6)))
+        if self.noise is not None:
+            rows.append(("noise", self.noise))
+        if self.delta > 0:
+            rows.append(("delta", display.num(self.delta, 3)))
         if self.guarantee is not None:
             rows.append(("guarantee", self.guarantee.describe()))
         if self.reason:
@@ -116,9 +123,11 @@ class Plan:
     """What the engine will do for one query, computed without drawing noise.
 
     ``status``: ``"history"`` (``posterior`` answers it, nothing is spent), ``"fresh"`` (one
-    Laplace answer at ``epsilon`` is needed; ``error`` is the distribution of the BLUE's
-    error once it is added, ``interval_half_width`` its half-width at the level and
-    ``confidence`` its P(|E| <= d)) or ``"refused"`` (``reason`` says why).
+    answer at ``epsilon`` is needed, with ``noise`` ``"laplace"`` or ``"gaussian"``: then
+    ``sigma`` is its noise sd at (``epsilon``, ``delta``); ``error`` is the distribution of
+    the BLUE's error once it is added, ``interval_half_width`` its half-width at the level
+    and ``confidence`` its P(|E| <= d)) or ``"refused"`` (``reason`` says why). ``choice``:
+    why this noise was chosen, when the engine chose.
     """
 
     query: Query
@@ -135,114 +144,12 @@ class Plan:
     # the Laplace scales of the history BLUE's error the plan was made from (None: the
     # query was not estimable); see :func:`still_valid`
     history_scales: np.ndarray | None = field(default=None, repr=False, compare=False)
-
-
-def _ok(dist: LaplaceSum, d: float, p: float) -> bool:
-    return bool(dist.prob_within(d) - dist.error >= p - SLACK)
-
-
-def combined_error(
-    scales_h: np.ndarray,
-    std_h: float,
-    scale_new: float,
-    *,
-    method: str = "auto",
-    accuracy: float = 1e-6,
-) -> LaplaceSum:
-    """Error of the BLUE of history + one fresh answer of the target itself.
-
-    ``scales_h``, ``std_h``: the Laplace scales and the std of the history BLUE's error;
-    ``scale_new``: the fresh answer's Laplace scale S / eps. Appending an answer of q
-    itself, the BLUE of q x is the inverse-variance weighted mean of the history's BLUE
-    (variance V = std_h^2) and the fresh answer (variance v = 2 scale^2) (Sherman-Morrison
-    on eq. 15): weights lam = v / (V + v) and 1 - lam. Written as 1 / (1 + t^2),
-    t = std_h / (sqrt 2 scale), so that no float divides by zero: for stds > 0, t is
-    finite or +inf (then lam = 0), never NaN.
-    """
-    t = std_h / (math.sqrt(2.0) * scale_new)
-    lam = 1.0 / (1.0 + t * t)
-    scales = np.concatenate([lam * np.asarray(scales_h, dtype=float), [(1.0 - lam) * scale_new]])
-    return LaplaceSum(scales, method=method, accuracy=accuracy)
-
-
-def required_epsilon(
-    hist: LaplaceSum | None,
-    scales_h: np.ndarray | None,
-    sensitivity: float,
-    d: float,
-    p: float,
-    *,
-    method: str = "auto",
-    accuracy: float = 1e-6,
-    cap: float = math.inf,
-) -> tuple[float, LaplaceSum | None]:
-    """The smallest eps of one fresh answer that meets (d, p), and its error distribution.
-
-    ``hist``: the error of the history's BLUE of the query, ``scales_h`` its Laplace scales
-    (the BLUE's ``scales``; both ``None`` if the query is not estimable).
-    Returns ``(0.0, None)`` if the history meets the requirement, and ``(eps, None)`` if the
-    eps needed is above ``cap`` (the caller refuses): the exact eps when the query is not
-    estimable from the history, else ``math.inf`` (more than ``cap``). Bounded: at most
-    200 growth steps (x1.5 from max(alone, MIN_EPSILON) up to ``cap``), a 25-point scan and
-    64 bisection steps, one LaplaceSum each.
-    """
-    s = sensitivity
-    # A fresh answer alone: P(|Lap(S/eps)| <= d) = 1 - e^{-d eps / S} >= p.
-    alone = s * math.log(1.0 / (1.0 - p)) / d
-    if hist is None or scales_h is None:
-        eps = max(alone, MIN_EPSILON)
-        if not eps <= cap:  # also catches alone = inf (a subnormal d)
-            return eps, None
-        return eps, LaplaceSum([s / eps], method=method, accuracy=accuracy)
-    if _ok(hist, d, p):
-        return 0.0, None
-    if not cap >= MIN_EPSILON:
-        return math.inf, None
-
-    def dist_at(eps: float) -> LaplaceSum:
-        check_time()
-        return combined_error(scales_h, hist.std, s / eps, method=method, accuracy=accuracy)
-
-    hi = min(max(alone, MIN_EPSILON), cap)
-    best = dist_at(hi)
-    for _ in range(_MAX_GROW_STEPS):
-        if _ok(best, d, p):
-            break
-        if hi >= cap:
-            return math.inf, None
-        hi = min(hi * _GROW, cap)
-        best = dist_at(hi)
-    else:
-        return math.inf, None
-    lo = max(hi * 1e-4, MIN_EPSILON)
-    if lo >= hi:
-        return hi, best
-    low = dist_at(lo)
-    if _ok(low, d, p):
-        return lo, low
-    # P(|E| <= d) is not monotone in eps: a little Laplace noise blunts the cusp of the
-    # history's error density and can first lower it. It starts below p (the history alone
-    # fails) and rises above p once; a coarse log-scan finds the first grid point that
-    # meets p, and bisection in log eps (to 0.1 %) the crossing before it, keeping the end
-    # that meets the requirement.
-    grid = np.geomspace(lo, hi, _SCAN)
-    for i in range(1, grid.size - 1):
-        cand = dist_at(float(grid[i]))
-        if _ok(cand, d, p):
-            lo, hi, best = float(grid[i - 1]), float(grid[i]), cand
-            break
-    else:
-        lo = float(grid[-2])
-    for _ in range(_MAX_BISECT):
-        if hi / lo <= 1.0 + 1e-3:
-            break
-        mid = math.sqrt(lo * hi)
-        cand = dist_at(mid)
-        if _ok(cand, d, p):
-            hi, best = mid, cand
-        else:
-            lo = mid
-    return hi, best
+    noise: str = "laplace"
+    sigma: float | None = None
+    delta: float = 0.0
+    # the sds of the Gaussian answers' terms in that error (None: none)
+    history_gaussian_scales: np.ndarray | None = field(default=None, repr=False, compare=False)
+    choice: str = ""
 
 
 def plan_answer(
@@ -258,72 +165,129 @@ def plan_answer(
     max_epsilon: float | None = None,
     cap: float = math.inf,
     cap_reason: str = "",
+    noise: str = "laplace",
+    delta: float = 0.0,
 ) -> Plan:
     """Plan the answer to ``query`` with requirement (``half_width``, ``confidence``).
 
     ``sensitivity``: of the query's answer (Lemma 2.1, times k at user level).
     ``cap``: no fresh answer above this eps is considered (e.g. what the budget has left on
-    the query's cells); a query that needs more is refused with ``cap_reason``. Arguments
-    are assumed checked (QueryEngine and the service check them).
+    the query's cells); a query that needs more is refused with ``cap_reason``.
+    ``noise``: the family of a fresh answer, ``"laplace"`` or ``"gaussian"`` (then at
+    ``delta`` > 0). Arguments are assumed checked (QueryEngine and the service check them).
     """
+    return plan_candidates(
+        history, query, half_width, confidence, sensitivity=sensitivity, method=method,
+        accuracy=accuracy, support=support, max_epsilon=max_epsilon, cap=cap,
+        cap_reason=cap_reason, noises=(noise,), delta=delta,
+    )[0]  # fmt: skip
+
+
+def plan_candidates(
+    history: History,
+    query: Query,
+    half_width: float,
+    confidence: float,
+    *,
+    sensitivity: float,
+    method: str = "auto",
+    accuracy: float = 1e-6,
+    support: str = "real",
+    max_epsilon: float | None = None,
+    cap: float = math.inf,
+    cap_reason: str = "",
+    noises: tuple[str, ...] = ("laplace",),
+    delta: float = 0.0,
+) -> list[Plan]:
+    """:func:`plan_answer` for each noise family in ``noises`` (in that order), sharing the
+    history's BLUE and error distribution; one ``"history"`` plan if the history meets the
+    requirement (then no fresh answer is needed, whatever its noise)."""
     d, p, q = half_width, confidence, query
     blue: BLUE | None
     try:
         blue = history.blue(q.coefficients)
     except NotEstimable:
         blue = None
-    hist = None if blue is None else LaplaceSum(blue.scales, method=method, accuracy=accuracy)
-    limit = cap if max_epsilon is None else min(cap, max_epsilon * (1 + 1e-12))
-    eps, err = required_epsilon(
-        hist,
-        None if blue is None else blue.scales,
-        sensitivity,
-        d,
-        p,
-        method=method,
-        accuracy=accuracy,
-        cap=limit,
+    hist = (
+        None
+        if blue is None
+        else LaplaceSum(blue.scales, gaussian_sd=blue.gaussian_sd, method=method, accuracy=accuracy)
     )
+    limit = cap if max_epsilon is None else min(cap, max_epsilon * (1 + 1e-12))
     base: dict[str, Any] = {
         "query": q,
         "half_width": d,
         "level": p,
         "sensitivity": sensitivity,
         "history_scales": None if blue is None else blue.scales,
+        "history_gaussian_scales": None if blue is None else blue.gaussian_scales,
     }
-    if eps == 0.0:
-        assert blue is not None and hist is not None
-        post = Posterior.from_blue(
-            blue, method=method, accuracy=accuracy, support=support,
-            coefficients=q.coefficients, error=hist,
-        )  # fmt: skip
-        lo, hi = post.interval(p)
-        return Plan(
-            **base,
-            status="history",
-            posterior=post,
-            interval_half_width=(hi - lo) / 2.0,
-            confidence=float(post.error.prob_within(d)),
+    plans = []
+    for noise in noises:
+        lim = limit if noise == "laplace" else min(limit, MAX_GAUSSIAN_EPSILON)
+        eps, err = required_epsilon(
+            hist,
+            None if blue is None else blue.scales,
+            sensitivity,
+            d,
+            p,
+            method=method,
+            accuracy=accuracy,
+            cap=lim,
+            noise=noise,
+            delta=delta,
         )
-    if err is None:
-        if max_epsilon is not None and limit < cap:
-            why = f"above max_epsilon={max_epsilon:.6g}"
-        else:
-            why = cap_reason or f"above eps={cap:.6g}"
-        need = f"eps={eps:.6g}" if math.isfinite(eps) else f"more than eps={limit:.6g}"
-        return Plan(
-            **base,
-            status="refused",
-            reason=f"needs {need} for one fresh answer, {why}; nothing spent",
+        if eps == 0.0:
+            assert blue is not None and hist is not None
+            post = Posterior.from_blue(
+                blue, method=method, accuracy=accuracy, support=support,
+                coefficients=q.coefficients, error=hist,
+            )  # fmt: skip
+            lo, hi = post.interval(p)
+            return [
+                Plan(
+                    **base,
+                    status="history",
+                    posterior=post,
+                    interval_half_width=(hi - lo) / 2.0,
+                    confidence=float(post.error.prob_within(d)),
+                )
+            ]
+        kind: dict[str, Any] = {"noise": noise, "delta": delta if noise == "gaussian" else 0.0}
+        if err is None:
+            if lim < limit:
+                why = f"above the Gaussian calibration's range (eps <= {lim:g})"
+            elif max_epsilon is not None and limit < cap:
+                why = f"above max_epsilon={max_epsilon:.6g}"
+            else:
+                why = cap_reason or f"above eps={cap:.6g}"
+            need = f"eps={eps:.6g}" if math.isfinite(eps) else f"more than eps={lim:.6g}"
+            one = "one fresh answer"
+            if noise == "gaussian":
+                one = f"one fresh Gaussian answer (delta={delta:.3g})"
+            plans.append(
+                Plan(
+                    **base,
+                    **kind,
+                    status="refused",
+                    reason=f"needs {need} for {one}, {why}; nothing spent",
+                )
+            )
+            continue
+        sigma = analytic_gaussian_sigma(eps, delta, sensitivity) if noise == "gaussian" else None
+        plans.append(
+            Plan(
+                **base,
+                **kind,
+                status="fresh",
+                epsilon=eps,
+                sigma=sigma,
+                error=err,
+                interval_half_width=err.half_width(p),
+                confidence=float(err.prob_within(d)),
+            )
         )
-    return Plan(
-        **base,
-        status="fresh",
-        epsilon=eps,
-        error=err,
-        interval_half_width=err.half_width(p),
-        confidence=float(err.prob_within(d)),
-    )
+    return plans
 
 
 def _same_blue(plan: Plan, history: History) -> tuple[bool, BLUE | None]:
@@ -332,26 +296,32 @@ def _same_blue(plan: Plan, history: History) -> tuple[bool, BLUE | None]:
         blue = history.blue(plan.query.coefficients)
     except NotEstimable:
         return plan.history_scales is None, None
-    old = plan.history_scales
-    if old is None:
+    if plan.history_scales is None:
         return False, blue
-    new = blue.scales
-    n = old.size
-    if new.size < n:
+    # the error terms per answer: Laplace scales and Gaussian sds (two rows)
+    old = _terms(plan.history_scales, plan.history_gaussian_scales)
+    new = _terms(blue.scales, blue.gaussian_scales)
+    n = old.shape[1]
+    if new.shape[1] < n:
         return False, blue
     top = float(np.max(old, initial=0.0))
     same = bool(
-        np.all(np.abs(new[n:]) <= 1e-12 * top)
-        and np.allclose(new[:n], old, rtol=1e-9, atol=1e-12 * top)
+        np.all(np.abs(new[:, n:]) <= 1e-12 * top)
+        and np.allclose(new[:, :n], old, rtol=1e-9, atol=1e-12 * top)
     )
     return same, blue
+
+
+def _terms(scales: np.ndarray, gaussian: np.ndarray | None) -> np.ndarray:
+    return np.stack([scales, np.zeros(scales.size) if gaussian is None else gaussian])
 
 
 def still_valid(plan: Plan, history: History) -> bool:
     """Whether ``plan`` (made on an earlier state) holds for ``history`` unchanged.
 
     It does when the query's BLUE from ``history`` is the one the plan was made from: the
-    same weights on the answers the plan saw and none on the answers added since (a new
+    same error terms (Laplace scales and Gaussian sds) on the answers the plan saw and
+    none on the answers added since (a new
     answer outside the span of the earlier ones cannot enter an unbiased estimate of a
     query inside it), or the query is still not estimable. Then the eps, the error
     distribution and the interval are the same. O(r^2 + k r): no error distribution.
@@ -376,7 +346,12 @@ def carry_over(plan: Plan, history: History) -> Plan | None:
     if post.support != "real":
         return None  # the posterior's mass function depends on the estimate: plan again
     fresh = Posterior.from_blue(blue, error=post.error, coefficients=plan.query.coefficients)
-    return replace(plan, posterior=fresh, history_scales=blue.scales)
+    return replace(
+        plan,
+        posterior=fresh,
+        history_scales=blue.scales,
+        history_gaussian_scales=blue.gaussian_scales,
+    )
 
 
 def refused_answer(plan: Plan, reason: str = "") -> Answer:
@@ -459,4 +434,6 @@ def fresh_answer(
         guarantee=guarantee,
         reason=reason,
         posterior=post,
+        noise=plan.noise,
+        delta=plan.delta,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import threading
 from dataclasses import asdict, dataclass, field
@@ -19,14 +20,20 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from dpbayes.answers.blue import NOISES
 from dpbayes.privacy.accountant import LedgerError
 
-__all__ = ["AnswerRecord", "HistoryStore", "JsonlStore", "MemoryStore"]
+__all__ = ["AnswerRecord", "HistoryStore", "JsonlStore", "MemoryStore", "add_record"]
 
 
 @dataclass(frozen=True)
 class AnswerRecord:
-    """One released noisy answer: y = H x + Lap(sensitivity / epsilon)."""
+    """One released noisy answer: y = H x + Lap(sensitivity / epsilon) (``noise="laplace"``)
+    or y = H x + N(0, sigma^2) (``noise="gaussian"``, (epsilon, delta)-DP at that sigma).
+
+    A Laplace record is written exactly as before Gaussian answers existed (no ``noise``,
+    ``sigma`` or ``delta`` keys), and a record without them reads back as Laplace.
+    """
 
     cells: tuple[int, ...]
     coefficients: tuple[float, ...]
@@ -37,6 +44,30 @@ class AnswerRecord:
     label: str = ""
     guarantee: dict[str, Any] = field(default_factory=dict)
     time: float = 0.0
+    noise: str = "laplace"
+    delta: float = 0.0
+    sigma: float | None = None  # the noise sd of a Gaussian answer
+
+    def __post_init__(self) -> None:
+        if self.noise not in NOISES:
+            raise ValueError(f"noise must be one of {NOISES}, got {self.noise!r}")
+        if self.noise == "gaussian":
+            ok = (
+                isinstance(self.sigma, float | int)
+                and math.isfinite(self.sigma)
+                and self.sigma > 0
+                and 0 < self.delta < 1
+            )
+            if not ok:
+                raise ValueError(
+                    "a Gaussian answer record needs sigma > 0 and delta in (0, 1), got "
+                    f"sigma={self.sigma!r}, delta={self.delta!r}"
+                )
+        elif self.sigma is not None or self.delta != 0:
+            raise ValueError(
+                f"a Laplace answer record has no sigma and delta 0, got sigma={self.sigma!r}, "
+                f"delta={self.delta!r}"
+            )
 
     @classmethod
     def from_dense(cls, coefficients: np.ndarray, **kw: Any) -> AnswerRecord:
@@ -57,6 +88,9 @@ class AnswerRecord:
         d = asdict(self)
         d["cells"] = list(self.cells)
         d["coefficients"] = list(self.coefficients)
+        if self.noise == "laplace":  # as before Gaussian answers existed
+            for key in ("noise", "delta", "sigma"):
+                del d[key]
         return d
 
     @classmethod
@@ -71,7 +105,26 @@ class AnswerRecord:
             label=str(d.get("label", "")),
             guarantee=dict(d.get("guarantee", {})),
             time=float(d.get("time", 0.0)),
+            noise=str(d.get("noise", "laplace")),
+            delta=float(d.get("delta", 0.0)),
+            sigma=None if d.get("sigma") is None else float(d["sigma"]),
         )
+
+
+def add_record(history: Any, rec: AnswerRecord) -> int:
+    """Add a stored answer to a :class:`~dpbayes.answers.History` (its noise included)."""
+    return int(
+        history.add(
+            rec.dense(),
+            rec.noisy_answer,
+            rec.epsilon,
+            sensitivity=rec.sensitivity,
+            label=rec.label,
+            noise=rec.noise,
+            sigma=rec.sigma,
+            delta=rec.delta,
+        )
+    )
 
 
 class HistoryStore(Protocol):

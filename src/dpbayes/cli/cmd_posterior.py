@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json is not None:
             emit_json({"noise_aware_posterior": out}, args.json)
             return 0
-        n_rec = rel.public.get("n", args.n)
+        n_rec = rel.record.n if rel.record.n is not None else args.n
         print(f"model:       Bayesian network {list(rel.model.nodes)} (n = {n_rec})")
         print(f"mechanism:   {rel.mechanism}; {rel.guarantee.describe()}")
         print(f"noise-aware posterior ({aware.method}) ({NOISE_AWARE_LABEL}):")
@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         }
         emit_json(out, args.json)
         return 0
-    n = rel.public.get("n")
+    n = rel.record.n
     name = getattr(rel.model, "name", type(rel.model).__name__)
     print(f"model:       {name}" + (f" (n = {n})" if n is not None else ""))
     print(f"mechanism:   {rel.mechanism}; {rel.guarantee.describe()}")

@@ -13,6 +13,11 @@ calls reuse it::
 Privacy unit (stored in the cube definition, fixed at the first call): on the bundled data
 one person (``person`` column, <= 5 rows: every row kept; ``--record-level`` for one
 person-year); on other data one record unless ``--user-column COL --max-rows-per-user K``.
+
+Noise of a fresh answer (``--noise``, per call): ``laplace`` (the default), ``gaussian`` or
+``auto`` (the one that raises the ledger's composed eps least). Gaussian answers need a
+budget delta > 0 (``--delta``) and compose tightly with ``--composition pld`` (both fixed at
+the first call, with ``--epsilon``).
 """
 
 from __future__ import annotations
@@ -54,6 +59,22 @@ def register(sub: Any) -> None:
         "(first call only)",
     )
     p.add_argument("--epsilon", type=float, help="total privacy budget (first call only)")
+    p.add_argument(
+        "--delta", type=float, help="total delta of the budget, default 0 (first call only)"
+    )
+    p.add_argument(
+        "--composition",
+        choices=["basic", "pld", "rdp"],
+        help="how the ledger composes spends, default basic (first call only; see "
+        "dpbayes budget init)",
+    )
+    p.add_argument(
+        "--noise",
+        choices=["laplace", "gaussian", "auto"],
+        default="laplace",
+        help="noise of a fresh answer: laplace (default), gaussian (needs a budget delta > 0) "
+        "or auto (whichever raises the composed spent eps least)",
+    )
     p.add_argument("--where", default="", help='predicate, e.g. "health = poor and idp = 1"')
     p.add_argument("--half-width", type=float, required=True, help="required half-width d")
     p.add_argument("--confidence", type=float, required=True, help="required probability p")
@@ -169,7 +190,14 @@ def run(args: argparse.Namespace) -> int:
         if unit is not None:
             spec["privacy_unit"] = unit
     cube = _cube(spec)
-    engine = QueryEngine.at(state, cube, epsilon=args.epsilon)
+    engine = QueryEngine.at(
+        state,
+        cube,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        composition=args.composition,
+        noise=args.noise,
+    )
     if not spec_path.exists():
         spec_path.write_text(json.dumps(spec, indent=1))
     a = engine.ask(args.where, half_width=args.half_width, confidence=args.confidence)
@@ -183,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
                 "interval": a.interval,
                 "confidence": a.confidence,
                 "epsilon": a.epsilon,
+                "noise": a.noise,
+                "delta": a.delta,
                 "remaining_epsilon": remaining,
                 "reason": a.reason,
                 "privacy_unit": _unit_text(spec.get("privacy_unit")),
@@ -193,9 +223,10 @@ def run(args: argparse.Namespace) -> int:
     elif a.answered:
         assert a.interval is not None and a.estimate is not None
         lo, hi = a.interval
+        noise = f" ({a.noise} noise, delta={a.delta:.3g})" if a.noise == "gaussian" else ""
         print(
             f"{a.status}: {a.estimate:.6g} in [{lo:.6g}, {hi:.6g}] with probability "
-            f">= {a.level:g}; spent eps={a.epsilon:.6g}, remaining {remaining:.6g}"
+            f">= {a.level:g}; spent eps={a.epsilon:.6g}{noise}, remaining {remaining:.6g}"
         )
         if a.guarantee is not None:
             print(a.guarantee.describe())

@@ -19,8 +19,11 @@ also keys the database's digest of the counts: restart with the same key.
 
 ``--workers N`` serves with N processes on the one database (each worker reads the admin
 key from ``--admin-key-file``); the ledger is shared through the database. ``--time-limit``
-bounds how long one query may take to plan (then 503, nothing spent). There is no
-``--seed``: the service spends a real budget, and every answer gets secure noise.
+bounds how long one query may take to plan (then 503, nothing spent). ``--composition
+pld`` accounts the answers by the privacy-loss-distribution composition (several times as
+many answers from one budget as basic composition); it is recorded in the database.
+There is no ``--seed``: the service spends a real budget, and every answer gets secure
+noise.
 """
 
 from __future__ import annotations
@@ -51,6 +54,21 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--epsilon", type=float, default=1.0, help="total budget for a new database")
     p.add_argument("--delta", type=float, default=0.0, help="total delta for a new database")
+    p.add_argument(
+        "--composition",
+        choices=("basic", "pld", "rdp"),
+        help="how answers' spends add up within a cell: basic (eps adds up), pld "
+        "(privacy-loss distributions, tight; needs no delta) or rdp (Rényi; needs --delta "
+        "> 0); recorded in the database (default: the database's, basic for a new one)",
+    )
+    p.add_argument(
+        "--noise",
+        choices=("laplace", "gaussian", "auto"),
+        default="laplace",
+        help="noise of fresh answers: laplace (default), gaussian (needs --delta > 0) or "
+        "auto (per answer, the one that raises the spent budget least; Gaussian answers "
+        "pay off under --composition pld once a cell has several answers)",
+    )
     p.add_argument("--db", default="sqlite:///dpbayes-service.db", help="SQLAlchemy URL")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -124,6 +142,9 @@ def run(args: argparse.Namespace) -> int:
     kw.update(user_column=user, max_rows_per_user=k, record_level=user is None)
     if args.max_epsilon is not None:
         kw["max_epsilon"] = args.max_epsilon
+    if args.composition is not None:
+        kw["composition"] = args.composition
+    kw["noise"] = args.noise
     if args.data:
         if not args.attributes:
             raise ValueError("--data needs --attributes (the domains are never read from data)")

@@ -184,7 +184,7 @@ def _print_text(
     rel: Any, rec: dict, model: Any, column: str, level: float, args: argparse.Namespace
 ) -> None:
     na, naive = rec["noise_aware_posterior"], rec["naive_posterior"]
-    n = rel.public.get("n")
+    n = rel.record.n
     print(f"model:       {model.name} on column '{column}'" + (f" (n = {n})" if n else ""))
     print(f"noise-aware posterior ({na['label']}):")
     if "error" in na:

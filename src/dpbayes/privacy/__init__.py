@@ -18,6 +18,7 @@ from dpbayes.privacy.mechanisms import (
     LaplaceMechanism,
     Noisy,
     RandomizedResponse,
+    analytic_gaussian_epsilon,
     analytic_gaussian_sigma,
     classic_gaussian_sigma,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "SecureNoise",
     "SimulatedNoise",
     "Spend",
+    "analytic_gaussian_epsilon",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
     "compose_sequential",

@@ -64,9 +64,9 @@ from typing import Any
 
 from dpbayes import display
 from dpbayes.display import num
-from dpbayes.privacy.composition import COMPOSITIONS, Event, compose, event_of
+from dpbayes.privacy.composition import COMPOSITIONS, event_of
 from dpbayes.privacy.guarantee import Guarantee
-from dpbayes.privacy.spend import Spend, _Totals
+from dpbayes.privacy.spend import Spend, _TightTotals, _Totals
 from dpbayes.privacy.validation import check_delta, check_epsilon
 
 __all__ = ["Accountant", "BudgetExceeded", "LedgerError", "Spend"]
@@ -157,7 +157,7 @@ class Accountant:
         self._composition = composition
         self._total = total
         self._spends = spends
-        self._totals = _Totals(spends)
+        self._totals = self._new_totals(spends)
         self._path = path
         self._lock = threading.RLock()
         # Spends whose charge block is running (outermost first); guarded by _lock, and
@@ -267,23 +267,14 @@ class Accountant:
         """How spends add up: ``"basic"``, ``"pld"`` or ``"rdp"``."""
         return self._composition
 
+    def _new_totals(self, spends: list[Spend]) -> _Totals | _TightTotals:
+        if self._composition == "basic":
+            return _Totals(spends)
+        return _TightTotals(self._composition, self._total[1], spends)
+
     def _composed(self, extra: list[Spend] = []) -> tuple[float, float]:  # noqa: B006
         """Budget consumed by the recorded spends plus ``extra`` (read only)."""
-        if self._composition == "basic":
-            return self._totals.composed(extra)
-        spends = [*self._spends, *extra]
-        glob = [s.event for s in spends if s.scope is None]
-        parts: dict[str, list[Event]] = {}
-        for s in spends:
-            for p in set(s.scope or ()):
-                parts.setdefault(p, []).append(s.event)
-        if not parts:
-            return compose(glob, self._composition, self._total[1])
-        worst = (0.0, 0.0)
-        for evs in parts.values():
-            eps, dlt = compose([*glob, *evs], self._composition, self._total[1])
-            worst = (max(worst[0], eps), max(worst[1], dlt))
-        return worst
+        return self._totals.composed(extra)
 
     @property
     def spends(self) -> tuple[Spend, ...]:
@@ -312,6 +303,33 @@ class Accountant:
         spend = self._make_spend(epsilon, delta, "", scope)
         with self._lock:
             return self._fits([*self._pending, spend])
+
+    def spent_after(
+        self,
+        cost: Guarantee | float,
+        delta: float = 0.0,
+        *,
+        scope: Iterable[str] | None = None,
+    ) -> tuple[float, float]:
+        """The (eps, delta) :attr:`spent` would be after one more spend (read only: nothing
+        is recorded, and the total is not checked): the price of a release under this
+        accountant's composition is this minus ``spent``.
+
+        ``cost`` as for :meth:`charge`: an epsilon (with ``delta``), or a Guarantee, whose
+        Gaussian noise record tight composition uses (so a Laplace and a Gaussian release
+        can be priced against each other).
+        """
+        if isinstance(cost, Guarantee):
+            ev = event_of(
+                cost.epsilon, cost.delta, cost.sensitivity, cost.neighbours.value, cost.details
+            )
+            spend = self._make_spend(
+                cost.epsilon, cost.delta, "", scope, gaussian_ratio=ev.gaussian_ratio
+            )
+        else:
+            spend = self._make_spend(cost, delta, "", scope)
+        with self._lock:
+            return self._composed([*self._pending, spend])
 
     @staticmethod
     def _make_spend(
@@ -394,6 +412,12 @@ class Accountant:
             )
         else:
             spend = self._make_spend(cost, delta, label, scope, source=source)
+        with self._charging(spend):
+            yield spend
+
+    @contextlib.contextmanager
+    def _charging(self, spend: Spend) -> Iterator[None]:
+        """:meth:`charge`'s check, block and record, for a made ``spend``."""
         with self._lock:
             nested = bool(self._pending)
             # A nested charge already holds the file lock (flock is per open file, so
@@ -401,7 +425,7 @@ class Accountant:
             with contextlib.nullcontext() if nested else self._file_lock():
                 if self._path is not None and not nested:
                     self._total, self._spends, self._composition = self._read(self._path)
-                    self._totals = _Totals(self._spends)
+                    self._totals = self._new_totals(self._spends)
                 if not self._fits([*self._pending, spend]):
                     eps_used, dlt_used = self._composed(self._pending)
                     eps_left = max(0.0, self._total[0] - eps_used)
@@ -414,7 +438,7 @@ class Accountant:
                     )
                 self._pending.append(spend)
                 try:
-                    yield spend
+                    yield
                 finally:
                     self._pending.pop()
                 self._spends.append(spend)
@@ -439,6 +463,15 @@ class Accountant:
         with self.charge(cost, delta, label=label, scope=scope, source=source) as s:
             pass
         return s
+
+    def restore(self, spend: Spend) -> None:
+        """Record a spend read back from a ledger kept elsewhere (the service's database
+        rows), as it was recorded there (its Gaussian ratio included); checked against the
+        budget like a charge (:class:`BudgetExceeded` if it does not fit)."""
+        if not isinstance(spend, Spend):
+            raise TypeError(f"spend must be a Spend, got {type(spend).__name__}")
+        with self._charging(spend):
+            pass
 
     def summary(self) -> dict[str, Any]:
         eps, dlt = self.spent

@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["COMPOSITIONS", "Event", "compose", "gaussian_noise_record"]
+__all__ = ["COMPOSITIONS", "Event", "Running", "compose", "gaussian_noise_record"]
 
 COMPOSITIONS = ("basic", "pld", "rdp")
 _GRID = 1e-4  # PLD value discretisation interval (pessimistic)
@@ -103,25 +104,36 @@ def _basic(events: list[Event]) -> tuple[float, float]:
     return math.fsum(e.epsilon for e in events), min(1.0, math.fsum(e.delta for e in events))
 
 
-def _pld_epsilon(groups: Counter[Event], target_delta: float) -> float:
+@functools.lru_cache(maxsize=256)
+def _one_pld(ev: Event) -> Any:
     from dp_accounting.pld import common
     from dp_accounting.pld import privacy_loss_distribution as pld
 
-    total = None
-    for ev, count in groups.items():
-        if ev.gaussian_ratio is not None:
-            one = pld.from_gaussian_mechanism(
-                ev.gaussian_ratio, sensitivity=1.0, value_discretization_interval=_GRID
-            )
-        else:
-            one = pld.from_privacy_parameters(
-                common.DifferentialPrivacyParameters(ev.epsilon, ev.delta),
-                value_discretization_interval=_GRID,
-            )
+    if ev.gaussian_ratio is not None:
+        return pld.from_gaussian_mechanism(
+            ev.gaussian_ratio, sensitivity=1.0, value_discretization_interval=_GRID
+        )
+    return pld.from_privacy_parameters(
+        common.DifferentialPrivacyParameters(ev.epsilon, ev.delta),
+        value_discretization_interval=_GRID,
+    )
+
+
+_Key = tuple[tuple[Event, int], ...]
+
+
+def _pld_of(key: _Key) -> Any:
+    """The composed PLD of the multiset ``key`` (``self_compose`` per distinct event)."""
+    out = None
+    for ev, count in key:
+        one = _one_pld(ev)
         many = one.self_compose(count) if count > 1 else one
-        total = many if total is None else total.compose(many)
-    assert total is not None
-    return float(total.get_epsilon_for_delta(target_delta))
+        out = many if out is None else out.compose(many)
+    return out
+
+
+def _pld_epsilon(key: _Key, target_delta: float) -> float:
+    return float(_pld_of(key).get_epsilon_for_delta(target_delta))
 
 
 def _rdp_epsilon(groups: Counter[Event], target_delta: float) -> float:
@@ -151,17 +163,18 @@ def _tight_epsilon(
 ) -> float:
     """The tight method's eps for the multiset ``key`` of events (cached: an accountant
     asks again for the same spends, and parallel parts often hold the same ones)."""
-    groups = Counter(dict(key))
     if composition == "pld":
-        eps = _pld_epsilon(groups, target_delta)
+        eps = _pld_epsilon(key, target_delta)
     elif target_delta <= 0:
         eps = math.inf  # RDP converts only at delta > 0
     else:
-        eps = _rdp_epsilon(groups, target_delta)
-    # The library's eps search stops within a floating-point tolerance of the root (for
-    # pure events it is exact to about 2e-10 relative, from either side): a margin keeps
-    # the reported eps above the true one.
-    return eps * (1 + _MARGIN) + _MARGIN * 1e-3
+        eps = _rdp_epsilon(Counter(dict(key)), target_delta)
+    return _with_margin(eps)
+
+
+def multiset_key(events: Iterable[Event]) -> _Key:
+    """The events as a multiset in a canonical order (what the caches are keyed by)."""
+    return tuple(sorted(Counter(events).items(), key=repr))
 
 
 def compose(
@@ -174,10 +187,87 @@ def compose(
         return basic
     if composition not in COMPOSITIONS:
         raise ValueError(f"composition must be one of {list(COMPOSITIONS)}, got {composition!r}")
-    key = tuple(sorted(Counter(evs).items(), key=repr))
-    eps = _tight_epsilon(key, composition, target_delta)
+    return _reported(
+        basic, _tight_epsilon(multiset_key(evs), composition, target_delta), target_delta
+    )
+
+
+def _with_margin(eps: float) -> float:
+    # The library's eps search stops within a floating-point tolerance of the root (for
+    # pure events it is exact to about 2e-10 relative, from either side): a margin keeps
+    # the reported eps above the true one.
+    return eps * (1 + _MARGIN) + _MARGIN * 1e-3
+
+
+def _reported(basic: tuple[float, float], eps: float, target_delta: float) -> tuple[float, float]:
+    """What a tight method reports: its eps at ``target_delta``, or basic composition's
+    (eps, delta) while that is as good (within 0.1%) and leaves the budget's delta unspent."""
     if basic[1] <= target_delta and basic[0] <= eps * (1 + 1e-3):
-        return basic  # basic is as good (within 0.1%) and leaves the budget's delta unspent
+        return basic
     if not math.isfinite(eps):
         return basic
     return eps, target_delta
+
+
+class Running:
+    """A composition kept open: the multiset of events composed so far, and for
+    ``"pld"`` their composed PLD, so that one more event costs one convolution (the
+    accountant keeps one per disjoint part, and a part grows by one spend at a time).
+
+    ``plus(event)`` returns a new Running (this one is unchanged; the last few are
+    cached, as "would it fit" and "charge" ask for the same one). ``value`` is the
+    (eps, delta) :func:`compose` reports for the same multiset: the same events composed
+    one by one instead of by groups, on the same grid with the same pessimistic rounding;
+    a recount from a ledger adds them in the same order and gets the same value.
+    """
+
+    def __init__(
+        self, composition: str, target_delta: float, key: _Key = (), pld: Any = None
+    ) -> None:
+        if composition not in COMPOSITIONS:
+            raise ValueError(
+                f"composition must be one of {list(COMPOSITIONS)}, got {composition!r}"
+            )
+        self.composition = composition
+        self.target_delta = target_delta
+        self.key = key
+        self._pld = pld
+        self._next: dict[Event, Running] = {}
+        self._lock = threading.Lock()
+        self._value: tuple[float, float] | None = None
+
+    def plus(self, event: Event) -> Running:
+        with self._lock:
+            hit = self._next.get(event)
+        if hit is not None:
+            return hit
+        counts = Counter(dict(self.key))
+        counts[event] += 1
+        key = tuple(sorted(counts.items(), key=repr))
+        pld = None
+        if self.composition == "pld":
+            one = _one_pld(event)
+            pld = one if self._pld is None else self._pld.compose(one)
+        out = Running(self.composition, self.target_delta, key, pld)
+        with self._lock:
+            if len(self._next) >= 4:
+                self._next.pop(next(iter(self._next)))
+            self._next[event] = out
+        return out
+
+    @property
+    def value(self) -> tuple[float, float]:
+        if self._value is None:
+            self._value = self._compute()
+        return self._value
+
+    def _compute(self) -> tuple[float, float]:
+        evs = [ev for ev, count in self.key for _ in range(count)]
+        basic = _basic(evs)
+        if self.composition == "basic" or not evs:
+            return basic
+        if self.composition == "pld":
+            eps = _with_margin(float(self._pld.get_epsilon_for_delta(self.target_delta)))
+        else:
+            eps = _tight_epsilon(self.key, self.composition, self.target_delta)
+        return _reported(basic, eps, self.target_delta)

@@ -36,6 +36,7 @@ __all__ = [
     "LaplaceMechanism",
     "Noisy",
     "RandomizedResponse",
+    "analytic_gaussian_epsilon",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
 ]
@@ -185,6 +186,50 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
         sigma = math.nextafter(sigma * (1.0 + step), math.inf)
         step *= 2.0
     return sigma
+
+
+def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float) -> float:
+    """The smallest eps for which N(0, sigma^2) noise is (eps, delta)-DP; the inverse of
+    :func:`analytic_gaussian_sigma`.
+
+    Balle & Wang 2018, Thm 8: delta(eps) = Phi(D/2s - eps s/D) - e^eps Phi(-D/2s - eps s/D)
+    decreases in eps, so the root is bracketed and found by Brent's method, then raised
+    until the condition holds with the same certificate as :func:`analytic_gaussian_sigma`
+    (a relative error of 1e-12 allowed in each term). Returns 0.0 if sigma is already
+    (0, delta)-DP, and ``math.inf`` if no eps up to 1e12 is enough (sigma far below the
+    sensitivity at this delta; beyond 1e12 the two terms' rounding could exceed delta).
+    """
+    from scipy import optimize
+
+    s = check_positive(sigma, "sigma")
+    dlt = check_delta(delta)
+    sens = check_positive(sensitivity, "sensitivity")
+    if dlt == 0:
+        raise ValueError("delta must be > 0 for the Gaussian mechanism")
+
+    def certified(e: float) -> bool:
+        p, q = _analytic_delta_terms(s, e, sens)
+        return p - q + _DELTA_RTOL * (p + q) <= dlt
+
+    if certified(0.0):
+        return 0.0
+    hi = 1.0
+    while not certified(hi):
+        if hi >= 1e12:
+            return math.inf
+        hi = min(4.0 * hi, 1e12)
+    lo = hi / 4.0 if hi > 1.0 else 0.0
+    if _analytic_delta(s, lo, sens) > dlt and _analytic_delta(s, hi, sens) < dlt:
+        eps = optimize.brentq(
+            lambda e: _analytic_delta(s, e, sens) - dlt, lo, hi, xtol=1e-15, rtol=1e-12
+        )
+    else:  # the crossing is within rounding of an end: keep the certified one
+        eps = hi
+    step = 1e-13
+    while not certified(eps):
+        eps = math.nextafter(eps * (1.0 + step), math.inf)
+        step *= 2.0
+    return float(eps)
 
 
 @dataclass(frozen=True, kw_only=True)

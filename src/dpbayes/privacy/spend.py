@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dpbayes.privacy.composition import Event
+from dpbayes.privacy.composition import Event, Running
 from dpbayes.privacy.validation import check_delta, check_epsilon
 
 __all__ = ["Spend"]
@@ -122,3 +122,63 @@ class _Totals:
             top = max([self.top[i], *(math.fsum(v[i]) for v in touched.values())])
             out.append(math.fsum(glob[i]) + top)
         return out[0], out[1]
+
+
+class _TightTotals:
+    """What a tight composition (``"pld"``, ``"rdp"``) has consumed, kept per part: a
+    :class:`~dpbayes.privacy.composition.Running` composition of the unscoped spends and,
+    per part, of the unscoped spends followed by that part's (parallel composition across
+    disjoint parts; sequential, by ``composition``, within one). Parts that hold the same
+    spends share one Running. A spend costs one composition step per part it reads, and
+    ``composed`` is the maximum over parts (the unscoped composition if there are none):
+    a recount from the ledger, in its order, gives the same value."""
+
+    def __init__(self, composition: str, target_delta: float, spends: Iterable[Spend] = ()):
+        self.glob = Running(composition, target_delta)
+        self.parts: dict[str, Running] = {}
+        self._order: list[Spend] = []  # every spend, to rebuild the parts on an unscoped one
+        for s in spends:
+            self.add(s)
+
+    def _grown(self, base: dict[str, Running], spends: list[Spend]) -> dict[str, Running]:
+        """``base`` with the scoped ``spends`` added (parts holding the same spends share)."""
+        parts = dict(base)
+        for s in spends:
+            if s.scope is None:
+                continue
+            shared: dict[int, Running] = {}
+            for p in set(s.scope):
+                old = parts.get(p, self.glob)
+                nxt = shared.get(id(old))
+                if nxt is None:
+                    nxt = shared[id(old)] = old.plus(s.event)
+                parts[p] = nxt
+        return parts
+
+    def add(self, s: Spend) -> None:
+        self._order.append(s)
+        if s.scope is not None:
+            self.parts = self._grown(self.parts, [s])
+            return
+        # An unscoped spend reads every part: recompose each part after it (rare).
+        self.glob = self.glob.plus(s.event)
+        self.parts = self._grown({}, self._order)
+
+    def composed(self, extra: Iterable[Spend] = ()) -> tuple[float, float]:
+        """Budget consumed by the spends so far plus ``extra``: O(parts) plus one
+        composition step per part ``extra`` reads (all of them if ``extra`` has unscoped
+        spends)."""
+        extra = list(extra)
+        if any(s.scope is None for s in extra):
+            saved = (self.glob, self.parts, list(self._order))
+            try:
+                for s in extra:
+                    self.add(s)
+                return self.composed()
+            finally:
+                self.glob, self.parts, self._order = saved
+        parts = self._grown(self.parts, extra)
+        if not parts:
+            return self.glob.value
+        values = [r.value for r in {id(r): r for r in parts.values()}.values()]
+        return max(v[0] for v in values), max(v[1] for v in values)

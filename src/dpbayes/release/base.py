@@ -12,7 +12,8 @@ works in three steps, so that a failing call spends nothing and releases nothing
 A release mechanism registers a planner with :func:`register`, naming the options it
 accepts (any other is refused here, once) and whether it scales to k rows per user::
 
-    @register("expmech", BetaBernoulli, options=("sensitivity", "divergence"))
+    @register("expmech", BetaBernoulli, record=ExpmechCoinRecord,
+              options=("sensitivity", "divergence"))
     def plan_expmech(model, stats, *, epsilon, delta, neighbours, sensitivity="global",
                      divergence="hellinger", **_) -> Plan: ...
 
@@ -40,6 +41,7 @@ from dpbayes.privacy import Accountant, Guarantee, Neighbours, compose_sequentia
 from dpbayes.privacy.guarantee import user_level
 from dpbayes.privacy.noise import NoiseSource, noise_source
 from dpbayes.privacy.validation import check_delta, check_epsilon
+from dpbayes.release.record import PublicRecord
 
 __all__ = [
     "FAMILIES",
@@ -77,7 +79,8 @@ class Release:
     released:
         The released values themselves, JSON-serialisable (e.g. noisy counts).
     public:
-        Public facts used by the mechanism (n, bounds, sensitivity kind, ...).
+        Public facts used by the mechanism (n, bounds, sensitivity kind, ...): the
+        serialised form of :attr:`record`, the mechanism's typed record.
     """
 
     model: Any
@@ -94,6 +97,16 @@ class Release:
     @property
     def private(self) -> bool:
         return self.guarantee.private
+
+    @property
+    def record(self) -> PublicRecord:
+        """:attr:`public` as the mechanism's typed record (registered with its planner;
+        :mod:`dpbayes.release.record`), read once; ``ValueError`` if it is malformed."""
+        cached = self.__dict__.get("_record")
+        if cached is None:
+            cached = _entry(self.model, self.mechanism).record.read(self.public)
+            object.__setattr__(self, "_record", cached)  # a cache, not a field
+        return cached
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable record of everything a recipient may see."""
@@ -186,11 +199,13 @@ class Mechanism:
     other is refused once, by :func:`plan`, before the data are read). ``user_level``: the
     planner scales its add/remove sensitivity by k rows per user itself (it receives
     ``rows_per_user=k``); otherwise user-level data run at the group-privacy budget.
+    ``record``: the typed record of the facts its releases publish (``Release.record``).
     """
 
     name: str
     model_type: type
     planner: Planner
+    record: type[PublicRecord]
     options: frozenset[str] = frozenset()
     user_level: bool = False
 
@@ -227,11 +242,13 @@ def register(
     mechanism: str,
     model_type: type,
     *,
+    record: type[PublicRecord],
     options: tuple[str, ...] | frozenset[str] = (),
     user_level: bool = False,
 ) -> Callable[[Planner], Planner]:
     """Register a planner for ``mechanism`` on models of ``model_type``.
 
+    ``record`` is the typed record its releases publish (the family's ``record.py``);
     ``options`` names the keyword options the planner accepts (:func:`plan` refuses any
     other); ``user_level=True`` if it takes ``rows_per_user=k`` and scales its sensitivity
     (see :class:`Mechanism`).
@@ -241,7 +258,8 @@ def register(
         key = (mechanism, model_type)
         if key in _REGISTRY and _REGISTRY[key].planner is not fn:
             raise RuntimeError(f"mechanism {mechanism!r} already registered for {model_type}")
-        _REGISTRY[key] = Mechanism(mechanism, model_type, fn, frozenset(options), user_level)
+        opts = frozenset(options)
+        _REGISTRY[key] = Mechanism(mechanism, model_type, fn, record, opts, user_level)
         return fn
 
     return deco
@@ -340,7 +358,7 @@ def noise_aware_mechanisms(model: Any) -> list[str]:
 def noise_aware_posterior(rel: Release, **options: Any) -> Any:
     """The posterior of the model's parameter given the release (not the data).
 
-    Uses only ``rel.released``, ``rel.public``, ``rel.guarantee`` and ``rel.model``.
+    Uses only ``rel.released``, ``rel.record``, ``rel.guarantee`` and ``rel.model``.
     ``options`` go to the samplers that take them (``iterations``, ``chains``, ``rng`` of
     the MCMC paths: Bayesian networks with edges, linear regression); the exact paths take
     none. Each family registers its own (:func:`register_noise_aware`).
@@ -520,8 +538,8 @@ def _group_privacy_plan(
 
     def run(src: NoiseSource) -> Release:
         rel = out.run(src)
-        public = {**rel.public, **user, "per_record_epsilon": rel.guarantee.epsilon}
-        return replace(rel, guarantee=lift(rel.guarantee), public=public)
+        record = replace(rel.record, **user, per_record_epsilon=rel.guarantee.epsilon)
+        return replace(rel, guarantee=lift(rel.guarantee), public=record.to_public())
 
     return Plan(guarantee=lift(out.guarantee), run=run, log_distribution=out.log_distribution)
 

@@ -63,7 +63,7 @@ def slow_reason(rel: Any) -> str | None:
     if is_mcmc(rel):
         return "MCMC, seconds to a minute"
     if rel.mechanism == "expmech":
-        n = rel.public.get("n")
+        n = rel.record.n
         size = f" at n = {n:,}" if isinstance(n, int) else ""
         return f"exact sum over every candidate{size}, up to tens of seconds"
     return None

@@ -3,7 +3,8 @@
 The recipient's side: everything needed for a noise-aware posterior is in the record
 (model and prior, mechanism, released values, public facts, guarantee); the data never are.
 A record is checked when it is read: a record no mechanism could have produced (counts
-outside [0, n], an unknown version, a guarantee of another mechanism) is refused with a
+outside [0, n], an unknown version, a guarantee of another mechanism, public facts that
+do not fit the mechanism's typed record, :mod:`dpbayes.release.record`) is refused with a
 one-line ``ValueError`` that names the field, before any inference is done with it.
 """
 
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from dpbayes.privacy import Guarantee
 from dpbayes.release.base import Release
+from dpbayes.release.record import PublicRecord
 
 __all__ = ["RELEASE_FORMAT", "RELEASE_VERSION", "read_release", "release_from_dict"]
 
@@ -115,7 +118,7 @@ def _number(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _check_counts(model: Any, released: dict[str, Any], public: dict[str, Any]) -> None:
+def _check_counts(model: Any, released: dict[str, Any], record: PublicRecord) -> None:
     """Counts of a coin/category release: one finite value per category, in [0, n]."""
     from dpbayes.models import BetaBernoulli, DirichletCategorical
 
@@ -127,9 +130,7 @@ def _check_counts(model: Any, released: dict[str, Any], public: dict[str, Any]) 
         raise ValueError(f"release record: released 'counts' must list {m} numbers, got {counts!r}")
     if not all(_number(c) for c in counts):
         raise ValueError(f"release record: released 'counts' must be finite numbers: {counts}")
-    n = public.get("n")
-    if n is not None and (not _number(n) or n < 0 or n != int(n)):
-        raise ValueError(f"release record: public 'n' must be an integer >= 0, got {n!r}")
+    n = record.n  # an integer >= 0 or None (checked by the record)
     upper = math.inf if n is None else float(n)
     bad = [c for c in counts if not 0.0 <= c <= upper]
     if bad:
@@ -141,7 +142,7 @@ def _check_counts(model: Any, released: dict[str, Any], public: dict[str, Any]) 
         )
 
 
-def _check_guarantee(mechanism: str, g: Guarantee, public: dict[str, Any]) -> None:
+def _check_guarantee(mechanism: str, g: Guarantee, record: PublicRecord) -> None:
     names = _GUARANTEE_NAMES.get(mechanism, (mechanism,))
     text = g.mechanism.lower()
     if not any(text.startswith(w) for w in names):
@@ -149,8 +150,8 @@ def _check_guarantee(mechanism: str, g: Guarantee, public: dict[str, Any]) -> No
             f"release record: the guarantee is for mechanism {g.mechanism!r}, not the "
             f"record's mechanism {mechanism!r}"
         )
-    s = public.get("sensitivity")
-    if s is not None and _number(s) and _number(g.sensitivity) and "group_privacy" not in g.details:
+    s = record.sensitivity
+    if s is not None and _number(g.sensitivity) and "group_privacy" not in g.details:
         if not math.isclose(float(s), g.sensitivity, rel_tol=1e-9):
             raise ValueError(
                 f"release record: the guarantee's sensitivity {g.sensitivity:g} does not "
@@ -162,8 +163,9 @@ def release_from_dict(d: dict[str, Any]) -> Release:
     """Rebuild a :class:`Release` from ``Release.to_dict()`` output, checking it.
 
     Raises ``ValueError`` (one line naming the field) for a record no release could have
-    produced: an unknown format or version, missing fields, released counts that are not
-    finite or lie outside [0, n], a guarantee for another mechanism or sensitivity.
+    produced: an unknown format or version, missing fields, public facts that do not fit
+    the mechanism's record, released counts that are not finite or lie outside [0, n], a
+    guarantee for another mechanism or sensitivity.
     """
     if not isinstance(d, dict):
         raise TypeError(f"d must be a dict (a release record), got {type(d).__name__}")
@@ -206,20 +208,25 @@ def release_from_dict(d: dict[str, Any]) -> Release:
             f"release record: mechanism {mechanism!r} does not release "
             f"{type(model).__name__} (one of {known})"
         )
-    _check_guarantee(mechanism, guarantee, public)
-    _check_counts(model, released, public)
-    try:
-        posterior = _posterior(d.get("posterior"), model)
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"release record: invalid posterior ({exc})") from None
-    return Release(
+    draft = Release(
         model=model,
         mechanism=mechanism,
-        posterior=posterior,
+        posterior=None,
         guarantee=guarantee,
         released=released,
         public=public,
     )
+    try:
+        record = draft.record
+    except ValueError as exc:
+        raise ValueError(f"release record: {exc}") from None
+    _check_guarantee(mechanism, guarantee, record)
+    _check_counts(model, released, record)
+    try:
+        posterior = _posterior(d.get("posterior"), model)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"release record: invalid posterior ({exc})") from None
+    return replace(draft, posterior=posterior)
 
 
 def read_release(path: str | Path) -> Release:

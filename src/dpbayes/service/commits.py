@@ -23,12 +23,13 @@ import sqlalchemy as sa
 from dpbayes.answers import AnswerRecord, History
 from dpbayes.answers.blue import BLUE
 from dpbayes.answers.planning import Answer, Plan, still_valid
-from dpbayes.privacy.guarantee import Guarantee, Neighbours
-from dpbayes.privacy.mechanisms import LaplaceMechanism
+from dpbayes.answers.pricing import fits, fresh_mechanism, noise_of
+from dpbayes.privacy.guarantee import Guarantee
 from dpbayes.service import db
+from dpbayes.service.snapshot import _Snapshot
 
 if TYPE_CHECKING:
-    from dpbayes.service.state import QueryService, _Snapshot
+    from dpbayes.service.state import QueryService
 
 __all__ = ["FreshJob", "commit_batch"]
 
@@ -55,13 +56,8 @@ class FreshJob:
 def _release(svc: QueryService, job: FreshJob, con: sa.Connection) -> tuple[float, int]:
     """Charge, draw, insert: the answer's value and row id (in ``con``'s transaction)."""
     plan, q = job.plan, job.plan.query
-    mech = LaplaceMechanism(
-        epsilon=plan.epsilon,
-        sensitivity=plan.sensitivity,
-        neighbours=Neighbours.ADD_REMOVE,
-        name="laplace (query engine)",
-    )
-    with svc.accountant.charge(plan.epsilon, scope=job.scope, label=q.text[:80]):
+    mech, cost = fresh_mechanism(plan, simulation=False, user=svc._user)
+    with svc.accountant.charge(cost, scope=job.scope, label=q.text[:80]) as spend:
         noisy = mech.release(job.true_answer)  # secure noise: the service never seeds
         y = float(np.asarray(noisy.value))
         g = replace(noisy.guarantee, details={**noisy.guarantee.details, **svc._user})
@@ -73,6 +69,7 @@ def _release(svc: QueryService, job: FreshJob, con: sa.Connection) -> tuple[floa
             label=q.text,
             guarantee=g.to_dict(),
             time=time.time(),
+            **noise_of(plan),
         )
         key = con.execute(
             db.answers.insert().values(
@@ -83,6 +80,8 @@ def _release(svc: QueryService, job: FreshJob, con: sa.Connection) -> tuple[floa
                 query=q.text,
                 noisy_answer=y,
                 created=rec.time,
+                delta=spend.delta,
+                gaussian_ratio=spend.gaussian_ratio,
             )
         ).inserted_primary_key
     assert key is not None
@@ -97,8 +96,6 @@ def commit_batch(svc: QueryService, batch: list[FreshJob]) -> None:
     to be planned again (``replan``) or failed (``error``: then nothing of the batch was
     committed, and the in-memory state is marked stale).
     """
-    from dpbayes.service.state import _Snapshot
-
     committed: list[FreshJob] = []
     try:
         with svc.db.begin() as con:
@@ -118,7 +115,7 @@ def commit_batch(svc: QueryService, batch: list[FreshJob]) -> None:
                     if job.snap.total != cur.total or not still_valid(plan, base):
                         job.replan = True
                         continue
-                if not svc.accountant.can_spend(plan.epsilon, scope=job.scope):
+                if not fits(svc.accountant, svc.cost(plan), job.scope):
                     job.refusal = svc._budget_refusal(plan, job.scope)
                     continue
                 if prebuilt:
@@ -127,7 +124,11 @@ def commit_batch(svc: QueryService, batch: list[FreshJob]) -> None:
                     if hist is None:
                         hist = cur.history.copy()
                     index = hist.add(
-                        plan.query.coefficients, 0.0, plan.epsilon, sensitivity=plan.sensitivity
+                        plan.query.coefficients,
+                        0.0,
+                        plan.epsilon,
+                        sensitivity=plan.sensitivity,
+                        **noise_of(plan),
                     )
                 y, last_id = _release(svc, job, con)
                 hist.set_noisy_answer(index, y)
@@ -146,7 +147,9 @@ def commit_batch(svc: QueryService, batch: list[FreshJob]) -> None:
         raise
     if committed:
         assert hist is not None
-        svc._snap = _Snapshot(cur.version + len(committed), last_id, hist, cur.total)
+        svc._snap = _Snapshot(
+            cur.version + len(committed), last_id, hist, cur.total, cur.composition
+        )
     for job in batch:
         job.done = True
 

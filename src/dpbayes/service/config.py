@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from dpbayes.answers import Bins, Cube
+from dpbayes.answers.engine import NOISE_CHOICES
 from dpbayes.data.datasets import BUNDLED_PRIVACY_UNIT
+from dpbayes.privacy.composition import COMPOSITIONS
 from dpbayes.privacy.validation import check_delta, check_epsilon, check_int
 
 __all__ = ["DEFAULT_ATTRIBUTES", "EngineConfig", "counts_hmac", "digest_key"]
@@ -43,6 +45,18 @@ class EngineConfig:
     data the default is one person (``person``, k = 5: every row kept) unless
     ``record_level=True``; on other data, record level unless both are given. The unit is
     part of :meth:`spec`, so a restart with another unit on the same database is refused.
+
+    ``composition``: how answers' spends add up within a cell (``"basic"``, ``"pld"`` or
+    ``"rdp"``; see :mod:`dpbayes.privacy.composition`); parallel composition across
+    disjoint cells holds under each. ``None``: the database's (``"basic"`` for a new one).
+    Given, it is recorded in the database, also for an existing one: every answer's spend
+    is kept, so the spent budget is recomputed under the new composition (a start that
+    would put the spent budget above the total is refused).
+
+    ``noise``: the noise of fresh answers, ``"laplace"`` (paper 000), ``"gaussian"`` (at the
+    budget's delta; needs delta > 0) or ``"auto"`` (per answer, the one whose charge raises
+    the spent budget least under the composition: Gaussian answers pay off under ``"pld"``
+    once a cell has several answers). A policy of this server, not stored.
     """
 
     data: str = BUNDLED
@@ -54,10 +68,23 @@ class EngineConfig:
     user_column: str | None = None
     max_rows_per_user: int | None = None
     record_level: bool = False
+    composition: str | None = None
+    noise: str = "laplace"
 
     def __post_init__(self) -> None:
+        if self.noise not in NOISE_CHOICES:
+            raise ValueError(f"noise must be one of {list(NOISE_CHOICES)}, got {self.noise!r}")
+        if self.noise == "gaussian" and self.delta == 0:
+            raise ValueError(
+                "noise='gaussian' needs a budget delta > 0 (--delta): a Gaussian answer is "
+                "(eps, delta)-DP only for delta > 0; use 'laplace' or 'auto'"
+            )
         check_epsilon(self.epsilon, "epsilon")
         check_delta(self.delta, "delta")
+        if self.composition is not None and self.composition not in COMPOSITIONS:
+            raise ValueError(
+                f"composition must be one of {list(COMPOSITIONS)}, got {self.composition!r}"
+            )
         self._resolve_unit()
         if not isinstance(self.attributes, dict) or not self.attributes:
             raise ValueError("attributes must map at least one column to its domain")

@@ -7,11 +7,13 @@ Tables (created by the Alembic migrations in ``dpbayes/service/migrations``):
   ``hmac_key_id`` tells a changed key from changed data), so a restart on different data
   is refused instead of mixing histories, and a reader of the database cannot test
   guesses of the counts;
-- ``budget``: one row, the total (eps, delta) and ``version`` (the number of changes:
+- ``budget``: one row, the total (eps, delta), how spends compose (``composition``:
+  ``basic``, ``pld`` or ``rdp``, revision 0003) and ``version`` (the number of changes:
   spends and budget changes); locked by every write (SQLite ``BEGIN IMMEDIATE``,
   PostgreSQL ``SELECT ... FOR UPDATE``), read without a lock by every request;
 - ``answers``: the released noisy answers with their spend (the history and the ledger:
-  a spend and its answer are one row, written in one transaction);
+  a spend and its answer are one row, written in one transaction): eps, delta and, for a
+  Gaussian answer, sigma / Delta_2 (what tight composition needs; revision 0003);
 - ``analysts``: API keys, stored as salted SHA-256 digests.
 """
 
@@ -53,6 +55,7 @@ budget = sa.Table(
     sa.Column("total_epsilon", sa.Float, nullable=False),
     sa.Column("total_delta", sa.Float, nullable=False),
     sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("composition", sa.String(16), nullable=False, server_default="basic"),
 )
 
 answers = sa.Table(
@@ -66,6 +69,8 @@ answers = sa.Table(
     sa.Column("query", sa.Text, nullable=False),
     sa.Column("noisy_answer", sa.Float, nullable=False),
     sa.Column("created", sa.Float, nullable=False),
+    sa.Column("delta", sa.Float, nullable=False, server_default="0"),
+    sa.Column("gaussian_ratio", sa.Float, nullable=True),
 )
 
 analysts = sa.Table(

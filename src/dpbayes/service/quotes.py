@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from dpbayes.answers import Query
 from dpbayes.answers.limits import check_time, time_limit
+from dpbayes.answers.pricing import fits, scope_of
 from dpbayes.privacy.validation import check_positive, check_probability
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ class Quote:
     epsilon: float | None
     remaining_epsilon: float
     reason: str
+    spent_after_epsilon: float | None = None  # the budget spent after it (None: refused)
 
 
 def quote(
@@ -59,14 +61,24 @@ def quote(
     if plan.status == "history":
         n = len(snap.history)
         why = f"met by the history of {n} answers: nothing would be spent, no noise drawn"
-        return Quote(text, "free", 0.0, remaining, why)
+        return Quote(text, "free", 0.0, remaining, why, svc.accountant.spent[0])
     if plan.status == "refused":
         return Quote(text, "refused", None, remaining, plan.reason)
-    scope = [f"cell:{j}" for j in query.cells]
-    if not svc.accountant.can_spend(plan.epsilon, scope=scope):
+    scope = scope_of(query)
+    cost = svc.cost(plan)
+    if not fits(svc.accountant, cost, scope):
         return Quote(text, "refused", None, remaining, svc._budget_refusal(plan, scope).reason)
-    why = (
-        f"one fresh answer at eps={plan.epsilon:.6g} (the price now: another analyst's "
-        "answer may lower it before you ask)"
+    acc = svc.accountant
+    before, after = acc.spent[0], acc.spent_after(cost, scope=scope)[0]
+    spent = (
+        ""
+        if acc.composition == "basic"
+        else f"; under {acc.composition.upper()} composition the budget spent would go from "
+        f"eps={before:.6g} to eps={after:.6g}"
     )
-    return Quote(text, "fresh", plan.epsilon, remaining, why)
+    kind = "" if plan.noise == "laplace" else f" (Gaussian, sigma={plan.sigma:.4g})"
+    why = (
+        f"one fresh answer at eps={plan.epsilon:.6g}{kind}{spent} (the price now: another "
+        "analyst's answer may lower it before you ask)"
+    )
+    return Quote(text, "fresh", plan.epsilon, remaining, why, after)

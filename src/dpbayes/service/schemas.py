@@ -131,6 +131,9 @@ class AnswerOut(BaseModel):
     confidence_required: float
     confidence_reached: float = Field(description="posterior probability of the interval")
     epsilon_spent: float = Field(description="eps this answer spent (0 when free)")
+    noise: Literal["laplace", "gaussian"] | None = Field(
+        None, description="the noise of a fresh answer (null when free)"
+    )
     remaining_epsilon: float
     reason: str
     guarantee: str | None = Field(description="the guarantee of what was released")
@@ -149,6 +152,10 @@ class QuoteOut(BaseModel):
         description="eps the query would spend now (0 when free, null when refused)"
     )
     remaining_epsilon: float
+    spent_after_epsilon: float | None = Field(
+        description="the budget spent (eps, under the service's composition) after this "
+        "query; null when refused"
+    )
     reason: str
 
 
@@ -197,7 +204,8 @@ class BudgetOut(BaseModel):
     spent: EpsDelta
     remaining: EpsDelta
     answers: int = Field(description="number of released answers")
-    composition: str
+    composition: str = Field(description="how answers' spends add up, in words")
+    accounting: str = Field(description="the composition: basic, pld or rdp")
 
 
 class AnalystOut(BaseModel):

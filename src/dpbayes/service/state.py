@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import hmac
 import json
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,11 +45,13 @@ from dpbayes.answers.planning import (
     carry_over,
     fresh_answer,
     history_answer,
-    plan_answer,
+    plan_candidates,
     refused_answer,
 )
+from dpbayes.answers.pricing import cheapest, fits, fresh_mechanism, noise_of, scope_of
+from dpbayes.answers.store import add_record
 from dpbayes.privacy.accountant import Accountant, BudgetExceeded
-from dpbayes.privacy.guarantee import Neighbours, user_level
+from dpbayes.privacy.guarantee import Guarantee, Neighbours, user_level
 from dpbayes.privacy.noise import prepare_secure_noise
 from dpbayes.privacy.validation import (
     check_delta,
@@ -61,8 +61,19 @@ from dpbayes.privacy.validation import (
 )
 from dpbayes.service import db
 from dpbayes.service.commits import FreshJob, commit_batch, outcome
-from dpbayes.service.config import EngineConfig, counts_digest, counts_hmac, describe_unit
+from dpbayes.service.config import EngineConfig, counts_hmac
 from dpbayes.service.keys import AnalystKeys, check_admin
+from dpbayes.service.setup import init_rows, rekey
+from dpbayes.service.snapshot import (
+    Busy,
+    Conflict,
+    Reply,
+    _density,
+    _Planned,
+    _Snapshot,
+    _spend_of,
+    describe_composition,
+)
 
 __all__ = ["Busy", "Conflict", "QueryService", "Reply", "check_admin"]
 
@@ -73,63 +84,6 @@ _NUMERICAL_LIMIT = (
     "the service cannot compute this query's error distribution to its accuracy (its "
     "coefficients or the requirement are too extreme); nothing spent"
 )
-
-
-class Conflict(ValueError):
-    """A well-formed request the current state refuses (budget, duplicate name)."""
-
-
-class Busy(RuntimeError):
-    """The ledger kept changing while a request was planned; nothing was spent (retry)."""
-
-
-@dataclass(frozen=True)
-class Reply:
-    answer: Answer
-    remaining_epsilon: float
-    spent_epsilon: float
-    density: dict[str, list[float]] | None = None
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    """The in-memory state as of budget ``version``: replaced, never changed."""
-
-    version: int
-    last_id: int  # the largest answers.id in ``history``
-    history: History
-    total: tuple[float, float]
-
-
-@dataclass
-class _Planned:
-    """A cached plan, the state it holds for, and once asked for, its posterior density
-    around the estimate."""
-
-    plan: Plan
-    state: tuple[int, int, tuple[float, float]]  # version, last_id, total of the snapshot
-    density: tuple[list[float], list[float]] | None = None
-
-
-def _unit_flags(unit: dict[str, Any] | None) -> str:
-    if unit is None:
-        return "--record-level"
-    return f"--user-column {unit['user_column']} --max-rows-per-user {unit['max_rows_per_user']}"
-
-
-def _density(plan: Plan) -> tuple[list[float], list[float]]:
-    """The posterior density on 120 points spanning the interval widened by its width on
-    each side, as offsets from the estimate (it does not depend on the estimate)."""
-    post = plan.posterior
-    err = plan.error if post is None else post.error
-    assert err is not None
-    half = plan.interval_half_width
-    w = 2.0 * half if half > 0 else 1.0
-    x = np.linspace(-half - w, half + w, 121)
-    c = 1.0 - np.asarray(err.cdf(-x), dtype=float)  # P(answer <= estimate + x)
-    mid = 0.5 * (x[1:] + x[:-1])
-    pdf = np.diff(c) / np.diff(x)
-    return mid.tolist(), [max(0.0, float(v)) for v in pdf]
 
 
 class QueryService:
@@ -159,7 +113,7 @@ class QueryService:
         self.cube = config.build_cube()
         prepare_secure_noise()
         mac, key_id = counts_hmac(self.cube, digest_key)
-        db.migrate(self.db, rekey_cube=self._rekey(mac, key_id))
+        db.migrate(self.db, rekey_cube=rekey(self.cube, mac, key_id))
         self._mac, self._key_id = mac, key_id
         self._write_lock = threading.Lock()
         self._pending_lock = threading.Lock()
@@ -176,62 +130,19 @@ class QueryService:
         self.accountant = Accountant(config.epsilon, config.delta)
         with self.db.begin() as con:
             db.serialise_setup(con)
-            self._init_rows(con)
-            self._snap = self._load(con, None)
+            switched = init_rows(con, self.config, self.cube, self._mac, self._key_id)
+            try:
+                self._snap = self._load(con, None)
+            except BudgetExceeded:
+                if switched is None:
+                    raise
+                raise ValueError(
+                    f"composition {config.composition!r} would put the budget already spent "
+                    f"(under {switched!r}) above the total: start with --composition "
+                    f"{switched} or raise the budget first"
+                ) from None
 
     # ------------------------------------------------------------------ state
-    def _rekey(self, mac: str, key_id: str) -> Any:
-        cube = self.cube
-
-        def rekey(old_sha256: str) -> tuple[str, str]:
-            if not hmac.compare_digest(old_sha256, counts_digest(cube)):
-                raise ValueError(
-                    "the database holds a different cube (data or attributes changed); its "
-                    "history would not match: use a new --db or the original data"
-                )
-            return mac, key_id
-
-        return rekey
-
-    def _init_rows(self, con: sa.Connection) -> None:
-        spec = json.dumps(self.config.spec(), sort_keys=True)
-        row = con.execute(sa.select(db.cube)).first()
-        if row is None:
-            con.execute(
-                db.cube.insert().values(
-                    id=1,
-                    spec=spec,
-                    n_cells=self.cube.n_cells,
-                    counts_hmac=self._mac,
-                    hmac_key_id=self._key_id,
-                )
-            )
-        elif (old := json.loads(row.spec).get("privacy_unit")) != self.config.privacy_unit:
-            raise ValueError(
-                f"the database's cube protects {describe_unit(old)}, this start asks for "
-                f"{describe_unit(self.config.privacy_unit)}: its history was released for the "
-                f"other unit; restart with {_unit_flags(old)} or use a new --db"
-            )
-        elif row.hmac_key_id != self._key_id:
-            raise ValueError(
-                "the database's cube digest is keyed with another admin key: start with the "
-                "admin key it was created with (--admin-key-file)"
-            )
-        elif row.spec != spec or not hmac.compare_digest(row.counts_hmac, self._mac):
-            raise ValueError(
-                "the database holds a different cube (data or attributes changed); its "
-                "history would not match: use a new --db or the original data"
-            )
-        if con.execute(sa.select(db.budget)).first() is None:
-            con.execute(
-                db.budget.insert().values(
-                    id=1,
-                    total_epsilon=self.config.epsilon,
-                    total_delta=self.config.delta,
-                    version=0,
-                )
-            )
-
     def _budget_row(self, con: sa.Connection, *, lock: bool) -> Any:
         stmt = sa.select(db.budget).where(db.budget.c.id == 1)
         if lock and self.postgres:
@@ -244,8 +155,11 @@ class QueryService:
         from all spends then and when the total budget changed."""
         b = self._budget_row(con, lock=False)
         total = (float(b.total_epsilon), float(b.total_delta))
+        composition = str(b.composition)
         fresh_history = snap is None or self._stale
-        fresh_accountant = fresh_history or snap is None or snap.total != total
+        fresh_accountant = (
+            fresh_history or snap is None or (snap.total, snap.composition) != (total, composition)
+        )
         after = 0 if fresh_history or snap is None else snap.last_id
         a = db.answers.c
         rows = con.execute(sa.select(db.answers).where(a.id > after).order_by(a.id)).all()
@@ -256,24 +170,24 @@ class QueryService:
                 assert snap is not None
                 hist, last = snap.history.copy(), snap.last_id
             if fresh_accountant:
-                acc = Accountant(*total)
-                older = sa.select(a.epsilon, a.scope, a.query).where(a.id <= after)
-                for r in con.execute(older.order_by(a.id)):
-                    acc.spend(r.epsilon, scope=json.loads(r.scope), label=r.query)
+                acc = Accountant(*total, composition=composition)
+                older = sa.select(a.epsilon, a.delta, a.gaussian_ratio, a.scope, a.query)
+                for r in con.execute(older.where(a.id <= after).order_by(a.id)):
+                    acc.restore(_spend_of(r))
             else:
                 acc = self.accountant
             for r in rows:
                 rec = AnswerRecord.from_dict(json.loads(r.record))
                 check_record(rec, self.cube)
-                acc.spend(r.epsilon, scope=json.loads(r.scope), label=r.query)
-                hist.add(rec.dense(), rec.noisy_answer, rec.epsilon, sensitivity=rec.sensitivity)
+                acc.restore(_spend_of(r))
+                add_record(hist, rec)
                 last = int(r.id)
         except BaseException:
             self._stale = True  # the shared accountant may hold part of the new rows
             raise
         self.accountant = acc
         self._stale = False
-        return _Snapshot(int(b.version), last, hist, total)
+        return _Snapshot(int(b.version), last, hist, total, composition)
 
     def _current(self) -> _Snapshot:
         """The snapshot, brought up to date if the database changed (one unlocked read)."""
@@ -354,10 +268,14 @@ class QueryService:
                 planned = _Planned(carried, state, hit.density)
                 self._remember(key, planned)
                 return planned
-        total = snap.total[0]
+        total, budget_delta = snap.total
         sens = q.sensitivity * self._sens_factor
+        noises = self._noises(budget_delta)
+        if not noises:
+            why = "the budget has no delta for a Gaussian answer (noise='gaussian'); nothing spent"
+            return _Planned(Plan(q, d, p, sens, "refused", reason=why), state)
         try:
-            plan = plan_answer(
+            plans = plan_candidates(
                 snap.history,
                 q,
                 d,
@@ -367,7 +285,12 @@ class QueryService:
                 max_epsilon=self.config.max_epsilon,
                 cap=total * (1 + _TOLERANCE),
                 cap_reason=f"budget exceeded: the total budget is eps={total:.6g}",
+                noises=noises,
+                delta=budget_delta,
             )
+            plan = plans[0]
+            if len(plans) > 1:
+                plan = cheapest(plans, self.accountant, simulation=False, user=self._user)
         except (ValueError, ArithmeticError):
             # the arguments were checked: what is left are the engine's numerical limits
             # (an error distribution it cannot compute to its accuracy); refuse, spend nothing
@@ -375,6 +298,25 @@ class QueryService:
         planned = _Planned(plan, state)
         self._remember(key, planned)
         return planned
+
+    def warm_up(self) -> None:
+        """Plan one query (the total count, nothing spent or drawn) so that the numerics a
+        plan needs are loaded and compiled before the first request."""
+        ones = [1.0] * self.cube.n_cells
+        self._plan(self._current(), self.make_query(None, ones), 1e6, 0.5)
+
+    def _noises(self, budget_delta: float) -> tuple[str, ...]:
+        """The noise families a fresh answer may use under the budget's delta."""
+        noise = self.config.noise
+        if noise == "laplace" or (noise == "auto" and budget_delta == 0):
+            return ("laplace",)
+        if budget_delta == 0:
+            return ()
+        return ("gaussian",) if noise == "gaussian" else ("laplace", "gaussian")
+
+    def cost(self, plan: Plan) -> Guarantee:
+        """The guarantee a fresh ``plan`` will be charged (what prices it)."""
+        return fresh_mechanism(plan, simulation=False, user=self._user)[1]
 
     def _remember(self, key: tuple[Any, ...], planned: _Planned) -> None:
         with self._cache_lock:
@@ -418,12 +360,16 @@ class QueryService:
                     return self._reply(self._from_history(snap, plan), planned, density)
                 if plan.status == "refused":
                     return self._reply(refused_answer(plan), planned, density)
-                scope = [f"cell:{j}" for j in query.cells]
-                if not self.accountant.can_spend(plan.epsilon, scope=scope):
+                scope = scope_of(query)
+                if not fits(self.accountant, self.cost(plan), scope):
                     return self._reply(self._budget_refusal(plan, scope), planned, density)
                 after = snap.history.copy()
                 index = after.add(
-                    query.coefficients, 0.0, plan.epsilon, sensitivity=plan.sensitivity
+                    query.coefficients,
+                    0.0,
+                    plan.epsilon,
+                    sensitivity=plan.sensitivity,
+                    **noise_of(plan),
                 )
             answer = self._commit(snap, plan, scope, after, index, analyst)
             if answer is not None:
@@ -444,17 +390,20 @@ class QueryService:
 
     def _from_history(self, snap: _Snapshot, plan: Plan) -> Answer:
         n = len(snap.history)
-        g = history_guarantee(self.accountant.spent[0], n, plan.sensitivity, False, self._user)
+        spent, spent_delta = self.accountant.spent
+        g = history_guarantee(
+            spent, n, plan.sensitivity, False, self._user,
+            delta=spent_delta, n_gaussian=snap.history.noises.count("gaussian"),
+        )  # fmt: skip
         return history_answer(plan, g, f"met by the history of {n} answers; nothing spent")
 
     def _budget_refusal(self, plan: Plan, scope: list[str]) -> Answer:
         try:
-            with self.accountant.charge(plan.epsilon, scope=scope):
+            with self.accountant.charge(self.cost(plan), scope=scope):
                 raise _Fits  # pragma: no cover - only a concurrent change gets here
         except BudgetExceeded as exc:
-            return refused_answer(
-                plan, f"needs eps={plan.epsilon:.6g} on the cells it reads: {exc}"
-            )
+            need = f"eps={plan.epsilon:.6g}" + (f", delta={plan.delta:.3g}" if plan.delta else "")
+            return refused_answer(plan, f"needs {need} on the cells it reads: {exc}")
         except _Fits:
             return refused_answer(plan, "the budget changed while the query was planned; retry")
 
@@ -484,8 +433,12 @@ class QueryService:
             return res  # None (plan again) or a refusal
         assert res.guarantee is not None and res.blue is not None
         reason = fresh_reason(
-            plan.epsilon, plan.sensitivity, self._user, self.cube.rows_per_user_bound
-        )
+            plan.epsilon,
+            plan.sensitivity,
+            self._user,
+            self.cube.rows_per_user_bound,
+            **noise_of(plan),
+        ) + (f"; {plan.choice}" if plan.choice else "")
         return fresh_answer(
             plan, None, res.guarantee, reason, blue=res.blue, accuracy=_METHOD_ACCURACY
         )
@@ -501,8 +454,8 @@ class QueryService:
             "spent": {"epsilon": eps, "delta": dlt},
             "remaining": {"epsilon": reps, "delta": rdlt},
             "answers": len(snap.history),
-            "composition": "sequential within a cell, parallel across disjoint cells "
-            "(paper 000 Thms 5.1-5.2)",
+            "composition": describe_composition(acc.composition, acc.total[1]),
+            "accounting": acc.composition,
         }
 
     def history(self, *, offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:

@@ -5,8 +5,11 @@
 - ``sampling.py``: posterior sampling with trimming (Lemma 2, Theorem 4.1) and the
   private MAP (Algorithm 3), exact draws by ``trimmed_dirichlet.py`` and
   ``trimmed_sampler.py`` (compiled in ``_sampling_kernels.py``).
+- ``record.py``: what the releases publish (``LaplaceTablesRecord``, ``FourierRecord``,
+  ``SamplingRecord``, ``MapRecord``), written by the planners and read by the inverses.
 - ``noise_aware.py``: the noise-aware posterior of every release above (exact without
-  edges; Gibbs on the true joint table otherwise, compiled in ``_kernels.py``);
+  edges; MCMC on the true joint table otherwise: ``gibbs.py`` drives ``sampler.py``'s
+  ``init`` / ``step`` over NamedTuple states, compiled in ``_kernels.py``);
   ``noise_aware_n.py`` when n is private.
 - Proofs: ``PROOF_laplace_fourier.md``, ``PROOF_sampling.md``.
 

@@ -20,6 +20,8 @@ is two kinds of moves, each leaving P(N | release) invariant:
 Probabilities below e^-40 of a conditional's largest are set to 0 (``CUTOFF``). The
 targets' normalisers are in :mod:`._normaliser_kernels`. No randomness is drawn here: the
 kernels get the uniforms they need, drawn from the chain's numpy Generator beforehand.
+Every kernel reads a ``Target`` ``tg`` and changes a ``State`` ``st`` in place (the
+NamedTuples of :mod:`.sampler`, whose ``step`` and ``resize`` call them on a copy).
 """
 
 from __future__ import annotations
@@ -38,48 +40,27 @@ CUTOFF = -40.0
 
 
 @njit(cache=True)
-def _pair_moves(  # type: ignore[no-untyped-def]
-    c,
-    state,
-    famc,
-    rowc,
-    obsv,
-    fam_idx,
-    row_idx,
-    log_k,
-    log_alpha,
-    log_big_a,
-    obs_matrix,
-    released,
-    inv_scale,
-    bd_w,
-    lin,
-    sib,
-    ztab,
-    ztix,
-    zp,
-    zw,
-    alpha,
-    mz,
-    uniforms,
-    lp,
-    ibuf,
-    fbuf,
-):
+def _pair_moves(c, tg, st, uniforms, lp, ibuf, fbuf):  # type: ignore[no-untyped-def]
     """``uniforms.shape[0]`` exact-conditional pair moves on chain c (module docstring).
 
-    state (m, cells) joint counts; famc (m, F) and rowc (m, R) family-cell and parent-row
-    counts (flat over the nodes: ``fam_idx[v, cell]``, ``row_idx[v, cell]``); obsv (m, O)
-    the true values obs_matrix @ state of the released statistics; log_k[x] = log x,
-    log_alpha[x] = log(alpha + x), log_big_a[v, x] = log(A_v + x) (A_v = alpha * k_v);
-    released (O,) the released values (clipped to the truncation range for counts);
-    bd_w weighs the Bayesian-Dirichlet terms, lin (F,) adds sum_f lin_f c_f, and every
-    binary node v with ztix[v] >= 0 adds -zw log Z(c_row) per row (:func:`log_trim_mass`,
-    trim zp[ztix[v]], sib the other cell of each family cell's row), and every node v with
-    mz's mG[v] > 0 adds -sum_rows log Z(c_row) of the exponential mechanism over its grid
-    (:func:`_map_z`); see :func:`run_sweeps`. uniforms (moves, 3); lp, ibuf (9, max(nodes,
-    O)), fbuf (2, O) work space.
+    st.counts (m, cells) joint counts; famc (m, F) and rowc (m, R) family-cell and
+    parent-row counts (flat over the nodes: ``fam_idx[v, cell]``, ``row_idx[v, cell]``);
+    obsv (m, O) the true values obs_matrix @ counts of the released statistics;
+    log_k[x] = log x, log_alpha[x] = log(alpha + x), log_big_a[v, x] = log(A_v + x)
+    (A_v = alpha * k_v); released (O,) the released values (clipped to the truncation
+    range for counts); bd_w weighs the Bayesian-Dirichlet terms, lin (F,) adds
+    sum_f lin_f c_f, and every binary node v with ztix[v] >= 0 adds -zw log Z(c_row) per
+    row (:func:`log_trim_mass`, trim zp[ztix[v]], sib the other cell of each family
+    cell's row), and every node v with mz's mG[v] > 0 adds -sum_rows log Z(c_row) of the
+    exponential mechanism over its grid (:func:`_map_z`); see :func:`run_sweeps`.
+    uniforms (moves, 3); lp, ibuf (9, max(nodes, O)), fbuf (2, O) work space.
     """
+    state, famc, rowc, obsv = st.counts, st.famc, st.rowc, st.obsv
+    fam_idx, row_idx, obs_matrix, released = tg.fam_idx, tg.row_idx, tg.obs_matrix, tg.released
+    log_k, log_alpha, log_big_a = tg.log_k, tg.log_alpha, tg.log_big_a
+    inv_scale, alpha, ex = tg.inv_scale, tg.alpha, tg.extra
+    bd_w, lin, sib, zw, mz = ex.bd_w, ex.lin, ex.sib, ex.zw, ex.mz
+    ztab, ztix, zp = ex.ztab, ex.ztix, ex.zp
     cells = state.shape[1]
     nodes = fam_idx.shape[0]
     n_obs = obs_matrix.shape[0]
@@ -211,13 +192,23 @@ def _pair_moves(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, t, wz):  # type: ignore[no-untyped-def]
+def _add_family(tg, famc, rowc, c, cell, t):  # type: ignore[no-untyped-def]
     """Add t records to joint ``cell`` in the family/row counts of chain c; returns the
     change of bd_w [sum_f lgamma(alpha + c_f) - sum_r lgamma(A_v + c_r)] (the record-level
     Bayesian-Dirichlet log prior, weighted) + sum_f lin_f c_f - zw sum_r log Z(c_r)
-    - sum_r log Z_map(c_r). ``wz`` = (bd_w, lin, sib, ztab, ztix, zp, zw, alpha, mz), as in
-    :func:`_pair_moves`."""
-    bd_w, lin, sib, ztab, ztix, zp, zw, alpha, mz = wz
+    - sum_r log Z_map(c_r), the terms of :func:`_pair_moves`."""
+    fam_idx, row_idx, lg_alpha, lg_big_a = tg.fam_idx, tg.row_idx, tg.lg_alpha, tg.lg_big_a
+    alpha, ex = tg.alpha, tg.extra
+    bd_w, lin, sib, ztab, ztix, zp, zw, mz = (
+        ex.bd_w,
+        ex.lin,
+        ex.sib,
+        ex.ztab,
+        ex.ztix,
+        ex.zp,
+        ex.zw,
+        ex.mz,
+    )
     m_g = mz[2]
     delta = 0.0
     for v in range(fam_idx.shape[0]):
@@ -242,34 +233,7 @@ def _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, t, wz
 
 
 @njit(cache=True)
-def _relabel_moves(  # type: ignore[no-untyped-def]
-    c,
-    state,
-    famc,
-    rowc,
-    obsv,
-    fam_idx,
-    row_idx,
-    lg_alpha,
-    lg_big_a,
-    lg_fact,
-    fam_off,
-    cards,
-    strides,
-    fam_ptr,
-    fam_cells,
-    obs_matrix,
-    released,
-    inv_scale,
-    widths,
-    uniforms,
-    tried,
-    accepted,
-    src,
-    cnt,
-    dob,
-    wz,
-):
+def _relabel_moves(c, tg, st, uniforms, src, cnt, dob):  # type: ignore[no-untyped-def]
     """Metropolis-Hastings moves that change one variable's value in T random records.
 
     A move picks a node v, a cell (pa, k) of its family table and another value k'
@@ -283,11 +247,16 @@ def _relabel_moves(  # type: ignore[no-untyped-def]
     the counts N is reversible with respect to P(N | release). It moves the whole row
     of a CPT at once, the direction along which the pairwise Gibbs moves are slow.
 
-    uniforms (moves, 5 + max slices); tried/accepted (m, nodes) counters (added to);
-    src, cnt (max slices,), dob (O,) work space; ``wz`` the extra terms of the target
-    (:func:`_add_family`).
+    uniforms (moves, 5 + max slices); st.tried/st.accepted (m, nodes) counters (added
+    to); src, cnt (max slices,), dob (O,) work space; the target's extra terms are those
+    of :func:`_add_family`.
     """
-    nodes = fam_idx.shape[0]
+    state, famc, rowc, obsv = st.counts, st.famc, st.rowc, st.obsv
+    widths, tried, accepted = st.widths, st.tried, st.accepted
+    lg_fact, fam_off, cards, strides = tg.lg_fact, tg.fam_off, tg.cards, tg.strides
+    fam_ptr, fam_cells, obs_matrix, released = tg.fam_ptr, tg.fam_cells, tg.obs_matrix, tg.released
+    inv_scale = tg.inv_scale
+    nodes = tg.fam_idx.shape[0]
     n_obs = obs_matrix.shape[0]
     moves = uniforms.shape[0]
     for mv in range(moves):
@@ -365,10 +334,8 @@ def _relabel_moves(  # type: ignore[no-untyped-def]
             if x == 0:
                 continue
             cell = src[a]
-            log_a += _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, -x, wz)
-            log_a += _add_family(
-                famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell + shift, x, wz
-            )
+            log_a += _add_family(tg, famc, rowc, c, cell, -x)
+            log_a += _add_family(tg, famc, rowc, c, cell + shift, x)
             for o in range(n_obs):
                 dob[o] += x * (obs_matrix[o, cell + shift] - obs_matrix[o, cell])
         for o in range(n_obs):
@@ -389,50 +356,12 @@ def _relabel_moves(  # type: ignore[no-untyped-def]
                 if x == 0:
                     continue
                 cell = src[a]
-                _add_family(
-                    famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell + shift, -x, wz
-                )
-                _add_family(famc, rowc, fam_idx, row_idx, lg_alpha, lg_big_a, c, cell, x, wz)
+                _add_family(tg, famc, rowc, c, cell + shift, -x)
+                _add_family(tg, famc, rowc, c, cell, x)
 
 
 @njit(cache=True)
-def run_sweeps(  # type: ignore[no-untyped-def]
-    state,
-    famc,
-    rowc,
-    obsv,
-    fam_idx,
-    row_idx,
-    log_k,
-    log_alpha,
-    log_big_a,
-    lg_alpha,
-    lg_big_a,
-    lg_fact,
-    fam_off,
-    cards,
-    strides,
-    fam_ptr,
-    fam_cells,
-    obs_matrix,
-    released,
-    inv_scale,
-    widths,
-    pair_uniforms,
-    relabel_uniforms,
-    tried,
-    accepted,
-    bd_w,
-    lin,
-    sib,
-    ztab,
-    ztix,
-    zp,
-    zw,
-    alpha,
-    mz,
-    out,
-):
+def run_sweeps(tg, st, pair_uniforms, relabel_uniforms, out):  # type: ignore[no-untyped-def]
     """Sweeps on every chain: ``pair_uniforms.shape[2]`` pair moves then
     ``relabel_uniforms.shape[2]`` relabelling moves; famc after each sweep to ``out``.
 
@@ -447,105 +376,33 @@ def run_sweeps(  # type: ignore[no-untyped-def]
     mz = (mgrid (nodes, G, k), mbase (nodes, G), mG (nodes,), mtab (lazily filled
     log-Z tables, NaN = unknown), moff, mside (nodes,), mw, fam_off, cards, cbuf (k,)).
     """
-    m = state.shape[0]
+    famc = st.famc
+    m = st.counts.shape[0]
     sweeps = pair_uniforms.shape[1]
-    nodes = fam_idx.shape[0]
-    n_obs = obs_matrix.shape[0]
-    lp = np.empty(log_k.shape[0] + 1)
+    nodes = tg.fam_idx.shape[0]
+    n_obs = tg.obs_matrix.shape[0]
+    lp = np.empty(tg.log_k.shape[0] + 1)
     ibuf = np.empty((9, max(nodes, n_obs)), dtype=np.int64)
     fbuf = np.empty((2, max(n_obs, 1)))
     max_sl = max(relabel_uniforms.shape[3] - 5, 1)
     src = np.empty(max_sl, dtype=np.int64)
     cnt = np.empty(max_sl, dtype=np.int64)
     dob = np.empty(max(n_obs, 1))
-    wz = (bd_w, lin, sib, ztab, ztix, zp, zw, alpha, mz)
     for c in range(m):
         for s in range(sweeps):
-            _pair_moves(
-                c,
-                state,
-                famc,
-                rowc,
-                obsv,
-                fam_idx,
-                row_idx,
-                log_k,
-                log_alpha,
-                log_big_a,
-                obs_matrix,
-                released,
-                inv_scale,
-                bd_w,
-                lin,
-                sib,
-                ztab,
-                ztix,
-                zp,
-                zw,
-                alpha,
-                mz,
-                pair_uniforms[c, s],
-                lp,
-                ibuf,
-                fbuf,
-            )
-            _relabel_moves(
-                c,
-                state,
-                famc,
-                rowc,
-                obsv,
-                fam_idx,
-                row_idx,
-                lg_alpha,
-                lg_big_a,
-                lg_fact,
-                fam_off,
-                cards,
-                strides,
-                fam_ptr,
-                fam_cells,
-                obs_matrix,
-                released,
-                inv_scale,
-                widths,
-                relabel_uniforms[c, s],
-                tried,
-                accepted,
-                src,
-                cnt,
-                dob,
-                wz,
-            )
+            _pair_moves(c, tg, st, pair_uniforms[c, s], lp, ibuf, fbuf)
+            _relabel_moves(c, tg, st, relabel_uniforms[c, s], src, cnt, dob)
             for f in range(famc.shape[1]):
                 out[c, s, f] = famc[c, f]
 
 
 @njit(cache=True)
-def resize_moves(  # type: ignore[no-untyped-def]
-    state,
-    famc,
-    rowc,
-    obsv,
-    fam_idx,
-    row_idx,
-    lg_alpha,
-    lg_big_a,
-    lg_fact,
-    log_prior_n,
-    obs_matrix,
-    released,
-    inv_scale,
-    widths,
-    uniforms,
-    tried,
-    accepted,
-):
+def resize_moves(tg, st, log_prior_n, uniforms):  # type: ignore[no-untyped-def]
     """Metropolis moves that change the number of records n (add/remove releases, n private).
 
     For noisy counts or Fourier coefficients (bd_w = 1, no other terms) with a prior
     ``log_prior_n`` on n (length n_max + 1; n above n_max has probability 0). A move picks
-    a joint cell i uniformly and d uniformly in {-W..-1, 1..W} (W = widths[c]) and
+    a joint cell i uniformly and d uniformly in {-W..-1, 1..W} (W = st.resize_widths[c]) and
     proposes N_i + d (rejected below 0 or above n_max): a symmetric proposal, accepted with
     the target's ratio, whose log is
 
@@ -555,8 +412,13 @@ def resize_moves(  # type: ignore[no-untyped-def]
 
     (the multinomial coefficient, the Bayesian-Dirichlet terms of the family cell f and
     parent row r of i in every node v, and the Laplace factors of the released statistics
-    x_o = obs_matrix[o] . N). uniforms (m, moves, 3); tried, accepted (m,) counters.
+    x_o = obs_matrix[o] . N). uniforms (m, moves, 3); st.resize_tried, st.resize_accepted
+    (m,) counters.
     """
+    state, famc, rowc, obsv = st.counts, st.famc, st.rowc, st.obsv
+    widths, tried, accepted = st.resize_widths, st.resize_tried, st.resize_accepted
+    fam_idx, row_idx, lg_alpha, lg_big_a = tg.fam_idx, tg.row_idx, tg.lg_alpha, tg.lg_big_a
+    lg_fact, obs_matrix, released, inv_scale = tg.lg_fact, tg.obs_matrix, tg.released, tg.inv_scale
     m = state.shape[0]
     cells = state.shape[1]
     nodes = fam_idx.shape[0]

@@ -44,6 +44,7 @@ from dpbayes.privacy import LaplaceMechanism, Neighbours
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.privacy.validation import check_probability
 from dpbayes.release.base import Plan, Release, as_rng, register
+from dpbayes.release.bayes_net.record import FourierRecord
 
 __all__ = [
     "downward_closure",
@@ -152,7 +153,7 @@ def stealth_raise(model: BayesNet, scale: float, stealth: float, noise_empty: bo
     return float(optimize.brentq(excess, 0.0, hi, xtol=1e-10 * scale))
 
 
-@register("fourier", BayesNet, options=("stealth",))
+@register("fourier", BayesNet, options=("stealth",), record=FourierRecord)
 def plan_fourier(
     model: BayesNet,
     stats_: BayesNetStatistics,
@@ -198,13 +199,13 @@ def plan_fourier(
         "stealth": st,
         "empty_set_raise": raise_by,
     }
-    public: dict[str, Any] = {
-        "n": n if substitute else None,
-        "neighbours": neighbours.value,
-        "sensitivity": sens,
-        "scale": mech.scale,
+    record = FourierRecord(
+        n=n if substitute else None,
+        neighbours=neighbours,
+        sensitivity=sens,
+        scale=mech.scale,
         **details,
-    }
+    )
 
     def run(src: NoiseSource) -> Release:
         exact = np.array([coeffs[a] for a in noised])
@@ -232,7 +233,7 @@ def plan_fourier(
                 "negative_cells": negative,
                 "stealth": negative == 0,
             },
-            public=public,
+            public=record.to_public(),
         )
 
     return Plan(guarantee=mech.guarantee(**details), run=run)

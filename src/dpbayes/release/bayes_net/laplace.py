@@ -32,6 +32,7 @@ from dpbayes.privacy import LaplaceMechanism, Neighbours
 from dpbayes.privacy.guarantee import user_level
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.release.base import Plan, Release, as_rng, register
+from dpbayes.release.bayes_net.record import LaplaceTablesRecord
 
 __all__ = ["laplace_sensitivity", "plan_laplace"]
 
@@ -43,7 +44,7 @@ def laplace_sensitivity(model: BayesNet, neighbours: Neighbours | str) -> float:
     return float(2 * k if rel is Neighbours.SUBSTITUTE else k)
 
 
-@register("laplace", BayesNet, user_level=True)
+@register("laplace", BayesNet, user_level=True, record=LaplaceTablesRecord)
 def plan_laplace(
     model: BayesNet,
     stats: BayesNetStatistics,
@@ -80,13 +81,13 @@ def plan_laplace(
         "truncation": [0.0, upper if substitute else None],
         **user,
     }
-    public: dict[str, Any] = {
-        "n": n if substitute else None,
-        "neighbours": neighbours.value,
-        "sensitivity": sens,
-        "scale": mech.scale,
+    record = LaplaceTablesRecord(
+        n=n if substitute else None,
+        neighbours=neighbours,
+        sensitivity=sens,
+        scale=mech.scale,
         **details,
-    }
+    )
 
     def run(src: NoiseSource) -> Release:
         noisy = mech.release(exact, rng=as_rng(src)).value
@@ -104,7 +105,7 @@ def plan_laplace(
             posterior=model.posterior_from(noisy_stats),
             guarantee=mech.guarantee(simulation=src.simulation, **details),
             released={"counts": {k: v.tolist() for k, v in noisy_stats.counts.items()}},
-            public=public,
+            public=record.to_public(),
         )
 
     return Plan(guarantee=mech.guarantee(**details), run=run)

@@ -24,7 +24,8 @@ masses of the truncation at 0 and n.
   Metropolis-Hastings moves relabelling one variable in T random records (a whole CPT
   row at once); several chains from over-dispersed starts, with R-hat/ESS on every
   family count and a RuntimeWarning when mixing is poor. Each kept N gives Dir(alpha + c(N)) per CPT
-  row exactly, so the row posteriors are Rao-Blackwellised Dirichlet mixtures.
+  row exactly, so the row posteriors are Rao-Blackwellised Dirichlet mixtures. The
+  sampler is :mod:`.sampler`'s ``init`` / ``step`` over NamedTuple states.
 
 * **Fourier (Algorithm 2): MCMC.** The released coefficients c_a(N) + Lap(b), a != {},
   are linear in N (c_a = sum_cells N_cell (-1)^<a, cell>), so the same sampler applies
@@ -82,21 +83,22 @@ from typing import Any
 import numpy as np
 
 from dpbayes.models.bayes_net import BayesNet
+from dpbayes.privacy import Neighbours
 from dpbayes.privacy.validation import check_int
 from dpbayes.release.base import Release, register_noise_aware
 from dpbayes.release.bayes_net.gibbs import (
     DEFAULT_SWEEPS,
     MAX_JOINT_CELLS,
-    Extra,
     count_observations,
     fourier_observations,
     gibbs_tables,
-    joint_maps,
     summarise,
 )
 from dpbayes.release.bayes_net.noise_aware_n import bayes_net_private_n
 from dpbayes.release.bayes_net.noise_aware_sampling import map_posterior, sampling_posterior
 from dpbayes.release.bayes_net.posterior import BayesNetNoiseAwarePosterior
+from dpbayes.release.bayes_net.record import FourierRecord, LaplaceTablesRecord
+from dpbayes.release.bayes_net.sampler import joint_maps, no_extra
 from dpbayes.release.counts.noise_aware import count_posterior
 
 __all__ = [
@@ -128,8 +130,12 @@ def bayes_net_noise_aware(
     (n private; :mod:`.noise_aware_n`; default flat).
     """
     model: BayesNet = rel.model
-    pub = rel.public
-    if rel.mechanism in ("laplace", "fourier") and pub.get("neighbours") == "add-remove":
+    if rel.mechanism == "sampling" or rel.mechanism == "map":
+        _no_n_prior(n_prior)
+        post = sampling_posterior if rel.mechanism == "sampling" else map_posterior
+        return post(rel, iterations=iterations, chains=chains, rng=rng, n=n)
+    rec = (LaplaceTablesRecord if rel.mechanism == "laplace" else FourierRecord).of(rel)
+    if rec.neighbours is Neighbours.ADD_REMOVE:
         if n is not None:
             raise ValueError(
                 "n is private in an add/remove release: give a prior on it (n_prior=...), "
@@ -138,23 +144,16 @@ def bayes_net_noise_aware(
         return bayes_net_private_n(  # type: ignore[no-any-return]
             rel, iterations=iterations, chains=chains, rng=rng, n_prior=n_prior
         )
-    if n_prior is not None:
-        raise ValueError(
-            "n_prior applies only to laplace and fourier releases under add/remove (n private)"
-        )
-    if rel.mechanism == "sampling":
-        return sampling_posterior(rel, iterations=iterations, chains=chains, rng=rng, n=n)
-    if rel.mechanism == "map":
-        return map_posterior(rel, iterations=iterations, chains=chains, rng=rng, n=n)
-    if pub.get("n") is None or pub.get("neighbours") != "substitute":
+    _no_n_prior(n_prior)
+    if rec.n is None:
         raise ValueError(
             "the noise-aware posterior of noisy Bayesian-network counts needs a public n "
             "or the add/remove relation, got neither"
         )
-    if n is not None and check_int(n, "n", minimum=1) != int(pub["n"]):
-        raise ValueError(f"n must be the release's public n = {pub['n']}, got {n}")
-    n = int(pub["n"])
-    scale = float(pub["scale"])
+    if n is not None and check_int(n, "n", minimum=1) != rec.n:
+        raise ValueError(f"n must be the release's public n = {rec.n}, got {n}")
+    n = rec.n
+    scale = float(rec.scale)
     upper = float(n)
     if not model.edges and rel.mechanism == "laplace":
         released = {v: np.asarray(rel.released["counts"][v], dtype=float) for v in model.nodes}
@@ -173,7 +172,7 @@ def bayes_net_noise_aware(
         return BayesNetNoiseAwarePosterior(model, "exact", exact=exact)
     its = check_int(iterations, "iterations", minimum=20)
     m = check_int(chains, "chains", minimum=2)
-    cells, fam, row = joint_maps(model)
+    cells, fam, _ = joint_maps(model)
     if cells > MAX_JOINT_CELLS:
         raise ValueError(
             f"the joint table has {cells} cells (> {MAX_JOINT_CELLS}): too large for the "
@@ -183,9 +182,16 @@ def bayes_net_noise_aware(
         obs = fourier_observations(model, rel, scale)
     else:
         obs = count_observations(model, rel, fam, n, scale)
-    fam_tables = gibbs_tables(model, n, obs, cells, fam, row, its, m, rng, Extra.none(model))
+    fam_tables = gibbs_tables(model, n, obs, its, m, rng, no_extra(model))
     count_draws, diag = summarise(model, fam_tables, its)
     return BayesNetNoiseAwarePosterior(model, "mcmc", count_draws=count_draws, diagnostics=diag)
+
+
+def _no_n_prior(n_prior: Any) -> None:
+    if n_prior is not None:
+        raise ValueError(
+            "n_prior applies only to laplace and fourier releases under add/remove (n private)"
+        )
 
 
 register_noise_aware("laplace", BayesNet)(bayes_net_noise_aware)

@@ -21,15 +21,20 @@ from dpbayes.release.base import Release
 from dpbayes.release.bayes_net._normaliser_kernels import trim_mass_table
 from dpbayes.release.bayes_net.gibbs import (
     MAX_JOINT_CELLS,
-    Extra,
     Observations,
-    fam_layout,
     gibbs_tables,
-    joint_maps,
-    no_map,
     summarise,
 )
 from dpbayes.release.bayes_net.posterior import BayesNetNoiseAwarePosterior
+from dpbayes.release.bayes_net.record import MapRecord, SamplingRecord
+from dpbayes.release.bayes_net.sampler import (
+    Extra,
+    MapTerms,
+    fam_layout,
+    joint_maps,
+    no_extra,
+    no_map,
+)
 
 MAX_TABLE = 1 << 22  # entries of the tabulated binary log-normalisers (n <= 2047)
 MAX_MAP_TABLE = 1 << 23  # entries of the lazily filled map log-normaliser tables (64 MB)
@@ -40,8 +45,8 @@ def sampling_posterior(
 ) -> BayesNetNoiseAwarePosterior:
     """p(theta | released draws) for a ``sampling`` release (module docstring)."""
     model: BayesNet = rel.model
-    pub = rel.public
-    n_rec = pub.get("n") if n is None else n
+    rec = SamplingRecord.of(rel)
+    n_rec = rec.n if n is None else n
     if n_rec is None:
         raise ValueError(
             "n must be given: a sampling release does not write the number of records "
@@ -52,8 +57,8 @@ def sampling_posterior(
     m = check_int(chains, "chains", minimum=2)
     draws = rel.released["draws"]
     d = len(draws)
-    trims = {v: float(t) for v, t in pub["trims"].items()}
-    cells, fam, row = joint_maps(model)
+    trims = {v: float(t) for v, t in rec.trims.items()}
+    cells = joint_maps(model)[0]
     if cells > MAX_JOINT_CELLS:
         raise ValueError(
             f"the joint table has {cells} cells (> {MAX_JOINT_CELLS}): too large for the "
@@ -84,17 +89,17 @@ def sampling_posterior(
         [trim_mass_table(float(model.alpha), p, size_t - 1) for p in zps] or [np.zeros((1, 1))]
     )
     extra = Extra(
-        1.0 - d,
-        np.concatenate(lin_parts),
-        np.concatenate(sib_parts).astype(np.int64),
-        ztab,
-        ztix,
-        np.array(zps or [0.5]),
-        float(d),
-        no_map(model),
+        bd_w=1.0 - d,
+        lin=np.concatenate(lin_parts),
+        sib=np.concatenate(sib_parts).astype(np.int64),
+        ztab=ztab,
+        ztix=ztix,
+        zp=np.array(zps or [0.5]),
+        zw=float(d),
+        mz=no_map(model),
     )
     empty = Observations(np.zeros((0, cells)), np.zeros(0), 1.0)
-    fam_tables = gibbs_tables(model, n_rec, empty, cells, fam, row, its, m, rng, extra)
+    fam_tables = gibbs_tables(model, n_rec, empty, its, m, rng, extra)
     count_draws, diag = summarise(model, fam_tables, its)
     unit = [v for v in model.nodes if model.cardinality(v) > 2]
     check = _normaliser_check(model, count_draws, trims, unit, d, rng)
@@ -115,10 +120,10 @@ def map_posterior(
     from dpbayes.release.bayes_net.sampling import map_grid
 
     model: BayesNet = rel.model
-    pub = rel.public
-    if n is not None and pub.get("n") is not None and check_int(n, "n", minimum=1) != pub["n"]:
-        raise ValueError(f"n must be the release's public n = {pub['n']}, got {n}")
-    n_rec = pub.get("n") if n is None else n
+    rec = MapRecord.of(rel)
+    if n is not None and rec.n is not None and check_int(n, "n", minimum=1) != rec.n:
+        raise ValueError(f"n must be the release's public n = {rec.n}, got {n}")
+    n_rec = rec.n if n is None else n
     if n_rec is None:
         raise ValueError(
             "n must be given: this map release does not write the number of records "
@@ -127,12 +132,13 @@ def map_posterior(
     n_rec = check_int(n_rec, "n", minimum=1)
     its = check_int(iterations, "iterations", minimum=20)
     m = check_int(chains, "chains", minimum=2)
-    scale = pub.get("scale", rel.guarantee.details.get("scale"))
+    # releases written before the record held the temperature: the guarantee's details
+    scale = rec.scale if rec.scale is not None else rel.guarantee.details.get("scale")
     if scale is None or not float(scale) > 0:
         raise ValueError("the map release must carry its selection temperature (public 'scale')")
     w = 1.0 / float(scale)
-    trim, steps = float(pub["trim"]), int(pub["grid"])
-    cells, fam, row = joint_maps(model)
+    trim, steps = float(rec.trim), rec.grid
+    cells = joint_maps(model)[0]
     if cells > MAX_JOINT_CELLS:
         raise ValueError(
             f"the joint table has {cells} cells (> {MAX_JOINT_CELLS}): too large for the "
@@ -167,22 +173,21 @@ def map_posterior(
             moff[vi], mside[vi] = offset, n_rec + 1
             offset += entries
             tabulated.append(v)
-    extra = Extra.none(model)
-    extra.lin = np.concatenate(lin_parts)
-    extra.mz = (
-        mgrid,
-        mbase,
-        m_g,
-        np.full(max(offset, 1), np.nan),
-        moff,
-        mside,
-        w,
-        fam_off,
-        cards,
-        np.zeros(kmax, dtype=np.int64),
+    mz = MapTerms(
+        grid=mgrid,
+        base=mbase,
+        points=m_g,
+        table=np.full(max(offset, 1), np.nan),
+        offset=moff,
+        side=mside,
+        w=w,
+        fam_off=fam_off,
+        cards=cards,
+        buf=np.zeros(kmax, dtype=np.int64),
     )
+    extra = no_extra(model)._replace(lin=np.concatenate(lin_parts), mz=mz)
     empty = Observations(np.zeros((0, cells)), np.zeros(0), 1.0)
-    fam_tables = gibbs_tables(model, n_rec, empty, cells, fam, row, its, m, rng, extra)
+    fam_tables = gibbs_tables(model, n_rec, empty, its, m, rng, extra)
     count_draws, diag = summarise(model, fam_tables, its)
     normaliser = {
         "kind": "exponential-mechanism grid (exact log-sum-exp)",

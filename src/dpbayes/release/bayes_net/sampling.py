@@ -30,6 +30,7 @@ from dpbayes.privacy import ExponentialMechanism, Guarantee, Neighbours
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.privacy.validation import check_int, check_probability
 from dpbayes.release.base import Plan, Release, as_rng, posterior_sampling_guarantee, register
+from dpbayes.release.bayes_net.record import MapRecord, SamplingRecord
 from dpbayes.release.bayes_net.trimmed_sampler import (
     SAMPLER,
     TrimmedRowSampler,
@@ -87,7 +88,7 @@ def trim_for_epsilon(
         per_node *= 1 - 1e-12
 
 
-@register("sampling", BayesNet, options=("draws", "trim"))
+@register("sampling", BayesNet, options=("draws", "trim"), record=SamplingRecord)
 def plan_sampling(
     model: BayesNet,
     stats_: BayesNetStatistics,
@@ -162,13 +163,10 @@ def plan_sampling(
             posterior=BayesNetParameters(model, mean),
             guarantee=guarantee(src.simulation),
             released={"draws": [{v: t.tolist() for v, t in s.items()} for s in samples]},
-            public={
-                "trims": trims,
-                "neighbours": neighbours.value,
-                "draws": d,
-                # n is public under substitute neighbours (the noise-aware posterior uses it)
-                "n": neighbours.public_n(stats_.n),
-            },
+            # n is public under substitute neighbours (the noise-aware posterior uses it)
+            public=SamplingRecord(
+                trims=trims, neighbours=neighbours, draws=d, n=neighbours.public_n(stats_.n)
+            ).to_public(),
         )
 
     return Plan(guarantee=guarantee(False), run=run)
@@ -189,7 +187,7 @@ def _compositions(total: int, parts: int) -> list[tuple[int, ...]]:
     return [(i, *rest) for i in range(total + 1) for rest in _compositions(total - i, parts - 1)]
 
 
-@register("map", BayesNet, options=("trim", "grid"))
+@register("map", BayesNet, options=("trim", "grid"), record=MapRecord)
 def plan_map(
     model: BayesNet,
     stats_: BayesNetStatistics,
@@ -248,15 +246,13 @@ def plan_map(
             posterior=BayesNetParameters(model, cpts),
             guarantee=mech.guarantee(simulation=src.simulation, **details),
             released={"cpts": {v: t.tolist() for v, t in cpts.items()}},
-            public={
-                "trim": tp,
-                "grid": steps,
-                "neighbours": neighbours.value,
-                # the selection temperature: P(g) propto exp(utility(g) / scale)
-                "scale": mech.scale,
-                # n is public under substitute neighbours (the noise-aware posterior uses it)
-                "n": neighbours.public_n(stats_.n),
-            },
+            public=MapRecord(
+                trim=tp,
+                grid=steps,
+                neighbours=neighbours,
+                scale=mech.scale,  # the selection temperature: P(g) propto exp(utility / scale)
+                n=neighbours.public_n(stats_.n),  # public under substitute neighbours
+            ).to_public(),
         )
 
     return Plan(guarantee=mech.guarantee(**details), run=run)

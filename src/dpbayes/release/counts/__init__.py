@@ -6,6 +6,8 @@ or Dirichlet-categorical model, and on the posterior mean of a Normal model; sub
 
 - ``mechanism.py``: the planners (sensitivities, truncation, the guarantee); proof in
   ``PROOF.md``.
+- ``record.py``: what the releases publish (``CountsRecord``, ``NormalMeanRecord``),
+  written by the planners and read by the noise-aware posteriors.
 - ``noise_aware.py``: the exact noise-aware posteriors of the counts (n public), with the
   coin's ladder mixture in ``coin.py``; ``private_n.py`` when n is private.
 - ``normal.py``, ``normal_n.py``: the Normal mean's noise-aware posteriors.

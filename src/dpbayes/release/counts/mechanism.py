@@ -39,7 +39,7 @@ by k; the guarantee's details say ``privacy_unit="user"`` and name the relation
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -54,6 +54,7 @@ from dpbayes.privacy import (
 from dpbayes.privacy.guarantee import user_level
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.release.base import Plan, Release, as_rng, register
+from dpbayes.release.counts.record import CountsRecord, NormalMeanRecord
 
 __all__ = ["count_sensitivity", "counts_release", "plan_counts", "plan_normal_mean"]
 
@@ -119,22 +120,23 @@ def plan_counts(
     counts = np.asarray(stats.counts)
     m = counts.size
     n = int(stats.n)
-    norm = "L2" if mechanism == "gaussian" else "L1"
+    norm: Literal["L1", "L2"] = "L2" if mechanism == "gaussian" else "L1"
     k, sens = count_sensitivity(m, neighbours, norm)
     factor, user = user_level(rows_per_user, neighbours)
     sens *= factor
     mech = _count_mechanism(mechanism, epsilon, delta, sens, neighbours)
     upper = float(n) if neighbours is Neighbours.SUBSTITUTE else math.inf
-    public: dict[str, Any] = {
-        "n": neighbours.public_n(n),
-        "neighbours": neighbours.value,
-        "noised_coordinates": k,
-        "sensitivity": sens,
-        "sensitivity_norm": norm,
-        "truncation": [0.0, upper if math.isfinite(upper) else None],
+    truncation = (0.0, upper if math.isfinite(upper) else None)
+    record = CountsRecord(
+        n=neighbours.public_n(n),
+        neighbours=neighbours,
+        noised_coordinates=k,
+        sensitivity=sens,
+        sensitivity_norm=norm,
+        truncation=truncation,
         **user,
-    }
-    details = {"noised_coordinates": k, "truncation": public["truncation"], **user}
+    )
+    details = {"noised_coordinates": k, "truncation": list(truncation), **user}
 
     def run(src: NoiseSource) -> Release:
         exact = counts[:k].astype(np.int64 if mechanism == "geometric" else float)
@@ -150,7 +152,7 @@ def plan_counts(
             posterior=model.posterior_from(noisy_stats),
             guarantee=guarantee,
             released={"counts": full.tolist()},
-            public=public,
+            public=record.to_public(),
         )
 
     return Plan(guarantee=mech.guarantee(**details), run=run)
@@ -204,15 +206,15 @@ def plan_normal_mean(
     exact = model.posterior_from(stats)
     lo = min(model.prior_mean, model.lower)
     hi = max(model.prior_mean, model.upper)
-    public = {
-        "n": n,
-        "neighbours": neighbours.value,
-        "sensitivity": sens,
-        "posterior_sd": float(exact.std()),
-        "bounds": [model.lower, model.upper],
-        "truncation": [lo, hi],
+    record = NormalMeanRecord(
+        n=n,
+        neighbours=neighbours,
+        sensitivity=sens,
+        posterior_sd=float(exact.std()),
+        bounds=(model.lower, model.upper),
+        truncation=(lo, hi),
         **user,
-    }
+    )
 
     def run(src: NoiseSource) -> Release:
         noisy_mean = float(mech.release(np.array([exact.mean()]), rng=as_rng(src)).value[0])
@@ -224,7 +226,7 @@ def plan_normal_mean(
             posterior=posterior,
             guarantee=mech.guarantee(simulation=src.simulation, truncation=[lo, hi], **user),
             released={"posterior_mean": noisy_mean},
-            public=public,
+            public=record.to_public(),
         )
 
     return Plan(guarantee=mech.guarantee(truncation=[lo, hi], **user), run=run)
@@ -271,13 +273,15 @@ def _plan_normal_mean_add_remove(
             name="gaussian on count and centred sum",
         )
     details = {"centre": centre, "half_width": half, **user}
-    public = {
-        "n": None,
-        "neighbours": neighbours.value,
-        "sensitivity": mech.sensitivity,
-        "bounds": [model.lower, model.upper],
-        **details,
-    }
+    record = NormalMeanRecord(
+        n=None,
+        neighbours=neighbours,
+        sensitivity=mech.sensitivity,
+        bounds=(model.lower, model.upper),
+        centre=centre,
+        half_width=half,
+        **user,
+    )
 
     def run(src: NoiseSource) -> Release:
         noisy = mech.release(exact, rng=as_rng(src)).value
@@ -289,7 +293,7 @@ def _plan_normal_mean_add_remove(
             posterior=model.posterior_from(SumStatistics(n=n_hat, total=total)),
             guarantee=mech.guarantee(simulation=src.simulation, **details),
             released={"count": float(noisy[0]), "centred_sum": half * float(noisy[1])},
-            public=public,
+            public=record.to_public(),
         )
 
     return Plan(guarantee=mech.guarantee(**details), run=run)
@@ -303,7 +307,8 @@ def counts_release(
     guarantee: Any,
     public: dict[str, Any],
 ) -> Release:
-    """A count release: the posterior of ``counts`` (taken as exact) and what is published."""
+    """A count release: the posterior of ``counts`` (taken as exact) and what is published
+    (``public``: the release's record, serialised)."""
     return Release(
         model=model,
         mechanism=mechanism,
@@ -321,13 +326,13 @@ def _register() -> None:
             def planner(model: Any, stats: Any, *, _m: str = mech, **kw: Any) -> Plan:
                 return plan_counts(model, stats, mechanism=_m, **kw)
 
-            register(mech, model_type, user_level=True)(planner)
+            register(mech, model_type, user_level=True, record=CountsRecord)(planner)
     for mech in ("laplace", "gaussian"):
 
         def nplanner(model: Any, stats: Any, *, _m: str = mech, **kw: Any) -> Plan:
             return plan_normal_mean(model, stats, mechanism=_m, **kw)
 
-        register(mech, NormalMean, user_level=True)(nplanner)
+        register(mech, NormalMean, user_level=True, record=NormalMeanRecord)(nplanner)
 
 
 _register()

@@ -9,7 +9,8 @@ released values, produced by a known mechanism from unknown true statistics,
 
 with P(t) the prior predictive of the true statistic t (Bernstein & Sheldon 2018, §3,
 who sample it by Gibbs; here the sum is done exactly). It uses only ``rel.released``,
-``rel.public``, ``rel.guarantee`` and ``rel.model``: never the data.
+the public record (:class:`~.record.CountsRecord`), ``rel.guarantee`` and ``rel.model``:
+never the data.
 
 Here, for ``laplace`` / ``geometric`` / ``gaussian`` on the counts of a Beta-Bernoulli or
 Dirichlet-categorical model (substitute, n public): exact. The prior of the true counts c
@@ -36,10 +37,12 @@ from scipy import special
 
 from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
 from dpbayes.models.mixtures import SeparableDirichletMixture
+from dpbayes.privacy import Neighbours
 from dpbayes.release.base import Release, register_noise_aware
 from dpbayes.release.counts.coin import coin_count_posterior
 from dpbayes.release.counts.normal import normal_mean_posterior
 from dpbayes.release.counts.normal_n import normal_mean_private_n_posterior
+from dpbayes.release.counts.record import CountsRecord, NormalMeanRecord
 
 __all__ = ["count_log_likelihood", "count_posterior", "private_n_count_posterior"]
 
@@ -121,19 +124,19 @@ def count_posterior(
     return SeparableDirichletMixture(al, n, lf)
 
 
-def _n_private(rel: Release) -> bool:
-    pub = rel.public
-    return pub.get("n") is None or pub.get("neighbours", "substitute") != "substitute"
+def _public_n(rec: CountsRecord) -> int | None:
+    """n when the release publishes it (substitute), None when n is private."""
+    return rec.n if rec.neighbours is Neighbours.SUBSTITUTE else None
 
 
-def _counts_from_release(rel: Release, alpha: np.ndarray) -> SeparableDirichletMixture:
-    pub = rel.public
-    upper = pub.get("truncation", [0.0, None])[1]
+def _counts_from_release(rel: Release, alpha: np.ndarray, n: int) -> SeparableDirichletMixture:
+    rec = CountsRecord.of(rel)
+    upper = rec.truncation[1]
     return count_posterior(
         alpha,
-        int(pub["n"]),
+        n,
         rel.released["counts"],
-        int(pub["noised_coordinates"]),
+        rec.noised_coordinates,
         rel.mechanism,
         _noise_scale(rel),
         None if upper is None else float(upper),
@@ -154,13 +157,14 @@ def private_n_count_posterior(rel: Release, n_prior: Any = None) -> Any:
         else np.asarray(model.alpha, dtype=float)
     )
     counts = [float(v) for v in rel.released["counts"]]
-    noised = int(rel.public.get("noised_coordinates", len(counts)))
+    rec = CountsRecord.of(rel)
+    noised = rec.noised_coordinates
     if noised != alpha.size or len(counts) != alpha.size:
         raise ValueError(
             f"a release with a private n must noise all {alpha.size} counts, "
             f"got {noised} noised of {len(counts)}"
         )
-    upper = rel.public.get("truncation", [0.0, None])[1]
+    upper = rec.truncation[1]
     if upper is not None:
         raise ValueError("a release with a private n is truncated to [0, inf) only")
     kind, scale = rel.mechanism, _noise_scale(rel)
@@ -171,11 +175,11 @@ def private_n_count_posterior(rel: Release, n_prior: Any = None) -> Any:
     return private_n_counts(alpha, [lik(r) for r in counts], counts, scale, make_prior(n_prior))
 
 
-def _check_no_prior(rel: Release, n_prior: Any) -> None:
+def _check_no_prior(n: int | None, n_prior: Any) -> None:
     if n_prior is not None:
         raise ValueError(
             "n_prior applies only to releases whose n is private (add/remove, user level); "
-            f"this release publishes n = {rel.public.get('n')}"
+            f"this release publishes n = {n}"
         )
 
 
@@ -183,12 +187,12 @@ def _coin(rel: Release, *, n_prior: Any = None) -> Any:
     """The coin: weights h_0(k) h_1(n - k) over k = 0..n, the fast ladder mixture; with a
     private n the exact mixture over both counts (:mod:`.private_n`)."""
     model = rel.model
-    pub = rel.public
-    if _n_private(rel):
+    rec = CountsRecord.of(rel)
+    n = _public_n(rec)
+    if n is None:
         return private_n_count_posterior(rel, n_prior)
-    _check_no_prior(rel, n_prior)
-    n = int(pub["n"])
-    upper = pub.get("truncation", [0.0, None])[1]
+    _check_no_prior(n, n_prior)
+    upper = rec.truncation[1]
     x = _arange(n)
     log_lik = count_log_likelihood(
         float(rel.released["counts"][0]),
@@ -197,7 +201,7 @@ def _coin(rel: Release, *, n_prior: Any = None) -> Any:
         _noise_scale(rel),
         None if upper is None else float(upper),
     )
-    if int(pub["noised_coordinates"]) > 1:
+    if rec.noised_coordinates > 1:
         log_lik = log_lik + count_log_likelihood(
             float(rel.released["counts"][1]),
             x[::-1],
@@ -216,10 +220,11 @@ def _arange(n: int) -> np.ndarray:
 
 
 def _die(rel: Release, *, n_prior: Any = None) -> Any:
-    if _n_private(rel):
+    n = _public_n(CountsRecord.of(rel))
+    if n is None:
         return private_n_count_posterior(rel, n_prior)
-    _check_no_prior(rel, n_prior)
-    return _counts_from_release(rel, np.asarray(rel.model.alpha, dtype=float))
+    _check_no_prior(n, n_prior)
+    return _counts_from_release(rel, np.asarray(rel.model.alpha, dtype=float), n)
 
 
 for _mech in ("laplace", "geometric", "gaussian"):
@@ -234,9 +239,5 @@ def _normal_mean(rel: Release, *, clamp: str = "ignore", n_prior: Any = None) ->
     private): the noisy count and centred sum (:mod:`.normal_n`); public n: :mod:`.normal`."""
     if "posterior_mean" not in rel.released:
         return normal_mean_private_n_posterior(rel, clamp=clamp, n_prior=n_prior)
-    if n_prior is not None:
-        raise ValueError(
-            "n_prior applies only to releases whose n is private (add/remove, user level); "
-            f"this release publishes n = {rel.public.get('n')}"
-        )
+    _check_no_prior(NormalMeanRecord.of(rel).n, n_prior)
     return normal_mean_posterior(rel, clamp=clamp)

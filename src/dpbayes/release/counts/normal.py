@@ -37,6 +37,7 @@ from scipy import special, stats
 from dpbayes.models import NormalMean
 from dpbayes.models.mixtures import GridDistribution
 from dpbayes.release.base import Release
+from dpbayes.release.counts.record import NormalMeanRecord
 
 __all__ = [
     "CLAMPS",
@@ -109,10 +110,15 @@ CLAMPS = ("ignore", "clt")
 
 def _log_likelihood(rel: Release, mu: np.ndarray, clamp: str = "ignore") -> np.ndarray:
     model: NormalMean = rel.model
-    pub = rel.public
-    n = int(pub["n"])
-    v = float(pub["posterior_sd"]) ** 2
-    lo, hi = (float(x) for x in pub["truncation"])
+    rec = NormalMeanRecord.of(rel)
+    if rec.n is None or rec.posterior_sd is None or rec.truncation is None:
+        raise ValueError(
+            "the release must carry the public n, posterior_sd and truncation of a "
+            "substitute Normal-mean release"
+        )
+    n = rec.n
+    v = float(rec.posterior_sd) ** 2
+    lo, hi = (float(x) for x in rec.truncation)
     if clamp == "clt":
         e_c, v_c = censored_normal_moments(mu, model.noise_sd, model.lower, model.upper)
     else:

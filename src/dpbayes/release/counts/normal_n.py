@@ -37,6 +37,7 @@ from dpbayes.release.base import Release
 from dpbayes.release.counts.normal import CLAMPS, censored_normal_moments
 from dpbayes.release.counts.private_n import NPrior, private_n_rows
 from dpbayes.release.counts.private_n import n_prior as make_prior
+from dpbayes.release.counts.record import NormalMeanRecord
 
 __all__ = ["NormalMeanPrivateNPosterior", "normal_mean_private_n_posterior"]
 
@@ -156,8 +157,9 @@ def normal_mean_private_n_posterior(
     det = rel.guarantee.details
     gaussian = rel.mechanism == "gaussian"
     noise = float(det["sigma"] if gaussian else det["scale"])
-    centre = float(rel.public.get("centre", det.get("centre", math.nan)))
-    half = float(rel.public.get("half_width", det.get("half_width", math.nan)))
+    rec = NormalMeanRecord.of(rel)
+    centre = float(rec.centre if rec.centre is not None else det.get("centre", math.nan))
+    half = float(rec.half_width if rec.half_width is not None else det.get("half_width", math.nan))
     if not (math.isfinite(centre) and half > 0):
         raise ValueError("the release must carry the public centre and half_width of its bounds")
     n_obs = float(rel.released["count"])

@@ -2,6 +2,8 @@
 
 - ``mechanism.py``: the planners (global, smooth and local sensitivity; the secure
   selection); proof in ``PROOF.md``.
+- ``record.py``: what the releases publish (``ExpmechCoinRecord``,
+  ``ExpmechDirichletRecord``), read by the noise-aware posterior.
 - ``candidates.py``: the candidate posteriors and their divergence scores.
 - ``noise_aware.py``: the exact noise-aware posterior from the selection probabilities.
 - ``_kernels.py``: the compiled Hellinger scores (numba).

@@ -59,6 +59,7 @@ from dpbayes.release.expmech.candidates import (
     lattice_counts,
     n_compositions,
 )
+from dpbayes.release.expmech.record import ExpmechCoinRecord, ExpmechDirichletRecord
 
 __all__ = [
     "BLOCK",
@@ -206,7 +207,7 @@ def _lemma_bound(prior: np.ndarray, divergence: str) -> float | None:
     return None
 
 
-@register("expmech", BetaBernoulli, options=_COIN_OPTIONS)
+@register("expmech", BetaBernoulli, options=_COIN_OPTIONS, record=ExpmechCoinRecord)
 def plan_expmech_coin(
     model: BetaBernoulli,
     stats: CountStatistics,
@@ -252,6 +253,7 @@ def _plan_coin(
     k = int(stats.counts[0])
     glob = coin_global_sensitivity(a, b, n, div)
     extra: dict[str, Any] = {"n_candidates": n + 1}
+    beta = None
     if kind == "global":
         value = glob
     elif kind == "local":
@@ -261,16 +263,17 @@ def _plan_coin(
         value = coin_smooth_sensitivity(a, b, n, k, beta, div)
         extra["smooth_beta"] = beta
     guarantee = _guarantee(kind, div, epsilon, delta, value, glob, **extra)
-    public = {
-        "n": n,
-        "sensitivity_kind": kind,
-        "sensitivity": None if kind == "smooth" else value,
-        "global_sensitivity": glob,
-        "lemma_bound": _lemma_bound(np.array([a, b]), div),
-        "divergence": div,
-        "exponent_epsilon": exponent_epsilon(kind, epsilon),
-        **extra,
-    }
+    record = ExpmechCoinRecord(
+        n=n,
+        sensitivity_kind=kind,
+        sensitivity=None if kind == "smooth" else value,
+        global_sensitivity=glob,
+        lemma_bound=_lemma_bound(np.array([a, b]), div),
+        divergence=div,
+        exponent_epsilon=exponent_epsilon(kind, epsilon),
+        n_candidates=n + 1,
+        smooth_beta=beta,
+    )
     scale = 2.0 * value / exponent_epsilon(kind, epsilon)
     cache: dict[str, np.ndarray] = {}
 
@@ -283,7 +286,12 @@ def _plan_coin(
         j = select_candidate(src, scores(), scale)
         counts = np.array([j, n - j], dtype=np.int64)
         return counts_release(
-            model, "expmech", counts, n, guarantee.with_simulation(src.simulation), public
+            model,
+            "expmech",
+            counts,
+            n,
+            guarantee.with_simulation(src.simulation),
+            record.to_public(),
         )
 
     def log_distribution() -> tuple[np.ndarray, np.ndarray]:
@@ -312,7 +320,9 @@ def _dirichlet_candidates(n: int, m: int, opts: dict[str, Any]) -> tuple[np.ndar
     return lattice_counts(n, m, min(lattice, n)), min(lattice, n)
 
 
-@register("expmech", DirichletCategorical, options=_DIRICHLET_OPTIONS)
+@register(
+    "expmech", DirichletCategorical, options=_DIRICHLET_OPTIONS, record=ExpmechDirichletRecord
+)
 def plan_expmech_dirichlet(
     model: DirichletCategorical,
     stats: CountStatistics,
@@ -364,6 +374,7 @@ def plan_expmech_dirichlet(
         )
     glob, _ = dirichlet_global_sensitivity(alpha, n)
     extra: dict[str, Any] = {"n_candidates": int(cands.shape[0]), "lattice": lattice}
+    beta = None
     if kind == "global":
         value = glob
     elif kind == "local":
@@ -373,16 +384,18 @@ def plan_expmech_dirichlet(
         value = dirichlet_smooth_sensitivity(alpha, counts, beta)
         extra["smooth_beta"] = beta
     guarantee = _guarantee(kind, div, epsilon, delta, value, glob, **extra)
-    public = {
-        "n": n,
-        "sensitivity_kind": kind,
-        "sensitivity": None if kind == "smooth" else value,
-        "global_sensitivity": glob,
-        "lemma_bound": _lemma_bound(alpha, div),
-        "divergence": div,
-        "exponent_epsilon": exponent_epsilon(kind, epsilon),
-        **extra,
-    }
+    record = ExpmechDirichletRecord(
+        n=n,
+        sensitivity_kind=kind,
+        sensitivity=None if kind == "smooth" else value,
+        global_sensitivity=glob,
+        lemma_bound=_lemma_bound(alpha, div),
+        divergence=div,
+        exponent_epsilon=exponent_epsilon(kind, epsilon),
+        n_candidates=int(cands.shape[0]),
+        lattice=lattice,
+        smooth_beta=beta,
+    )
     scale = 2.0 * value / exponent_epsilon(kind, epsilon)
     cache: dict[str, np.ndarray] = {}
 
@@ -394,7 +407,12 @@ def plan_expmech_dirichlet(
     def run(src: NoiseSource) -> Release:
         chosen = cands[select_candidate(src, scores(), scale)]
         return counts_release(
-            model, "expmech", chosen, n, guarantee.with_simulation(src.simulation), public
+            model,
+            "expmech",
+            chosen,
+            n,
+            guarantee.with_simulation(src.simulation),
+            record.to_public(),
         )
 
     def log_distribution() -> tuple[np.ndarray, np.ndarray]:

@@ -35,6 +35,7 @@ from dpbayes.release.expmech.candidates import (
     lattice_counts,
     total_variation_beta_same_total,
 )
+from dpbayes.release.expmech.record import ExpmechCoinRecord, ExpmechDirichletRecord
 
 __all__ = ["MAX_PAIRS", "expmech_coin_posterior", "expmech_dirichlet_posterior"]
 
@@ -55,10 +56,23 @@ def _smooth(local: np.ndarray, beta: float) -> np.ndarray:
 def _noise_epsilon(rel: Release) -> float:
     """The e of the selection exp(e u / (2 S)) the release ran at (``exponent_epsilon``;
     releases made before it was recorded ran at their (per-record) eps)."""
+    rec = rel.record
+    if (
+        isinstance(rec, ExpmechCoinRecord | ExpmechDirichletRecord)
+        and rec.exponent_epsilon is not None
+    ):
+        return float(rec.exponent_epsilon)
     details = rel.guarantee.details
     if "exponent_epsilon" in details:
         return float(details["exponent_epsilon"])
     return float(details.get("per_record_epsilon", rel.guarantee.epsilon))
+
+
+def _stated(value: float | None, name: str) -> float:
+    """A fact the release's sensitivity kind needs (a ValueError if it is missing)."""
+    if value is None:
+        raise ValueError(f"the release must carry the public {name!r} of its sensitivity kind")
+    return float(value)
 
 
 def _temperature(rel: Release, sens: float) -> float:
@@ -72,18 +86,18 @@ def _log_select(scores: np.ndarray, chosen: int, temp: float) -> float:
 
 def expmech_coin_posterior(rel: Release, a: float, b: float) -> BetaMixture:
     """Exact posterior of theta given the chosen candidate Beta(a + j*, b + n - j*)."""
-    pub = rel.public
-    n = int(pub["n"])
-    kind, div = pub["sensitivity_kind"], pub["divergence"]
+    rec = ExpmechCoinRecord.of(rel)
+    n = rec.n
+    kind, div = rec.sensitivity_kind, rec.divergence
     chosen = int(rel.released["counts"][0])
     k = np.arange(n + 1, dtype=float)
     local = coin_local_sensitivity(coin_neighbour_distances(a, b, n, div))
     if kind == "global":
-        sens = np.full(n + 1, float(pub["sensitivity"]))
+        sens = np.full(n + 1, _stated(rec.sensitivity, "sensitivity"))
     elif kind == "local":
         sens = local
     else:
-        sens = _smooth(local, float(pub["smooth_beta"]))
+        sens = _smooth(local, _stated(rec.smooth_beta, "smooth_beta"))
     if np.any(sens <= 0):
         raise ValueError(f"the {kind} sensitivity is 0 somewhere: the release is degenerate")
     temp = 2.0 * sens / _noise_epsilon(rel)
@@ -119,12 +133,12 @@ def expmech_dirichlet_posterior(rel: Release) -> DirichletMixture:
     """Exact posterior of theta given the chosen Dirichlet candidate (m >= 3)."""
     model = rel.model
     alpha = np.asarray(model.alpha, dtype=float)
-    pub = rel.public
-    n, m = int(pub["n"]), alpha.size
-    kind = pub["sensitivity_kind"]
+    rec = ExpmechDirichletRecord.of(rel)
+    n, m = rec.n, alpha.size
+    kind = rec.sensitivity_kind
     truth = compositions(n, m)
-    lattice = pub.get("lattice")
-    cands = truth if lattice is None else lattice_counts(n, m, int(lattice))
+    lattice = rec.lattice
+    cands = truth if lattice is None else lattice_counts(n, m, lattice)
     if truth.shape[0] * cands.shape[0] > MAX_PAIRS:
         raise ValueError(
             f"the exact expmech noise-aware posterior needs {truth.shape[0]} x "
@@ -138,11 +152,11 @@ def expmech_dirichlet_posterior(rel: Release) -> DirichletMixture:
     log_lik = np.empty(truth.shape[0])
     for i, c in enumerate(truth):
         if kind == "global":
-            sens = float(pub["sensitivity"])
+            sens = _stated(rec.sensitivity, "sensitivity")
         elif kind == "local":
             sens = dirichlet_local_sensitivity(alpha, c)
         else:
-            sens = dirichlet_smooth_sensitivity(alpha, c, float(pub["smooth_beta"]))
+            sens = dirichlet_smooth_sensitivity(alpha, c, _stated(rec.smooth_beta, "smooth_beta"))
         log_lik[i] = _log_select(
             dirichlet_scores(alpha, c, cands), chosen, _temperature(rel, float(sens))
         )

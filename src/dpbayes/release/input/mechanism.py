@@ -41,6 +41,7 @@ from dpbayes.privacy import GaussianMechanism, Neighbours, RandomizedResponse
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.release.base import Plan, Release, register
 from dpbayes.release.counts.mechanism import counts_release
+from dpbayes.release.input.record import InputCoinRecord, InputNormalRecord
 
 __all__ = ["plan_input_coin", "plan_input_normal"]
 
@@ -53,7 +54,7 @@ def _substitute(neighbours: Neighbours) -> None:
         )
 
 
-@register("input", BetaBernoulli)
+@register("input", BetaBernoulli, record=InputCoinRecord)
 def plan_input_coin(
     model: BetaBernoulli,
     stats: CountStatistics,
@@ -71,7 +72,7 @@ def plan_input_coin(
     n, k = int(stats.n), int(stats.counts[0])
     keep = mech.keep_probability
     guarantee = mech.guarantee(input_perturbation=True)
-    public = {"n": n, "keep_probability": keep, "neighbours": neighbours.value}
+    record = InputCoinRecord(n=n, keep_probability=keep, neighbours=neighbours)
 
     def run(src: NoiseSource) -> Release:
         # category 0 = "1" (success), 1 = "0": the report multiset depends only on counts
@@ -80,13 +81,13 @@ def plan_input_coin(
         noisy = int(np.sum(reports == 0))
         counts = np.array([noisy, n - noisy], dtype=np.int64)
         return counts_release(
-            model, "input", counts, n, guarantee.with_simulation(src.simulation), public
+            model, "input", counts, n, guarantee.with_simulation(src.simulation), record.to_public()
         )
 
     return Plan(guarantee=guarantee, run=run)
 
 
-@register("input", NormalMean)
+@register("input", NormalMean, record=InputNormalRecord)
 def plan_input_normal(
     model: NormalMean,
     stats: SumStatistics,
@@ -108,7 +109,7 @@ def plan_input_normal(
     )
     n = int(stats.n)
     guarantee = mech.guarantee(input_perturbation=True)
-    public = {"n": n, "sigma": mech.sigma, "range": [model.lower, model.upper]}
+    record = InputNormalRecord(n=n, sigma=mech.sigma, range=(model.lower, model.upper))
 
     def run(src: NoiseSource) -> Release:
         noise = src.gaussian(np.zeros(n), mech.sigma)  # one draw per record
@@ -119,7 +120,7 @@ def plan_input_normal(
             posterior=model.posterior_from(SumStatistics(n=n, total=total)),
             guarantee=guarantee.with_simulation(src.simulation),
             released={"total": total},
-            public=public,
+            public=record.to_public(),
         )
 
     return Plan(guarantee=guarantee, run=run)

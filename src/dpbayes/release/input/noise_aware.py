@@ -4,7 +4,7 @@ Randomized response: a reported one has likelihood q(theta) = p theta + (1 - p)(
 so the posterior is exactly a mixture of Beta(a + s, b + n - s) over the latent true count
 s (:class:`~dpbayes.models.mixtures.BetaMixture`). Gaussian noise on a Normal mean:
 x~_i ~ N(mu, s^2 + sigma^2), the conjugate update with the inflated variance (exact up to
-the clamping). Uses only the release (``released``, ``public``, ``guarantee``, ``model``).
+the clamping). Uses only the release (``released``, its record, ``guarantee``, ``model``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dpbayes.models.distributions import Normal
 from dpbayes.models.mixtures import BetaMixture
 from dpbayes.models.statistics import SumStatistics
 from dpbayes.release.base import Release, register_noise_aware
+from dpbayes.release.input.record import InputCoinRecord, InputNormalRecord
 
 __all__ = ["noise_aware_posterior"]
 
@@ -108,25 +109,24 @@ def noise_aware_posterior(rel: Release) -> BetaMixture | Normal:
         raise ValueError(f"rel must be an 'input' release, got mechanism {rel.mechanism!r}")
     model = rel.model
     if isinstance(model, BetaBernoulli):
-        n = int(rel.public["n"])
+        coin = InputCoinRecord.of(rel)
         return _rr_posterior(
             model.alpha,
             model.beta,
-            n,
+            coin.n,
             int(rel.released["counts"][0]),
-            rel.public["keep_probability"],
+            coin.keep_probability,
         )
     if isinstance(model, NormalMean):
+        normal = InputNormalRecord.of(rel)
         inflated = NormalMean(
             lower=model.lower,
             upper=model.upper,
             prior_mean=model.prior_mean,
             prior_sd=model.prior_sd,
-            noise_sd=math.hypot(model.noise_sd, rel.public["sigma"]),
+            noise_sd=math.hypot(model.noise_sd, normal.sigma),
         )
-        return inflated.posterior_from(
-            SumStatistics(n=int(rel.public["n"]), total=rel.released["total"])
-        )
+        return inflated.posterior_from(SumStatistics(n=normal.n, total=rel.released["total"]))
     raise TypeError(f"no noise-aware posterior for {type(model).__name__}")
 
 

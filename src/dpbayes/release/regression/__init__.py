@@ -2,6 +2,7 @@
 
 - ``mechanism.py``: the planner (draws from the truncated, tempered posterior); exact
   draws by ``truncated_gaussian.py``; proof in ``PROOF.md``.
+- ``record.py``: what the release publishes (``RegressionSamplingRecord``).
 - ``noise_aware.py``: the noise-aware posterior (MCMC, compiled in ``_kernels.py``).
 
 Importing this package registers the mechanism and its noise-aware posterior.

@@ -31,6 +31,7 @@ from dpbayes.privacy import Guarantee, Neighbours
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.privacy.validation import check_int
 from dpbayes.release.base import Plan, Release, posterior_sampling_guarantee, register
+from dpbayes.release.regression.record import RegressionSamplingRecord
 from dpbayes.release.regression.truncated_gaussian import SAMPLER, truncated_gaussian_ball
 
 __all__ = [
@@ -66,7 +67,7 @@ def sampling_noise_variance(
     return max(model.noise_variance, need)
 
 
-@register("sampling", BayesianLinearRegression, options=("draws",))
+@register("sampling", BayesianLinearRegression, options=("draws",), record=RegressionSamplingRecord)
 def plan_regression_sampling(
     model: BayesianLinearRegression,
     stats_: RegressionStatistics,
@@ -122,13 +123,10 @@ def plan_regression_sampling(
             posterior=RegressionWeights(np.mean(ws, axis=0)),
             guarantee=guarantee(src.simulation),
             released={"draws": [w.tolist() for w in ws]},
-            public={
-                "noise_variance": s2,
-                "neighbours": neighbours.value,
-                "draws": d,
-                # substitute neighbours treat n as public; the noise-aware posterior needs it
-                "n": neighbours.public_n(stats_.n),
-            },
+            # substitute neighbours treat n as public; the noise-aware posterior needs it
+            public=RegressionSamplingRecord(
+                noise_variance=s2, neighbours=neighbours, draws=d, n=neighbours.public_n(stats_.n)
+            ).to_public(),
         )
 
     return Plan(guarantee=guarantee(False), run=run)

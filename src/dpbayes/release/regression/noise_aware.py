@@ -51,6 +51,7 @@ from dpbayes.release.mcmc import (
     inference_data,
 )
 from dpbayes.release.regression._kernels import mh_steps, target_parts
+from dpbayes.release.regression.record import RegressionSamplingRecord
 
 __all__ = ["RegressionNoiseAwarePosterior", "regression_noise_aware"]
 
@@ -175,8 +176,8 @@ def regression_noise_aware(
     MH steps per chain (half burn-in); ``rng`` seeds the MCMC (inference draws only).
     """
     model: BayesianLinearRegression = rel.model
-    pub = rel.public
-    n_rec = pub.get("n") if n is None else n
+    rec = RegressionSamplingRecord.of(rel)
+    n_rec = rec.n if n is None else n
     if n_rec is None:
         raise ValueError(
             "n must be given: the release does not publish the number of records "
@@ -196,9 +197,7 @@ def regression_noise_aware(
         sx = check_array(feature_cov, "feature_cov", ndim=2)
         if sx.shape != (d, d) or np.any(np.linalg.eigvalsh((sx + sx.T) / 2) <= 0):
             raise ValueError(f"feature_cov must be a positive definite ({d}, {d}) matrix")
-    target = _Target(
-        draws, model.prior_precision, model.noise_variance, float(pub["noise_variance"])
-    )
+    target = _Target(draws, model.prior_precision, model.noise_variance, float(rec.noise_variance))
     gen = noise_source(rng).generator()
     burn = its // 2
     kept = its - burn

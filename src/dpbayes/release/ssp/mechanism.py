@@ -46,6 +46,7 @@ from dpbayes.privacy import GaussianMechanism, LaplaceMechanism, Neighbours
 from dpbayes.privacy.guarantee import user_level
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.release.base import Plan, Release, as_rng, register
+from dpbayes.release.ssp.record import SspLinearRecord, SspLogisticRecord
 
 __all__ = [
     "NOISES",
@@ -195,17 +196,20 @@ class _QuadraticRelease:
         return out
 
 
-def _public(q: _QuadraticRelease, neighbours: Neighbours, n: int) -> dict[str, Any]:
+def _facts(q: _QuadraticRelease, neighbours: Neighbours, n: int) -> dict[str, Any]:
+    """The public facts shared by both regressions' records."""
     return {
         "n": neighbours.public_n(n),
-        "neighbours": neighbours.value,
+        "neighbours": neighbours,
         "sensitivity": q.mech.sensitivity,
         "sensitivity_norm": "L1" if q.kind == "laplace" else "L2",
         **q.details,
     }
 
 
-@register("ssp", BayesianLinearRegression, options=("noise",), user_level=True)
+@register(
+    "ssp", BayesianLinearRegression, options=("noise",), user_level=True, record=SspLinearRecord
+)
 def plan_linear_ssp(
     model: BayesianLinearRegression,
     stats_: RegressionStatistics,
@@ -244,7 +248,7 @@ def plan_linear_ssp(
     exact[:d, d] = exact[d, :d] = stats_.xty
     exact[d, d] = stats_.yty
     n = int(stats_.n)
-    public = _public(q, neighbours, n)
+    record = SspLinearRecord(**_facts(q, neighbours, n))
 
     def run(src: NoiseSource) -> Release:
         s = q.noisy(exact, src)
@@ -256,13 +260,19 @@ def plan_linear_ssp(
             posterior=model.posterior_from(naive),
             guarantee=q.mech.guarantee(simulation=src.simulation, **q.details),
             released={"xtx": xtx.tolist(), "xty": xty.tolist(), "yty": yty},
-            public=public,
+            public=record.to_public(),
         )
 
     return Plan(guarantee=q.mech.guarantee(**q.details), run=run)
 
 
-@register("ssp", BayesianLogisticRegression, options=("noise",), user_level=True)
+@register(
+    "ssp",
+    BayesianLogisticRegression,
+    options=("noise",),
+    user_level=True,
+    record=SspLogisticRecord,
+)
 def plan_logistic_ssp(
     model: BayesianLogisticRegression,
     stats_: LogisticStatistics,
@@ -299,11 +309,11 @@ def plan_logistic_ssp(
     exact[:d, d] = exact[d, :d] = stats_.t1
     exact[d, d] = 0.0  # the constant n: never released
     a = model.coefficients(d)
-    public = {
-        **_public(q, neighbours, n),
-        "radius": model.approximation_radius(d),
-        "coefficients": a.tolist(),
-    }
+    record = SspLogisticRecord(
+        **_facts(q, neighbours, n),
+        radius=model.approximation_radius(d),
+        coefficients=a.tolist(),
+    )
 
     def run(src: NoiseSource) -> Release:
         s = q.noisy(exact, src)
@@ -314,7 +324,7 @@ def plan_logistic_ssp(
             posterior=model.posterior_from(LogisticStatistics(t1=t1, t2=t2, n=n)),
             guarantee=q.mech.guarantee(simulation=src.simulation, **q.details),
             released={"xtx": t2.tolist(), "t1": t1.tolist()},
-            public=public,
+            public=record.to_public(),
         )
 
     return Plan(guarantee=q.mech.guarantee(**q.details), run=run)

@@ -47,6 +47,7 @@ from dpbayes.privacy.validation import check_int, check_probability
 from dpbayes.release.base import Release, register_noise_aware
 from dpbayes.release.mcmc import Diagnostics, diagnose, diagnostics_rows
 from dpbayes.release.ssp.mechanism import entry_noise_sd
+from dpbayes.release.ssp.record import SspLinearRecord, SspLogisticRecord
 
 __all__ = [
     "LogisticNoiseAwarePosterior",
@@ -129,10 +130,9 @@ class LogisticNoiseAwarePosterior(MultivariateNormal):
         return {**super().to_dict(), "family": self.family, "iterations": self.iterations}
 
 
-def _noise_sd(rel: Release, m: int) -> tuple[str, np.ndarray]:
-    pub = rel.public
-    kind = str(pub["noise"])
-    sd_diag = float(pub["noise_sd_diagonal"])
+def _noise_sd(rec: SspLinearRecord | SspLogisticRecord, m: int) -> tuple[str, np.ndarray]:
+    kind = rec.noise
+    sd_diag = float(rec.noise_sd_diagonal)
     param = sd_diag / math.sqrt(2.0) if kind == "laplace" else sd_diag
     return kind, entry_noise_sd(kind, param, m)
 
@@ -165,7 +165,8 @@ def linear_ssp_noise_aware(
     ``rng`` seeds the MCMC (inference draws only, never privacy noise).
     """
     model: BayesianLinearRegression = rel.model
-    n_rec = rel.public.get("n") if n is None else n
+    rec = SspLinearRecord.of(rel)
+    n_rec = rec.n if n is None else n
     if n_rec is None:
         raise ValueError(
             "n must be given: the release does not publish the number of records "
@@ -183,10 +184,10 @@ def linear_ssp_noise_aware(
     obs[d, d] = float(rel.released["yty"])
     rows, cols = np.triu_indices(m)
     s_obs = obs[rows, cols]
-    kind, sd = _noise_sd(rel, m)
+    kind, sd = _noise_sd(rec, m)
     b = sd[rows, cols] / math.sqrt(2.0)  # Laplace scales (used for Laplace noise only)
     lam, sig2 = model.prior_precision, model.noise_variance
-    bx = float(rel.public["bounds"][0])
+    bx = float(rec.bounds[0])
     nu0 = d + 2.0
     psi0 = (bx * bx / 3.0) * np.eye(d)
     gen = noise_source(rng).generator()
@@ -269,8 +270,9 @@ def logistic_ssp_noise_aware(
     t2 = np.asarray(rel.released["xtx"], dtype=float)
     t1 = np.asarray(rel.released["t1"], dtype=float)
     d = t1.size
-    _, a1, a2 = np.asarray(rel.public["coefficients"], dtype=float)
-    _, sd = _noise_sd(rel, d + 1)
+    rec = SspLogisticRecord.of(rel)
+    _, a1, a2 = np.asarray(rec.coefficients, dtype=float)
+    _, sd = _noise_sd(rec, d + 1)
     v2 = sd[:d, :d] ** 2  # variance of each noisy entry of T2
     v1 = sd[:d, d] ** 2  # ... and of t1
     lam = model.prior_precision

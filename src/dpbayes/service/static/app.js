@@ -9,6 +9,7 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const KEY_STORE = "dpbayes.apiKey";
 let apiKey = "";
 let schema = null;
+let budgetAccounting = "basic"; // the service's composition, from /api/budget
 
 // ------------------------------------------------------------------ API
 async function api(method, path, body) {
@@ -305,7 +306,8 @@ async function refreshBudget() {
   $("n-answers").textContent = String(b.answers);
   const frac = b.total.epsilon > 0 ? b.remaining.epsilon / b.total.epsilon : 0;
   $("budget-bar").style.width = (100 * Math.max(0, Math.min(1, frac))).toFixed(1) + "%";
-  $("composition").textContent = b.composition || "";
+  budgetAccounting = b.accounting || "basic";
+  $("composition").textContent = "Accounting: " + (b.composition || "");
   return b;
 }
 
@@ -364,7 +366,12 @@ async function showPrice() {
     status = qt.status;
     eps = qt.epsilon;
     if (qt.status === "free") text = "Price now: free (from the history; no budget spent, no noise drawn)";
-    else if (qt.status === "fresh") text = "Price now: ε = " + fmtEps(qt.epsilon) + " (one fresh answer)";
+    else if (qt.status === "fresh") {
+      text = "Price now: ε = " + fmtEps(qt.epsilon) + " (one fresh answer";
+      if (budgetAccounting && budgetAccounting !== "basic" && qt.spent_after_epsilon !== null)
+        text += "; spent ε would become " + fmtEps(qt.spent_after_epsilon);
+      text += ")";
+    }
     else text = "Would be refused now: " + qt.reason;
   } catch (err) {
     status = "invalid";
