@@ -127,6 +127,8 @@ def band_check(fit: Any, truth: np.ndarray, level: float = 0.95) -> dict[str, fl
     slo, shi = fit.cdf_band(CHECK, level, kind="simultaneous")
     cd = fit.cdf_draws(CHECK)
     ess = [ess_bulk(cd[..., j]) / cd[..., j].size for j in range(CHECK.size)]
+    post_sd = cd.reshape(-1, CHECK.size).std(axis=0)
+    err = cd.reshape(-1, CHECK.size).mean(axis=0) - truth
     return {
         "pointwise_coverage": float(np.mean((lo <= truth) & (truth <= hi))),
         "simultaneous_covered": int(np.all((slo <= truth) & (truth <= shi))),
@@ -134,6 +136,10 @@ def band_check(fit: Any, truth: np.ndarray, level: float = 0.95) -> dict[str, fl
         "simultaneous_width": float(np.mean(shi - slo)),
         "ess_cdf_min_per_draw": float(np.nanmin(ess)),
         "ess_mean_per_draw": float(ess_bulk(fit.mean_draws()) / fit.mean_draws().size),
+        # error of the posterior mean of F against the posterior sd of F, over CHECK: about 1
+        # for a posterior whose spread matches its error at this truth, below 1 if wider
+        "error_over_sd_rms": float(np.sqrt(np.mean((err / np.maximum(post_sd, 1e-12)) ** 2))),
+        "posterior_sd_mean": float(np.mean(post_sd)),
     }
 
 
