@@ -98,11 +98,22 @@ def _sbc_ranks(out: Path, sbc_rows: list[dict[str, Any]]) -> Path:
         ax.hist(ranks, bins=np.linspace(-0.5, thin + 0.5, 11), color="C0", alpha=0.8)
         expect = ranks.size / 10
         ax.axhline(expect, color="k", lw=1)
-        ax.axhspan(
-            expect - 2 * np.sqrt(expect), expect + 2 * np.sqrt(expect), color="0.85", zorder=0
+        # +-2 standard errors of a bin count from the spread over replicates: the ranks of
+        # one replicate's check points are dependent, so sqrt(expect) would be too narrow
+        reps = sorted({r["rep"] for r in sel})
+        frac = np.array(
+            [
+                np.bincount(
+                    np.array([r["rank"] for r in sel if r["rep"] == k]) * 10 // (thin + 1),
+                    minlength=10,
+                )
+                for k in reps
+            ]
         )
+        se = float(np.mean(frac.std(axis=0, ddof=1))) * np.sqrt(len(reps)) if len(reps) > 1 else 0.0
+        ax.axhspan(expect - 2 * se, expect + 2 * se, color="0.85", zorder=0)
         ax.set_title(f"SBC ranks of F(t), {cell[0]} eps={cell[1]:g} n={cell[2]}", fontsize=8)
-        ax.set_xlabel(f"rank among {thin} posterior draws (all t)")
+        ax.set_xlabel(f"rank among {thin} posterior draws (all t; band: +-2 SE over replicates)")
         ax.set_ylabel("replications per rank bin")
     fig.tight_layout()
     p = out / "nonparametric_sbc_ranks.png"
