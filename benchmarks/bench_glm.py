@@ -1,6 +1,7 @@
 """Regressions by sufficient statistics (``mechanism="ssp"``): utility, coverage and speed.
 
-    python benchmarks/bench_glm.py [--reps 20] [--datasets 100]
+    python benchmarks/bench_glm.py [--reps 20] [--datasets 200]
+        [--only {accuracy,mse,speed,coverage}] [--noise {laplace,gaussian,both}]
         [--out benchmarks/results/bench_glm.csv]
 
 * Breast cancer (scikit-learn; 70/30 split, features scaled to [-1, 1] by the data set's
@@ -11,10 +12,14 @@
   ``PrivateBayesianLinearRegression`` with ``mechanism="ssp"`` (Laplace, Gaussian) and the
   existing posterior-sampling release (``mechanism="sampling"``).
 * Coverage of the 90% intervals of the coefficients, noise-aware against naive, on
-  ``--datasets`` simulated data sets (d = 2; linear n = 200, logistic n = 500).
+  ``--datasets`` simulated data sets (d = 2; linear n = 200, logistic n = 500), for each
+  ``--noise`` (Laplace, delta = 0; Gaussian, delta = 1e-5, the release's defaults). The
+  coverage is the ``median`` column, its Monte Carlo standard error ``se`` (clustered by
+  data set: the d coefficients of one data set are not independent).
 * Seconds for release + noise-aware posterior at d = 10 (diabetes), statistics given.
 
-Every row: benchmark, dataset, method, epsilon, delta, metric, median, q25, q75, n.
+``--only`` runs one part (accuracy: breast cancer; mse: diabetes). Every row: benchmark,
+dataset, method, epsilon, delta, metric, median, q25, q75, n, se.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ def row(bench: str, data: str, method: str, eps: float, delta: float, metric: st
         "q25": round(float(q25), 4),
         "q75": round(float(q75), 4),
         "n": v.size,
+        "se": "",
     }
 
 
@@ -119,7 +125,16 @@ def diabetes(reps: int) -> list[dict[str, Any]]:
     return rows
 
 
-def coverage(datasets: int) -> list[dict[str, Any]]:
+def coverage_se(hits: np.ndarray) -> float:
+    """Monte Carlo standard error of the mean of ``hits`` (data sets x coefficients),
+    clustered by data set."""
+    per = hits.mean(axis=1)
+    return float(per.std(ddof=1) / np.sqrt(per.size)) if per.size > 1 else float("nan")
+
+
+def coverage(
+    datasets: int, noises: tuple[str, ...] = ("laplace", "gaussian")
+) -> list[dict[str, Any]]:
     import dpbayes as dpb
 
     lin = dpb.models.BayesianLinearRegression(  # w ~ N(0, I/4): y is (almost) never clipped
@@ -127,33 +142,48 @@ def coverage(datasets: int) -> list[dict[str, Any]]:
     )
     logit = dpb.models.BayesianLogisticRegression(prior_precision=1.0, feature_bound=1.0)
     rows = []
-    for eps in (0.1, 1.0, 10.0):
-        for name, model, n in (("linear", lin, 200), ("logistic", logit, 500)):
-            g = np.random.default_rng(0)
-            hits: dict[str, list[float]] = {"noise-aware": [], "naive": [], "exact": []}
-            for i in range(datasets):
-                w = g.normal(0, 0.5 if name == "linear" else 1.0, 2)
-                x = np.clip(g.normal(0, 0.5, (n, 2)), -1, 1)
-                if name == "linear":
-                    y = np.clip(x @ w + g.normal(0, 0.5, n), -2, 2)
-                else:
-                    y = (g.random(n) < 1 / (1 + np.exp(-x @ w))).astype(float)
-                rel = dpb.release(model, (x, y), mechanism="ssp", epsilon=eps, rng=i)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    opts = {"rng": i, "iterations": 1000} if name == "linear" else {}
-                    post = rel.noise_aware_posterior(**opts)
-                exact = model.exact_posterior((x, y))
-                for key, p in (("noise-aware", post), ("naive", rel.posterior), ("exact", exact)):
-                    iv = p.interval(0.9)
-                    hits[key].extend(((iv[:, 0] <= w) & (w <= iv[:, 1])).astype(float))
-            for key, h in hits.items():
-                rows.append(
-                    {
-                        **row("coverage90", f"simulated {name}", key, eps, 0.0, "cover", h),
-                        "median": round(float(np.mean(h)), 4),  # the coverage itself
-                    }
-                )
+    for noise in noises:
+        delta = 0.0 if noise == "laplace" else 1e-5
+        for eps in (0.1, 1.0, 10.0):
+            for name, model, n in (("linear", lin, 200), ("logistic", logit, 500)):
+                rows += _coverage_cell(model, name, n, eps, delta, datasets)
+    return rows
+
+
+def _coverage_cell(
+    model: Any, name: str, n: int, eps: float, delta: float, datasets: int
+) -> list[dict[str, Any]]:
+    import dpbayes as dpb
+
+    g = np.random.default_rng(0)
+    hits: dict[str, list[np.ndarray]] = {"noise-aware": [], "naive": [], "exact": []}
+    for i in range(datasets):
+        w = g.normal(0, 0.5 if name == "linear" else 1.0, 2)
+        x = np.clip(g.normal(0, 0.5, (n, 2)), -1, 1)
+        if name == "linear":
+            y = np.clip(x @ w + g.normal(0, 0.5, n), -2, 2)
+        else:
+            y = (g.random(n) < 1 / (1 + np.exp(-x @ w))).astype(float)
+        rel = dpb.release(model, (x, y), mechanism="ssp", epsilon=eps, delta=delta, rng=i)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            opts = {"rng": i, "iterations": 1000} if name == "linear" else {}
+            post = rel.noise_aware_posterior(**opts)
+        exact = model.exact_posterior((x, y))
+        for key, p in (("noise-aware", post), ("naive", rel.posterior), ("exact", exact)):
+            iv = p.interval(0.9)
+            hits[key].append(((iv[:, 0] <= w) & (w <= iv[:, 1])).astype(float))
+    rows = []
+    noise = "laplace" if delta == 0 else "gaussian"
+    for key, h in hits.items():
+        ha = np.asarray(h)
+        rows.append(
+            {
+                **row("coverage90", f"simulated {name}", f"{noise} {key}", eps, delta, "cover", ha),
+                "median": round(float(ha.mean()), 4),  # the coverage itself
+                "se": round(coverage_se(ha), 4),
+            }
+        )
     return rows
 
 
@@ -190,17 +220,25 @@ def speed(reps: int) -> list[dict[str, Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--datasets", type=int, default=100)
+    ap.add_argument("--datasets", type=int, default=200)
+    ap.add_argument("--only", choices=("accuracy", "mse", "speed", "coverage"))
+    ap.add_argument("--noise", choices=("laplace", "gaussian", "both"), default="both")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
+    noises = ("laplace", "gaussian") if args.noise == "both" else (args.noise,)
+    parts = {
+        "accuracy": lambda: breast_cancer(args.reps),
+        "mse": lambda: diabetes(args.reps),
+        "speed": lambda: speed(args.reps),
+        "coverage": lambda: coverage(args.datasets, noises),
+    }
     rows = []
-    for part in (breast_cancer, diabetes, speed):
+    for name, part in parts.items():
+        if args.only not in (None, name):
+            continue
         t0 = time.perf_counter()
-        rows += part(args.reps)
-        print(f"{part.__name__}: {time.perf_counter() - t0:.1f} s", flush=True)
-    t0 = time.perf_counter()
-    rows += coverage(args.datasets)
-    print(f"coverage: {time.perf_counter() - t0:.1f} s", flush=True)
+        rows += part()
+        print(f"{name}: {time.perf_counter() - t0:.1f} s", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
@@ -210,6 +248,7 @@ def main() -> None:
         print(
             f"{r['benchmark']:<10} {r['dataset']:<18} {r['method']:<42} eps={r['epsilon']:<5} "
             f"{r['metric']}={r['median']} [{r['q25']}, {r['q75']}] n={r['n']}"
+            + (f" se={r['se']}" if r["se"] != "" else "")
         )
 
 

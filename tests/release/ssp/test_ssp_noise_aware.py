@@ -121,3 +121,39 @@ def test_logistic_noise_aware_widens_with_the_noise_and_converges() -> None:
         sds.append(float(np.mean(post.std())))
     assert sds[0] > sds[1] > sds[2]
     assert math.isfinite(sds[0])
+
+
+def test_statistics_step_draws_the_exact_gaussian_conditional() -> None:
+    """Step 1 of the linear Gibbs sampler (Matheron's rule with an Isserlis prior draw)
+    against the conditional written out: precision K^-1 + Omega^-1, mean
+    cov (K^-1 n vech C + Omega^-1 s~). 40000 draws, d = 2 (p = 6 statistics)."""
+    from dpbayes.release.ssp.noise_aware import _sample_statistics
+
+    m, n = 3, 50
+    a = np.array([[1.0, 0.3, 0.5], [0.2, 0.8, -0.4], [0.1, 0.0, 0.7]])
+    c = a @ a.T
+    rows, cols = np.triu_indices(m)
+    p = rows.size
+    k = n * (
+        c[rows[:, None], rows[None, :]] * c[cols[:, None], cols[None, :]]
+        + c[rows[:, None], cols[None, :]] * c[cols[:, None], rows[None, :]]
+    )
+    omega = np.linspace(5.0, 200.0, p)
+    s_obs = n * c[rows, cols] + np.linspace(-20.0, 20.0, p)
+    cov = np.linalg.inv(np.linalg.inv(k) + np.diag(1 / omega))
+    mean = cov @ (np.linalg.solve(k, n * c[rows, cols]) + s_obs / omega)
+    draws = 40_000
+    gen = np.random.default_rng(3)
+    s = _sample_statistics(
+        np.broadcast_to(c, (draws, m, m)),
+        n,
+        s_obs,
+        np.broadcast_to(omega, (draws, p)),
+        rows,
+        cols,
+        gen,
+    )
+    sd = np.sqrt(np.diag(cov))
+    assert np.all(np.abs(s.mean(axis=0) - mean) / sd < 5 / math.sqrt(draws))
+    emp = np.cov(s.T)
+    assert np.all(np.abs(emp - cov) / np.outer(sd, sd) < 0.04)

@@ -7,7 +7,8 @@ with covariance C(w, Sigma_x), and the upper triangle s of S = sum v v' is appro
 Cov(v_i v_j, v_k v_l) = C_ik C_jl + C_il C_jk. The release is s~ = s + e. Gibbs sampler,
 several chains vectorised, each step exact given the others:
 
-1. s | w, Sigma_x, s~: Gaussian (prior N(n vech C, n K), noise N(0, diag omega));
+1. s | w, Sigma_x, s~: Gaussian (prior N(n vech C, n K), noise N(0, diag omega)), drawn
+   by Matheron's rule: one solve with K + diag omega, no inverse of K;
 2. w | s: the conjugate Gaussian posterior from X'X (projected onto the PSD cone) and X'y;
 3. Sigma_x | X'X ~ InvWishart(nu0 + n, Psi0 + X'X) (prior IW(d + 2, (B^2 / 3) I));
 4. Laplace noise only: e_k ~ N(0, omega_k), omega_k ~ Exp(mean 2 b^2) is Laplace(b), and
@@ -32,6 +33,7 @@ the error of the quadratic approximation.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -142,6 +144,53 @@ def _batch_chol_sample(prec: np.ndarray, lin: np.ndarray, z: np.ndarray) -> tupl
     return mean + dev, mean
 
 
+_HALF_SQRT2 = math.sqrt(0.5)
+
+
+@functools.lru_cache(maxsize=16)
+def _isserlis_index(m: int) -> tuple[np.ndarray, ...]:
+    """Flat indices into an m x m matrix C giving, over pairs of upper-triangle entries
+    (i, j), (k, l), the matrices C_ik, C_jl, C_il, C_jk (p x p each)."""
+    rows, cols = np.triu_indices(m)
+    ri, ci = rows[:, None], cols[:, None]
+    rj, cj = rows[None, :], cols[None, :]
+    return ri * m + rj, ci * m + cj, ri * m + cj, ci * m + rj
+
+
+def _sample_statistics(
+    c: np.ndarray,
+    n: int,
+    s_obs: np.ndarray,
+    omega: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    gen: np.random.Generator,
+) -> np.ndarray:
+    """Draws of s | s~ for a stack of covariances c (chains, m, m): prior
+    N(n vech C, n K(C)), noise s~ - s ~ N(0, diag omega) (step 1 of the module docstring).
+
+    By Matheron's rule, s = s0 + K (K + Omega)^-1 (s~ - s0 - e0) with s0 from the prior and
+    e0 ~ N(0, Omega) is an exact draw of the conditional, so only K + Omega is factorised.
+    The prior draw needs no factor of K: with L L' = C and G symmetric with N(0, 2)
+    diagonal and N(0, 1) off-diagonal entries, Cov((L G L')_ij, (L G L')_kl) =
+    C_ik C_jl + C_il C_jk = K_(ij),(kl) (Isserlis), so s0 = n vech C + sqrt(n) vech(L G L').
+    """
+    nc, m, _ = c.shape
+    p = rows.size
+    rr, cc, rc, cr = _isserlis_index(m)
+    flat = c.reshape(nc, m * m)
+    k = n * (flat[:, rr] * flat[:, cc] + flat[:, rc] * flat[:, cr])
+    lc = np.linalg.cholesky(c)
+    g = np.zeros((nc, m, m))
+    g[:, rows, cols] = gen.standard_normal((nc, p)) * np.where(rows == cols, _HALF_SQRT2, 1.0)
+    g = g + np.swapaxes(g, 1, 2)  # off-diagonal N(0, 1), diagonal sqrt(2) N(0, 1)
+    s0 = n * c + math.sqrt(n) * (lc @ g @ np.swapaxes(lc, 1, 2))
+    e0 = np.sqrt(omega) * gen.standard_normal((nc, p))
+    prior = s0[:, rows, cols]
+    kw = k + omega[:, None, :] * np.eye(p)
+    return np.asarray(prior + (k @ np.linalg.solve(kw, (s_obs - prior - e0)[..., None]))[..., 0])
+
+
 def _psd_batch(a: np.ndarray) -> np.ndarray:
     vals, vecs = np.linalg.eigh((a + np.swapaxes(a, -1, -2)) / 2)
     return np.asarray((vecs * np.maximum(vals, 0.0)[..., None, :]) @ np.swapaxes(vecs, -1, -2))
@@ -189,8 +238,6 @@ def linear_ssp_noise_aware(
     psi0 = (bx * bx / 3.0) * np.eye(d)
     gen = noise_source(rng).generator()
     p = rows.size
-    ri, ci = rows[:, None], cols[:, None]
-    rj, cj = rows[None, :], cols[None, :]
     theta = gen.standard_normal((nc, d)) / math.sqrt(lam)
     sx = np.broadcast_to(psi0 / (nu0 - d - 1.0), (nc, d, d)).copy()
     omega = np.broadcast_to(2.0 * b * b if kind == "laplace" else sd[rows, cols] ** 2, (nc, p))
@@ -209,13 +256,7 @@ def linear_ssp_noise_aware(
         c[:, :d, :d] = sx
         c[:, :d, d] = c[:, d, :d] = sxt[..., 0]
         c[:, d, d] = (theta[:, None, :] @ sxt)[:, 0, 0] + sig2
-        mu = n_rec * c[:, rows, cols]
-        k = n_rec * (c[:, ri, rj] * c[:, ci, cj] + c[:, ri, cj] * c[:, ci, rj])
-        k += 1e-10 * np.trace(k, axis1=1, axis2=2)[:, None, None] / p * np.eye(p)
-        kinv = np.linalg.inv(k)
-        prec = kinv + np.eye(p) / omega[:, :, None]
-        lin = (kinv @ mu[..., None])[..., 0] + s_obs / omega
-        s, _ = _batch_chol_sample(prec, lin, gen.standard_normal((nc, p)))
+        s = _sample_statistics(c, n_rec, s_obs, omega, rows, cols, gen)
         smat = np.empty((nc, m, m))
         smat[:, rows, cols] = s
         smat[:, cols, rows] = s
