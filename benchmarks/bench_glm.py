@@ -135,17 +135,14 @@ def coverage_se(hits: np.ndarray) -> float:
 def coverage(
     datasets: int, noises: tuple[str, ...] = ("laplace", "gaussian")
 ) -> list[dict[str, Any]]:
-    import dpbayes as dpb
+    """The experiment's coverage study (its models and simulated data sets), per noise."""
+    from dpbayes.experiments.glm import coverage_models
 
-    lin = dpb.models.BayesianLinearRegression(  # w ~ N(0, I/4): y is (almost) never clipped
-        prior_precision=4.0, noise_variance=0.25, feature_bound=1.0, label_bound=2.0, clip="box"
-    )
-    logit = dpb.models.BayesianLogisticRegression(prior_precision=1.0, feature_bound=1.0)
     rows = []
     for noise in noises:
         delta = 0.0 if noise == "laplace" else 1e-5
         for eps in (0.1, 1.0, 10.0):
-            for name, model, n in (("linear", lin, 200), ("logistic", logit, 500)):
+            for name, (model, n) in coverage_models().items():
                 rows += _coverage_cell(model, name, n, eps, delta, datasets)
     return rows
 
@@ -153,26 +150,17 @@ def coverage(
 def _coverage_cell(
     model: Any, name: str, n: int, eps: float, delta: float, datasets: int
 ) -> list[dict[str, Any]]:
-    import dpbayes as dpb
+    from dpbayes.experiments.glm import coverage_hits, simulated_data
 
     g = np.random.default_rng(0)
     hits: dict[str, list[np.ndarray]] = {"noise-aware": [], "naive": [], "exact": []}
     for i in range(datasets):
-        w = g.normal(0, 0.5 if name == "linear" else 1.0, 2)
-        x = np.clip(g.normal(0, 0.5, (n, 2)), -1, 1)
-        if name == "linear":
-            y = np.clip(x @ w + g.normal(0, 0.5, n), -2, 2)
-        else:
-            y = (g.random(n) < 1 / (1 + np.exp(-x @ w))).astype(float)
-        rel = dpb.release(model, (x, y), mechanism="ssp", epsilon=eps, delta=delta, rng=i)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            opts = {"rng": i, "iterations": 1000} if name == "linear" else {}
-            post = rel.noise_aware_posterior(**opts)
-        exact = model.exact_posterior((x, y))
-        for key, p in (("noise-aware", post), ("naive", rel.posterior), ("exact", exact)):
-            iv = p.interval(0.9)
-            hits[key].append(((iv[:, 0] <= w) & (w <= iv[:, 1])).astype(float))
+        data = simulated_data(name, n, g)
+        for key, h in coverage_hits(model, name, data, eps, delta, i, i).items():
+            hits[key].append(h)
+        w, x, y = data
+        iv = model.exact_posterior((x, y)).interval(0.9)
+        hits["exact"].append(((iv[:, 0] <= w) & (w <= iv[:, 1])).astype(float))
     rows = []
     noise = "laplace" if delta == 0 else "gaussian"
     for key, h in hits.items():

@@ -249,32 +249,59 @@ def _diabetes(eps_grid: Any, reps: int, gen: Any, baseline_gen: Any = None) -> l
     return rows
 
 
-def _coverage(eps_grid: Any, datasets: int, seed: int) -> list[dict[str, Any]]:
+def coverage_models() -> dict[str, tuple[Any, int]]:
+    """The coverage study's models and sizes: linear (w ~ N(0, I/4), so y is almost never
+    clipped; n = 200) and logistic (w ~ N(0, I); n = 500), d = 2."""
     import dpbayes as dpb
 
     lin = dpb.models.BayesianLinearRegression(
         prior_precision=4.0, noise_variance=0.25, feature_bound=1.0, label_bound=2.0, clip="box"
     )
     logit = dpb.models.BayesianLogisticRegression(prior_precision=1.0, feature_bound=1.0)
+    return {"linear": (lin, 200), "logistic": (logit, 500)}
+
+
+def simulated_data(name: str, n: int, g: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """One simulated data set of the coverage study: (true w, x, y), drawn from ``g``."""
+    w = g.normal(0, 0.5 if name == "linear" else 1.0, 2)
+    x = np.clip(g.normal(0, 0.5, (n, 2)), -1, 1)
+    if name == "linear":
+        y = np.clip(x @ w + g.normal(0, 0.5, n), -2, 2)
+    else:
+        y = (g.random(n) < 1 / (1 + np.exp(-x @ w))).astype(float)
+    return w, x, y
+
+
+def coverage_hits(
+    model: Any, name: str, data: tuple[np.ndarray, ...], eps: float, delta: float,
+    release_rng: int, posterior_rng: int,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """Whether the 90% intervals of the noise-aware and the naive posterior of one SSP
+    release of ``data`` = (w, x, y) cover each coefficient of w."""
+    import dpbayes as dpb
+
+    w, x, y = data
+    rel = dpb.release(model, (x, y), mechanism="ssp", epsilon=eps, delta=delta, rng=release_rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        opts = {"rng": posterior_rng, "iterations": 1000} if name == "linear" else {}
+        aware = rel.noise_aware_posterior(**opts)
+    out = {}
+    for method, post in (("noise-aware", aware), ("naive", rel.posterior)):
+        iv = post.interval(0.9)
+        out[method] = ((iv[:, 0] <= w) & (w <= iv[:, 1])).astype(float)
+    return out
+
+
+def _coverage(eps_grid: Any, datasets: int, seed: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for eps in eps_grid:
-        for name, model, n in (("linear", lin, 200), ("logistic", logit, 500)):
+        for name, (model, n) in coverage_models().items():
             g = noise_source(seed).generator()
             for i in range(datasets):
-                w = g.normal(0, 0.5 if name == "linear" else 1.0, 2)
-                x = np.clip(g.normal(0, 0.5, (n, 2)), -1, 1)
-                if name == "linear":
-                    y = np.clip(x @ w + g.normal(0, 0.5, n), -2, 2)
-                else:
-                    y = (g.random(n) < 1 / (1 + np.exp(-x @ w))).astype(float)
-                rel = dpb.release(model, (x, y), mechanism="ssp", epsilon=eps, rng=seed + i)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    opts = {"rng": i, "iterations": 1000} if name == "linear" else {}
-                    aware = rel.noise_aware_posterior(**opts)
-                for method, post in (("noise-aware", aware), ("naive", rel.posterior)):
-                    iv = post.interval(0.9)
-                    hit = float(np.mean((iv[:, 0] <= w) & (w <= iv[:, 1])))
+                data = simulated_data(name, n, g)
+                hits = coverage_hits(model, name, data, eps, 0.0, seed + i, i)
+                for method, hit in hits.items():
                     rows.append(
                         {
                             "task": "coverage90",
@@ -282,7 +309,7 @@ def _coverage(eps_grid: Any, datasets: int, seed: int) -> list[dict[str, Any]]:
                             "method": method,
                             "epsilon": eps,
                             "rep": i,
-                            "value": hit,
+                            "value": float(np.mean(hit)),
                         }
                     )
     return rows
