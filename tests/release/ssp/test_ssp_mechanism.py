@@ -182,6 +182,46 @@ def test_noise_has_the_stated_law() -> None:
         assert stats.kstest(col, stats.laplace(scale=scale).cdf).pvalue > 1e-3
 
 
+def test_two_block_gaussian_noise_has_the_law_of_the_proof() -> None:
+    """The default Gaussian release (two blocks, rho = 0.5): the noise on X'X's diagonal and
+    off-diagonal, on X'y and on y'y is Normal with the sds of PROOF.md 3b, computed here from
+    its formulas (box of x with d = 3, B = B_y = 1, substitute: R_x^2 = 3, Delta_Q =
+    sqrt(2) 3, Delta_L = sqrt(8 * 3 + 1) = 5), and the record states them (KS tests)."""
+    from scipy import stats
+
+    from dpbayes.privacy.mechanisms import analytic_gaussian_sigma
+
+    x, y = linear_data(50)
+    model = linear_model(clip="box")
+    exact = model.statistics((x, y))
+    eps, delta, rho = 1.0, 1e-5, 0.5
+    plan = plan_release(
+        model, (x, y), mechanism="ssp", epsilon=eps, delta=delta, neighbours="substitute"
+    )
+    sigma = analytic_gaussian_sigma(eps, delta, 1.0)
+    dq, dl = math.sqrt(2.0) * 3.0, 5.0
+    want = {
+        "diagonal": sigma * dq / math.sqrt(1 - rho),
+        "offdiagonal": sigma * dq / math.sqrt(1 - rho) / math.sqrt(2.0),
+        "first_order": sigma * dl / math.sqrt(2 * rho),
+        "label": sigma * dl / math.sqrt(rho),
+    }
+    src = noise_source(7)
+    rels = [plan.run(src) for _ in range(800)]
+    rec = rels[0].record
+    for key, sd in want.items():
+        assert getattr(rec, f"noise_sd_{key}") == pytest.approx(sd, rel=1e-9)
+    noise = {
+        "diagonal": [r.released["xtx"][1][1] - exact.xtx[1, 1] for r in rels],
+        "offdiagonal": [r.released["xtx"][0][2] - exact.xtx[0, 2] for r in rels],
+        "first_order": [r.released["xty"][2] - exact.xty[2] for r in rels],
+        "label": [r.released["yty"] - exact.yty for r in rels],
+    }
+    for key, values in noise.items():
+        z = np.asarray(values, dtype=float) / want[key]
+        assert stats.kstest(z, stats.norm.cdf).pvalue > 1e-3, key
+
+
 def test_user_level_scales_the_sensitivity_by_k() -> None:
     """k rows per user, add/remove one user: k times the record-level sensitivity."""
     from dpbayes.release.ssp import plan_linear_ssp
