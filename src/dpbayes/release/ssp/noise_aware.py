@@ -5,20 +5,35 @@ with v = (x, y), x ~ N(0, Sigma_x), y = x'w + N(0, sigma^2), the vector v is Gau
 with covariance C(w, Sigma_x), and the upper triangle s of S = sum v v' is approximately
 (central limit theorem) N(n vech C, n K(C)) with K from Isserlis' theorem,
 Cov(v_i v_j, v_k v_l) = C_ik C_jl + C_il C_jk. The release is s~ = s + e. Gibbs sampler,
-several chains vectorised, each step exact given the others:
+several chains vectorised, each step an exact draw given the others or a
+Metropolis-Hastings step that leaves that conditional invariant:
 
+0. (w, Sigma_x) | omega, s~ with s integrated out (s~ ~ N(n vech C, n K(C) + diag omega)):
+   Metropolis-Hastings moves of w and of the feature scales (:class:`_CollapsedMoves`),
+   then step 1 draws s afresh, a partially collapsed Gibbs step. Without it, w, Sigma_x
+   and s nearly determine one another when the noise dominates and the chains crawl;
 1. s | w, Sigma_x, s~: Gaussian (prior N(n vech C, n K), noise N(0, diag omega)), drawn
    by Matheron's rule: one solve with K + diag omega, no inverse of K;
 2. w | s: the conjugate Gaussian posterior from X'X (projected onto the PSD cone) and X'y;
-3. Sigma_x | X'X ~ InvWishart(nu0 + n, Psi0 + X'X) (prior IW(d + 2, (B^2 / 3) I));
+3. Sigma_x | X'X: under the prior ``feature_prior="inverse-wishart"``, IW(d + 2,
+   (B^2 / 3) I), the conjugate InvWishart(nu0 + n, Psi0 + X'X);
+   3b. under the default ``"bounded"`` prior, uniform feature variances Sigma_jj on
+   [0, B^2] (clipped features have E x_j^2 <= B^2) with tr Sigma_x <= R_x^2 when the
+   release has a row-norm bound, and a uniform correlation matrix: density
+   prod_j Sigma_jj^(-(d-1)/2) on that set. One independence Metropolis-Hastings step
+   with the conjugate draw of 3 as proposal, accepted with the ratio of the two priors'
+   densities (:class:`FeatureCovariancePrior`). The IW prior puts most of its mass on
+   small variances (its marginal mode for Sigma_jj is B^2 / 15 at d = 2), which widens
+   the intervals of w when the noise on X'X leaves Sigma_x poorly determined;
 4. Laplace noise only: e_k ~ N(0, omega_k), omega_k ~ Exp(mean 2 b^2) is Laplace(b), and
    1 / omega_k | e_k ~ InverseGaussian(1 / (b |e_k|), 1 / b^2) (Park & Casella 2008);
    Gaussian noise: omega fixed at the noise variance.
 
-y'y enters only through step 1 (it informs the feature and residual scale). The posterior
+y'y enters through steps 0 and 1 (it informs the feature and residual scale). The posterior
 of w is the Rao-Blackwellised mixture of the Gaussians of step 2 over the kept steps,
 with split R-hat/ESS of the weights and a RuntimeWarning when mixing is poor.
-Approximations, stated: the CLT for s and the zero-mean Gaussian feature model.
+Approximations, stated: the CLT for s (steps 0 and 1; steps 2 and 3 use the exact
+likelihood of the statistics) and the zero-mean Gaussian feature model.
 
 Logistic regression (PASS-GLM statistics): analytic, no MCMC. The approximate posterior
 given exact statistics is N((lambda I + H)^-1 a1 t1, (lambda I + H)^-1), H = -2 a2 T2,
@@ -33,13 +48,12 @@ the error of the quadratic approximation.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import special
+from scipy import linalg, special
 
 from dpbayes.display import PosteriorDisplay
 from dpbayes.models.linear_regression import BayesianLinearRegression, MultivariateNormal
@@ -52,6 +66,7 @@ from dpbayes.release.ssp.mechanism import entry_noise_sd_from
 from dpbayes.release.ssp.record import SspLinearRecord, SspLogisticRecord
 
 __all__ = [
+    "FeatureCovariancePrior",
     "LogisticNoiseAwarePosterior",
     "SSPNoiseAwarePosterior",
     "linear_ssp_noise_aware",
@@ -147,14 +162,48 @@ def _batch_chol_sample(prec: np.ndarray, lin: np.ndarray, z: np.ndarray) -> tupl
 _HALF_SQRT2 = math.sqrt(0.5)
 
 
-@functools.lru_cache(maxsize=16)
-def _isserlis_index(m: int) -> tuple[np.ndarray, ...]:
-    """Flat indices into an m x m matrix C giving, over pairs of upper-triangle entries
-    (i, j), (k, l), the matrices C_ik, C_jl, C_il, C_jk (p x p each)."""
-    rows, cols = np.triu_indices(m)
-    ri, ci = rows[:, None], cols[:, None]
-    rj, cj = rows[None, :], cols[None, :]
-    return ri * m + rj, ci * m + cj, ri * m + cj, ci * m + rj
+def _isserlis_k(c: np.ndarray, n: int) -> np.ndarray:
+    """n K(C) for a stack of covariances c: Cov of the upper triangle of a sum of n outer
+    products v v', v ~ N(0, C), by Isserlis' theorem: K_(ij),(kl) = C_ik C_jl + C_il C_jk."""
+    rows, cols = np.triu_indices(c.shape[1])
+    ci, cj = c[:, rows], c[:, cols]  # rows i and j of C for every pair (i, j)
+    return np.asarray(n * (ci[:, :, rows] * cj[:, :, cols] + ci[:, :, cols] * cj[:, :, rows]))
+
+
+def _joint_covariance(sx: np.ndarray, theta: np.ndarray, sig2: float) -> np.ndarray:
+    """C = Cov(x, y) for x ~ N(0, Sigma_x), y = x'w + N(0, sig2), stacked over chains."""
+    nc, d, _ = sx.shape
+    sxt = sx @ theta[..., None]
+    c = np.empty((nc, d + 1, d + 1))
+    c[:, :d, :d] = sx
+    c[:, :d, d] = c[:, d, :d] = sxt[..., 0]
+    c[:, d, d] = (theta[:, None, :] @ sxt)[:, 0, 0] + sig2
+    return c
+
+
+def _collapsed_loglik(
+    c: np.ndarray,
+    n: int,
+    s_obs: np.ndarray,
+    omega: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log N(s~; n vech C, n K(C) + diag omega): the likelihood of the release with the
+    statistics s integrated out (CLT model), per chain; also n K(C) and the Cholesky
+    factor of n K(C) + diag omega, which step 1 reuses."""
+    p = rows.size
+    k = _isserlis_k(c, n)
+    chol = np.linalg.cholesky(k + omega[:, None, :] * np.eye(p))
+    resid = s_obs - n * c[:, rows, cols]
+    z = np.stack(
+        [
+            linalg.solve_triangular(f, r, lower=True, check_finite=False)
+            for f, r in zip(chol, resid, strict=True)
+        ]
+    )
+    logdet = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
+    return np.asarray(-0.5 * (z * z).sum(axis=1) - 0.5 * logdet), k, chol
 
 
 def _sample_statistics(
@@ -165,9 +214,11 @@ def _sample_statistics(
     rows: np.ndarray,
     cols: np.ndarray,
     gen: np.random.Generator,
+    factors: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Draws of s | s~ for a stack of covariances c (chains, m, m): prior
     N(n vech C, n K(C)), noise s~ - s ~ N(0, diag omega) (step 1 of the module docstring).
+    ``factors``: n K(C) and the Cholesky factor of n K(C) + diag omega, if known.
 
     By Matheron's rule, s = s0 + K (K + Omega)^-1 (s~ - s0 - e0) with s0 from the prior and
     e0 ~ N(0, Omega) is an exact draw of the conditional, so only K + Omega is factorised.
@@ -177,9 +228,7 @@ def _sample_statistics(
     """
     nc, m, _ = c.shape
     p = rows.size
-    rr, cc, rc, cr = _isserlis_index(m)
-    flat = c.reshape(nc, m * m)
-    k = n * (flat[:, rr] * flat[:, cc] + flat[:, rc] * flat[:, cr])
+    k = _isserlis_k(c, n) if factors is None else factors[0]
     lc = np.linalg.cholesky(c)
     g = np.zeros((nc, m, m))
     g[:, rows, cols] = gen.standard_normal((nc, p)) * np.where(rows == cols, _HALF_SQRT2, 1.0)
@@ -187,13 +236,192 @@ def _sample_statistics(
     s0 = n * c + math.sqrt(n) * (lc @ g @ np.swapaxes(lc, 1, 2))
     e0 = np.sqrt(omega) * gen.standard_normal((nc, p))
     prior = s0[:, rows, cols]
-    kw = k + omega[:, None, :] * np.eye(p)
-    return np.asarray(prior + (k @ np.linalg.solve(kw, (s_obs - prior - e0)[..., None]))[..., 0])
+    resid = s_obs - prior - e0
+    if factors is None:
+        sol = np.linalg.solve(k + omega[:, None, :] * np.eye(p), resid[..., None])[..., 0]
+    else:
+        sol = np.stack(
+            [
+                linalg.cho_solve((f, True), r, check_finite=False)
+                for f, r in zip(factors[1], resid, strict=True)
+            ]
+        )
+    return np.asarray(prior + (k @ sol[..., None])[..., 0])
 
 
 def _psd_batch(a: np.ndarray) -> np.ndarray:
     vals, vecs = np.linalg.eigh((a + np.swapaxes(a, -1, -2)) / 2)
     return np.asarray((vecs * np.maximum(vals, 0.0)[..., None, :]) @ np.swapaxes(vecs, -1, -2))
+
+
+@dataclass(frozen=True)
+class FeatureCovariancePrior:
+    """The prior of Sigma_x and its Gibbs step (steps 3 and 3b of the module doc).
+
+    ``kind="inverse-wishart"``: IW(nu0, psi0), drawn from its conjugate conditional.
+    ``kind="bounded"``: density prod_j Sigma_jj^(-(d-1)/2) on {Sigma_jj <= var_max,
+    tr Sigma <= tr_max}, i.e. independent uniform variances on [0, var_max] and a
+    uniform (LKJ(1)) correlation matrix, restricted by the trace bound: what the public
+    bounds say about the second moments of clipped features and nothing more. Its step
+    is independence Metropolis-Hastings with the IW(nu0, psi0) conditional as proposal:
+    the acceptance ratio is the ratio of prior densities (bounded / IW) at the proposal
+    and at the current value.
+    """
+
+    kind: str
+    nu0: float
+    psi0: np.ndarray
+    var_max: float
+    tr_max: float
+
+    def log_ratio(self, sx: np.ndarray) -> np.ndarray:
+        """log(bounded prior / IW prior) at a stack of covariances, up to a constant
+        (-inf outside the bounds)."""
+        d = sx.shape[-1]
+        diag = np.diagonal(sx, axis1=-2, axis2=-1)
+        _, logdet = np.linalg.slogdet(sx)
+        tr_psi_inv = np.trace(self.psi0 @ np.linalg.inv(sx), axis1=-2, axis2=-1)
+        out = -0.5 * (d - 1) * np.log(diag).sum(axis=-1) + 0.5 * (self.nu0 + d + 1) * logdet
+        out = out + 0.5 * tr_psi_inv
+        inside = (diag <= self.var_max).all(axis=-1) & (diag.sum(axis=-1) <= self.tr_max)
+        return np.asarray(np.where(inside, out, -np.inf))
+
+    def log_density(self, sx: np.ndarray) -> np.ndarray:
+        """The prior's log density at a stack of covariances, up to a constant."""
+        d = sx.shape[-1]
+        _, logdet = np.linalg.slogdet(sx)
+        tr_psi_inv = np.trace(self.psi0 @ np.linalg.inv(sx), axis1=-2, axis2=-1)
+        log_iw = -0.5 * (self.nu0 + d + 1) * logdet - 0.5 * tr_psi_inv
+        if self.kind == "inverse-wishart":
+            return np.asarray(log_iw)
+        return np.asarray(log_iw + self.log_ratio(sx))
+
+    def step(self, a: np.ndarray, n: int, sx: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        """One Gibbs step of Sigma_x given X'X = a (stacks over chains), from sx."""
+        nc, d, _ = a.shape
+        # the IW(nu0 + n, psi0 + a) conditional by Bartlett's decomposition
+        scale = np.linalg.inv(self.psi0 + a)
+        lchol = np.linalg.cholesky((scale + np.swapaxes(scale, 1, 2)) / 2)
+        bart = np.tril(gen.standard_normal((nc, d, d)), -1)
+        diag = np.sqrt(gen.chisquare(self.nu0 + n - np.arange(d), size=(nc, d)))
+        bart[:, np.arange(d), np.arange(d)] = diag
+        la = lchol @ bart
+        prop = np.linalg.inv(la @ np.swapaxes(la, 1, 2))
+        prop = (prop + np.swapaxes(prop, 1, 2)) / 2
+        if self.kind == "inverse-wishart":
+            return prop
+        log_u = np.log(gen.random(nc))
+        accept = log_u < self.log_ratio(prop) - self.log_ratio(sx)
+        return np.where(accept[:, None, None], prop, sx)
+
+
+class _CollapsedMoves:
+    """Step 0 of the linear Gibbs sampler: Metropolis-Hastings moves of w and of the
+    feature scales with the statistics s integrated out, i.e. on the target
+    p(w) p(Sigma_x) N(s~; n vech C, n K(C) + diag omega) given omega (the CLT model of
+    step 1). Given s, w and Sigma_x are nearly determined by each other when the noise
+    dominates (X'y = X'X w, X'X ~ n Sigma_x), so the Gibbs steps alone move them slowly;
+    these moves do not condition on s. Drawing (w, Sigma_x) from a kernel that leaves
+    p(w, Sigma_x | omega, s~) invariant and then s from p(s | w, Sigma_x, omega) (step 1)
+    is a partially collapsed Gibbs step (van Dyk & Park 2008).
+
+    (a) w' = w + scale_w L z, z ~ N(0, I) (symmetric); (b) Sigma_x' = D Sigma_x D,
+    D = diag(exp(delta)), delta ~ N(0, scale_s^2 I): the map has Jacobian
+    prod_j D_jj^(d+1) on symmetric matrices, which enters the acceptance ratio. L and the
+    scales adapt during burn-in only (L L' the covariance of the burn-in w draws, the
+    scales towards acceptance 0.3) and are fixed afterwards, so the kept steps are a
+    Markov chain with the posterior as its invariant law.
+    """
+
+    ADAPT_EVERY = 25
+    TARGET = 0.3
+
+    def __init__(
+        self,
+        d: int,
+        lam: float,
+        sig2: float,
+        n: int,
+        s_obs: np.ndarray,
+        rows: np.ndarray,
+        cols: np.ndarray,
+        cov_prior: FeatureCovariancePrior,
+        burn: int,
+    ) -> None:
+        self.d, self.lam, self.sig2, self.n = d, lam, sig2, n
+        self.s_obs, self.rows, self.cols = s_obs, rows, cols
+        self.cov_prior, self.burn = cov_prior, burn
+        self.chol_w = np.eye(d) / math.sqrt(lam)
+        self.log_scale_w = math.log(0.5 / math.sqrt(d))
+        self.log_scale_s = math.log(0.1)
+        self.accepted = np.zeros(2)
+        self.tried = 0
+        self.history: list[np.ndarray] = []
+
+    def _loglik(
+        self, sx: np.ndarray, theta: np.ndarray, omega: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        c = _joint_covariance(sx, theta, self.sig2)
+        return _collapsed_loglik(c, self.n, self.s_obs, omega, self.rows, self.cols)
+
+    def step(
+        self,
+        it: int,
+        theta: np.ndarray,
+        sx: np.ndarray,
+        omega: np.ndarray,
+        gen: np.random.Generator,
+    ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """One move of w, then one of the feature scales; also n K(C) and the Cholesky
+        factor of n K(C) + diag omega at the state returned (for step 1)."""
+        nc, d = theta.shape
+        ll, k, chol = self._loglik(sx, theta, omega)
+        # (a) w
+        step_w = gen.standard_normal((nc, d)) @ self.chol_w.T
+        prop = theta + math.exp(self.log_scale_w) * step_w
+        ll_prop, k_prop, chol_prop = self._loglik(sx, prop, omega)
+        log_a = ll_prop - ll - 0.5 * self.lam * ((prop * prop).sum(1) - (theta * theta).sum(1))
+        acc_w = np.log(gen.random(nc)) < log_a
+        theta = np.where(acc_w[:, None], prop, theta)
+        ll = np.where(acc_w, ll_prop, ll)
+        k = np.where(acc_w[:, None, None], k_prop, k)
+        chol = np.where(acc_w[:, None, None], chol_prop, chol)
+        # (b) the feature scales
+        delta = math.exp(self.log_scale_s) * gen.standard_normal((nc, d))
+        dd = np.exp(delta)
+        prop_s = sx * dd[:, :, None] * dd[:, None, :]
+        lp = self.cov_prior.log_density(prop_s) - self.cov_prior.log_density(sx)
+        ll_prop, k_prop, chol_prop = self._loglik(prop_s, theta, omega)
+        with np.errstate(invalid="ignore"):
+            log_a = ll_prop - ll + lp + (d + 1) * delta.sum(1)
+        acc_s = np.log(gen.random(nc)) < log_a
+        sx = np.where(acc_s[:, None, None], prop_s, sx)
+        k = np.where(acc_s[:, None, None], k_prop, k)
+        chol = np.where(acc_s[:, None, None], chol_prop, chol)
+        if it < self.burn:
+            self.accepted += (acc_w.mean(), acc_s.mean())
+            self.tried += 1
+        return theta, sx, (k, chol)
+
+    def record(self, it: int, theta: np.ndarray) -> None:
+        """Adapt the proposals from the burn-in (never after it)."""
+        if it >= self.burn:
+            return
+        self.history.append(theta.copy())
+        if self.tried < self.ADAPT_EVERY:
+            return
+        rate_w, rate_s = self.accepted / self.tried
+        self.log_scale_w += rate_w - self.TARGET
+        self.log_scale_s += rate_s - self.TARGET
+        self.accepted[:] = 0.0
+        self.tried = 0
+        draws = np.concatenate(self.history[len(self.history) // 2 :])
+        if draws.shape[0] > 2 * self.d:
+            cov = np.cov(draws.T).reshape(self.d, self.d)
+            scale = float(np.trace(cov)) / self.d
+            if scale > 0.0 and math.isfinite(scale):
+                ridged = cov + 1e-9 * scale * np.eye(self.d)
+                self.chol_w = np.asarray(np.linalg.cholesky(ridged), dtype=float)
 
 
 def linear_ssp_noise_aware(
@@ -202,12 +430,16 @@ def linear_ssp_noise_aware(
     n: int | None = None,
     iterations: int = 1000,
     chains: int = 4,
+    feature_prior: str = "bounded",
     rng: Any = None,
 ) -> SSPNoiseAwarePosterior:
     """p(w | noisy X'X, X'y, y'y) of an ``ssp`` linear-regression release (module doc).
 
     ``n``: number of records (default: the release's public n; required under add/remove);
     ``iterations``: Gibbs steps per chain (the first half burn-in); ``chains`` >= 2;
+    ``feature_prior``: the prior of the feature covariance Sigma_x, ``"bounded"`` (default;
+    uniform feature variances within the public bounds, step 3b of the module doc) or
+    ``"inverse-wishart"`` (IW(d + 2, (B^2 / 3) I), conjugate);
     ``rng`` seeds the MCMC (inference draws only, never privacy noise).
     """
     model: BayesianLinearRegression = rel.model
@@ -221,6 +453,10 @@ def linear_ssp_noise_aware(
     n_rec = check_int(n_rec, "n", minimum=1)
     its = check_int(iterations, "iterations", minimum=40)
     nc = check_int(chains, "chains", minimum=2)
+    if feature_prior not in ("bounded", "inverse-wishart"):
+        raise ValueError(
+            f"feature_prior must be 'bounded' or 'inverse-wishart', got {feature_prior!r}"
+        )
     xtx = np.asarray(rel.released["xtx"], dtype=float)
     d = xtx.shape[0]
     m = d + 1
@@ -234,12 +470,16 @@ def linear_ssp_noise_aware(
     b = sd[rows, cols] / math.sqrt(2.0)  # Laplace scales (used for Laplace noise only)
     lam, sig2 = model.prior_precision, model.noise_variance
     bx = float(rec.bounds[0])
-    nu0 = d + 2.0
-    psi0 = (bx * bx / 3.0) * np.eye(d)
     gen = noise_source(rng).generator()
+    eye_d = np.eye(d)
     p = rows.size
     theta = gen.standard_normal((nc, d)) / math.sqrt(lam)
-    sx = np.broadcast_to(psi0 / (nu0 - d - 1.0), (nc, d, d)).copy()
+    tr_max = min(d * bx * bx, rec.x_norm2 if rec.x_norm2 is not None else math.inf)
+    cov_prior = FeatureCovariancePrior(
+        feature_prior, d + 2.0, (bx * bx / 3.0) * eye_d, bx * bx, tr_max
+    )
+    start = min(bx * bx, tr_max / d) / 3.0  # inside the bounds: the IW prior's mean or less
+    sx = np.broadcast_to(start * eye_d, (nc, d, d)).copy()
     omega = np.broadcast_to(2.0 * b * b if kind == "laplace" else sd[rows, cols] ** 2, (nc, p))
     omega = omega.copy()
     burn = its // 2
@@ -248,15 +488,13 @@ def linear_ssp_noise_aware(
     keep_covs = np.empty((nc, kept, d, d))
     keep_w = np.empty((nc, kept, d))
     keep_tr = np.empty((nc, kept))
-    eye_d = np.eye(d)
+    moves = _CollapsedMoves(d, lam, sig2, n_rec, s_obs, rows, cols, cov_prior, burn)
     for it in range(its):
+        # 0. (w, Sigma_x) | omega with s integrated out: Metropolis-Hastings moves
+        theta, sx, factors = moves.step(it, theta, sx, omega, gen)
         # 1. s | w, Sigma_x, omega: CLT prior N(n vech C, n K(C)) times the noise
-        sxt = sx @ theta[..., None]
-        c = np.empty((nc, m, m))
-        c[:, :d, :d] = sx
-        c[:, :d, d] = c[:, d, :d] = sxt[..., 0]
-        c[:, d, d] = (theta[:, None, :] @ sxt)[:, 0, 0] + sig2
-        s = _sample_statistics(c, n_rec, s_obs, omega, rows, cols, gen)
+        c = _joint_covariance(sx, theta, sig2)
+        s = _sample_statistics(c, n_rec, s_obs, omega, rows, cols, gen, factors)
         smat = np.empty((nc, m, m))
         smat[:, rows, cols] = s
         smat[:, cols, rows] = s
@@ -266,19 +504,13 @@ def linear_ssp_noise_aware(
         theta, wmean = _batch_chol_sample(
             wprec, smat[:, :d, d] / sig2, gen.standard_normal((nc, d))
         )
-        # 3. Sigma_x | X'X: inverse Wishart by Bartlett's decomposition
-        scale = np.linalg.inv(psi0 + a)
-        lchol = np.linalg.cholesky((scale + np.swapaxes(scale, 1, 2)) / 2)
-        bart = np.tril(gen.standard_normal((nc, d, d)), -1)
-        diag = np.sqrt(gen.chisquare(nu0 + n_rec - np.arange(d), size=(nc, d)))
-        bart[:, np.arange(d), np.arange(d)] = diag
-        la = lchol @ bart
-        sx = np.linalg.inv(la @ np.swapaxes(la, 1, 2))
-        sx = (sx + np.swapaxes(sx, 1, 2)) / 2
+        # 3. Sigma_x | X'X
+        sx = cov_prior.step(a, n_rec, sx, gen)
         # 4. omega | e (Laplace noise as a scale mixture of normals)
         if kind == "laplace":
             e = np.maximum(np.abs(s_obs - s), 1e-12)
             omega = 1.0 / gen.wald(1.0 / (b * e), 1.0 / (b * b))
+        moves.record(it, theta)
         if it >= burn:
             t = it - burn
             keep_means[:, t] = wmean
