@@ -221,10 +221,20 @@ def test_bounded_feature_prior_density_and_bounds() -> None:
         assert np.all(diag <= 1.0) and np.all(diag.sum(axis=1) <= 1.2 + 1e-12)
 
 
-def test_feature_prior_is_validated() -> None:
+def test_feature_prior_and_moves_are_validated_and_the_plain_gibbs_sampler_runs() -> None:
     rel = one_release()
     with pytest.raises(ValueError, match="feature_prior"):
         rel.noise_aware_posterior(feature_prior="wishart")
+    with pytest.raises(TypeError, match="collapsed_moves"):
+        rel.noise_aware_posterior(collapsed_moves="no")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        plain = rel.noise_aware_posterior(
+            rng=1, iterations=2000, feature_prior="inverse-wishart", collapsed_moves=False
+        )
+        full = rel.noise_aware_posterior(rng=1, iterations=2000)
+    # two samplers of posteriors that differ only in the prior of Sigma_x: close means
+    assert np.all(np.abs(plain.mean() - full.mean()) < 0.5 * full.std())
 
 
 def test_collapsed_likelihood_is_the_gaussian_of_the_release() -> None:
