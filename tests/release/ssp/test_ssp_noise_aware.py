@@ -127,7 +127,7 @@ def test_statistics_step_draws_the_exact_gaussian_conditional() -> None:
     """Step 1 of the linear Gibbs sampler (Matheron's rule with an Isserlis prior draw)
     against the conditional written out: precision K^-1 + Omega^-1, mean
     cov (K^-1 n vech C + Omega^-1 s~). 40000 draws, d = 2 (p = 6 statistics)."""
-    from dpbayes.release.ssp.noise_aware import _sample_statistics
+    from dpbayes.release.ssp.noise_aware import _Observed, _sample_statistics
 
     m, n = 3, 50
     a = np.array([[1.0, 0.3, 0.5], [0.2, 0.8, -0.4], [0.1, 0.0, 0.7]])
@@ -146,11 +146,8 @@ def test_statistics_step_draws_the_exact_gaussian_conditional() -> None:
     gen = np.random.default_rng(3)
     s = _sample_statistics(
         np.broadcast_to(c, (draws, m, m)),
-        n,
-        s_obs,
+        _Observed(n, s_obs, rows, cols),
         np.broadcast_to(omega, (draws, p)),
-        rows,
-        cols,
         gen,
     )
     sd = np.sqrt(np.diag(cov))
@@ -246,6 +243,7 @@ def test_collapsed_likelihood_is_the_gaussian_of_the_release() -> None:
         _collapsed_loglik,
         _isserlis_k,
         _joint_covariance,
+        _Observed,
     )
 
     sx = np.array([[[0.3, 0.05], [0.05, 0.2]], [[0.5, -0.1], [-0.1, 0.4]]])
@@ -257,7 +255,8 @@ def test_collapsed_likelihood_is_the_gaussian_of_the_release() -> None:
     p = rows.size
     omega = np.stack([np.linspace(3.0, 40.0, p), np.full(p, 9.0)])
     s_obs = np.linspace(-10.0, 60.0, p)
-    got, k_all, chol = _collapsed_loglik(c, n, s_obs, omega, rows, cols)
+    obs = _Observed(n, s_obs, rows, cols)
+    got, k_all, chol = _collapsed_loglik(c, obs, omega)
     for i in range(2):
         pairs = list(zip(rows, cols, strict=True))
         ci = c[i]
@@ -272,10 +271,8 @@ def test_collapsed_likelihood_is_the_gaussian_of_the_release() -> None:
     # step 1 with these factors draws exactly what it draws computing them itself
     from dpbayes.release.ssp.noise_aware import _sample_statistics
 
-    fresh = _sample_statistics(c, n, s_obs, omega, rows, cols, np.random.default_rng(4))
-    reused = _sample_statistics(
-        c, n, s_obs, omega, rows, cols, np.random.default_rng(4), (k_all, chol)
-    )
+    fresh = _sample_statistics(c, obs, omega, np.random.default_rng(4))
+    reused = _sample_statistics(c, obs, omega, np.random.default_rng(4), (k_all, chol))
     assert np.allclose(fresh, reused, rtol=1e-9, atol=1e-9)
 
 

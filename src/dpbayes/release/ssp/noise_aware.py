@@ -181,17 +181,24 @@ def _joint_covariance(sx: np.ndarray, theta: np.ndarray, sig2: float) -> np.ndar
     return c
 
 
+@dataclass(frozen=True)
+class _Observed:
+    """The release as the sampler sees it: n, the noisy upper triangle s~ of S and the
+    (row, column) of each of its entries."""
+
+    n: int
+    s_obs: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+
+
 def _collapsed_loglik(
-    c: np.ndarray,
-    n: int,
-    s_obs: np.ndarray,
-    omega: np.ndarray,
-    rows: np.ndarray,
-    cols: np.ndarray,
+    c: np.ndarray, obs: _Observed, omega: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """log N(s~; n vech C, n K(C) + diag omega): the likelihood of the release with the
     statistics s integrated out (CLT model), per chain; also n K(C) and the Cholesky
     factor of n K(C) + diag omega, which step 1 reuses."""
+    n, s_obs, rows, cols = obs.n, obs.s_obs, obs.rows, obs.cols
     p = rows.size
     k = _isserlis_k(c, n)
     chol = np.linalg.cholesky(k + omega[:, None, :] * np.eye(p))
@@ -208,11 +215,8 @@ def _collapsed_loglik(
 
 def _sample_statistics(
     c: np.ndarray,
-    n: int,
-    s_obs: np.ndarray,
+    obs: _Observed,
     omega: np.ndarray,
-    rows: np.ndarray,
-    cols: np.ndarray,
     gen: np.random.Generator,
     factors: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
@@ -226,6 +230,7 @@ def _sample_statistics(
     diagonal and N(0, 1) off-diagonal entries, Cov((L G L')_ij, (L G L')_kl) =
     C_ik C_jl + C_il C_jk = K_(ij),(kl) (Isserlis), so s0 = n vech C + sqrt(n) vech(L G L').
     """
+    n, s_obs, rows, cols = obs.n, obs.s_obs, obs.rows, obs.cols
     nc, m, _ = c.shape
     p = rows.size
     k = _isserlis_k(c, n) if factors is None else factors[0]
@@ -341,15 +346,11 @@ class _CollapsedMoves:
         d: int,
         lam: float,
         sig2: float,
-        n: int,
-        s_obs: np.ndarray,
-        rows: np.ndarray,
-        cols: np.ndarray,
+        obs: _Observed,
         cov_prior: FeatureCovariancePrior,
         burn: int,
     ) -> None:
-        self.d, self.lam, self.sig2, self.n = d, lam, sig2, n
-        self.s_obs, self.rows, self.cols = s_obs, rows, cols
+        self.d, self.lam, self.sig2, self.obs = d, lam, sig2, obs
         self.cov_prior, self.burn = cov_prior, burn
         self.chol_w = np.eye(d) / math.sqrt(lam)
         self.log_scale_w = math.log(0.5 / math.sqrt(d))
@@ -362,7 +363,7 @@ class _CollapsedMoves:
         self, sx: np.ndarray, theta: np.ndarray, omega: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         c = _joint_covariance(sx, theta, self.sig2)
-        return _collapsed_loglik(c, self.n, self.s_obs, omega, self.rows, self.cols)
+        return _collapsed_loglik(c, self.obs, omega)
 
     def step(
         self,
@@ -493,7 +494,8 @@ def linear_ssp_noise_aware(
     keep_covs = np.empty((nc, kept, d, d))
     keep_w = np.empty((nc, kept, d))
     keep_tr = np.empty((nc, kept))
-    moves = _CollapsedMoves(d, lam, sig2, n_rec, s_obs, rows, cols, cov_prior, burn)
+    obs_rel = _Observed(n_rec, s_obs, rows, cols)
+    moves = _CollapsedMoves(d, lam, sig2, obs_rel, cov_prior, burn)
     for it in range(its):
         # 0. (w, Sigma_x) | omega with s integrated out: Metropolis-Hastings moves
         factors = None
@@ -501,7 +503,7 @@ def linear_ssp_noise_aware(
             theta, sx, factors = moves.step(it, theta, sx, omega, gen)
         # 1. s | w, Sigma_x, omega: CLT prior N(n vech C, n K(C)) times the noise
         c = _joint_covariance(sx, theta, sig2)
-        s = _sample_statistics(c, n_rec, s_obs, omega, rows, cols, gen, factors)
+        s = _sample_statistics(c, obs_rel, omega, gen, factors)
         smat = np.empty((nc, m, m))
         smat[:, rows, cols] = s
         smat[:, cols, rows] = s
