@@ -279,27 +279,32 @@ class FeatureCovariancePrior:
     var_max: float
     tr_max: float
 
+    def _log_iw(self, sx: np.ndarray) -> np.ndarray:
+        """log IW(sx; nu0, psi0), up to a constant."""
+        d = sx.shape[-1]
+        _, logdet = np.linalg.slogdet(sx)
+        tr_psi_inv = np.trace(self.psi0 @ np.linalg.inv(sx), axis1=-2, axis2=-1)
+        return np.asarray(-0.5 * (self.nu0 + d + 1) * logdet - 0.5 * tr_psi_inv)
+
+    def _log_bounded(self, sx: np.ndarray) -> np.ndarray:
+        """log of the bounded prior, up to a constant (-inf outside the bounds)."""
+        d = sx.shape[-1]
+        diag = np.diagonal(sx, axis1=-2, axis2=-1)
+        inside = (diag <= self.var_max).all(axis=-1) & (diag.sum(axis=-1) <= self.tr_max)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = -0.5 * (d - 1) * np.log(diag).sum(axis=-1)
+        return np.asarray(np.where(inside, out, -np.inf))
+
     def log_ratio(self, sx: np.ndarray) -> np.ndarray:
         """log(bounded prior / IW prior) at a stack of covariances, up to a constant
         (-inf outside the bounds)."""
-        d = sx.shape[-1]
-        diag = np.diagonal(sx, axis1=-2, axis2=-1)
-        _, logdet = np.linalg.slogdet(sx)
-        tr_psi_inv = np.trace(self.psi0 @ np.linalg.inv(sx), axis1=-2, axis2=-1)
-        out = -0.5 * (d - 1) * np.log(diag).sum(axis=-1) + 0.5 * (self.nu0 + d + 1) * logdet
-        out = out + 0.5 * tr_psi_inv
-        inside = (diag <= self.var_max).all(axis=-1) & (diag.sum(axis=-1) <= self.tr_max)
-        return np.asarray(np.where(inside, out, -np.inf))
+        return np.asarray(self._log_bounded(sx) - self._log_iw(sx))
 
     def log_density(self, sx: np.ndarray) -> np.ndarray:
         """The prior's log density at a stack of covariances, up to a constant."""
-        d = sx.shape[-1]
-        _, logdet = np.linalg.slogdet(sx)
-        tr_psi_inv = np.trace(self.psi0 @ np.linalg.inv(sx), axis1=-2, axis2=-1)
-        log_iw = -0.5 * (self.nu0 + d + 1) * logdet - 0.5 * tr_psi_inv
         if self.kind == "inverse-wishart":
-            return np.asarray(log_iw)
-        return np.asarray(log_iw + self.log_ratio(sx))
+            return self._log_iw(sx)
+        return self._log_bounded(sx)
 
     def step(self, a: np.ndarray, n: int, sx: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         """One Gibbs step of Sigma_x given X'X = a (stacks over chains), from sx."""
