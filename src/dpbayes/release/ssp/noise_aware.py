@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import linalg, special
+from scipy import special
 
 from dpbayes.display import PosteriorDisplay
 from dpbayes.models.linear_regression import BayesianLinearRegression, MultivariateNormal
@@ -62,6 +62,7 @@ from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int, check_probability
 from dpbayes.release.base import Release, register_noise_aware
 from dpbayes.release.mcmc import Diagnostics, diagnose, diagnostics_rows
+from dpbayes.release.ssp.kernels import collapsed_loglik_stack, gain_solve_stack
 from dpbayes.release.ssp.mechanism import entry_noise_sd_from
 from dpbayes.release.ssp.record import SspLinearRecord, SspLogisticRecord
 
@@ -196,21 +197,18 @@ def _collapsed_loglik(
     c: np.ndarray, obs: _Observed, omega: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """log N(s~; n vech C, n K(C) + diag omega): the likelihood of the release with the
-    statistics s integrated out (CLT model), per chain; also n K(C) and the Cholesky
-    factor of n K(C) + diag omega, which step 1 reuses."""
-    n, s_obs, rows, cols = obs.n, obs.s_obs, obs.rows, obs.cols
-    p = rows.size
-    k = _isserlis_k(c, n)
-    chol = np.linalg.cholesky(k + omega[:, None, :] * np.eye(p))
-    resid = s_obs - n * c[:, rows, cols]
-    z = np.stack(
-        [
-            linalg.solve_triangular(f, r, lower=True, check_finite=False)
-            for f, r in zip(chol, resid, strict=True)
-        ]
+    statistics s integrated out (CLT model), per chain, up to a constant; also n K(C) and
+    the Cholesky factor of n K(C) + diag omega, which step 1 reuses (compiled:
+    :func:`dpbayes.release.ssp.kernels.collapsed_loglik_stack`)."""
+    ll, k, chol = collapsed_loglik_stack(
+        np.ascontiguousarray(c, dtype=float),
+        float(obs.n),
+        obs.s_obs,
+        obs.rows,
+        obs.cols,
+        np.ascontiguousarray(omega, dtype=float),
     )
-    logdet = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
-    return np.asarray(-0.5 * (z * z).sum(axis=1) - 0.5 * logdet), k, chol
+    return np.asarray(ll), np.asarray(k), np.asarray(chol)
 
 
 def _sample_statistics(
@@ -244,14 +242,8 @@ def _sample_statistics(
     resid = s_obs - prior - e0
     if factors is None:
         sol = np.linalg.solve(k + omega[:, None, :] * np.eye(p), resid[..., None])[..., 0]
-    else:
-        sol = np.stack(
-            [
-                linalg.cho_solve((f, True), r, check_finite=False)
-                for f, r in zip(factors[1], resid, strict=True)
-            ]
-        )
-    return np.asarray(prior + (k @ sol[..., None])[..., 0])
+        return np.asarray(prior + (k @ sol[..., None])[..., 0])
+    return np.asarray(prior + gain_solve_stack(k, factors[1], np.ascontiguousarray(resid)))
 
 
 def _psd_batch(a: np.ndarray) -> np.ndarray:
@@ -321,7 +313,8 @@ class FeatureCovariancePrior:
         if self.kind == "inverse-wishart":
             return prop
         log_u = np.log(gen.random(nc))
-        accept = log_u < self.log_ratio(prop) - self.log_ratio(sx)
+        ratio = self.log_ratio(np.concatenate([prop, sx]))
+        accept = log_u < ratio[:nc] - ratio[nc:]
         return np.where(accept[:, None, None], prop, sx)
 
 
@@ -389,21 +382,19 @@ class _CollapsedMoves:
         log_a = ll_prop - ll - 0.5 * self.lam * ((prop * prop).sum(1) - (theta * theta).sum(1))
         acc_w = np.log(gen.random(nc)) < log_a
         theta = np.where(acc_w[:, None], prop, theta)
-        ll = np.where(acc_w, ll_prop, ll)
-        k = np.where(acc_w[:, None, None], k_prop, k)
-        chol = np.where(acc_w[:, None, None], chol_prop, chol)
+        ll[acc_w], k[acc_w], chol[acc_w] = ll_prop[acc_w], k_prop[acc_w], chol_prop[acc_w]
         # (b) the feature scales
         delta = math.exp(self.log_scale_s) * gen.standard_normal((nc, d))
         dd = np.exp(delta)
         prop_s = sx * dd[:, :, None] * dd[:, None, :]
-        lp = self.cov_prior.log_density(prop_s) - self.cov_prior.log_density(sx)
+        lp_both = self.cov_prior.log_density(np.concatenate([prop_s, sx]))
+        lp = lp_both[:nc] - lp_both[nc:]
         ll_prop, k_prop, chol_prop = self._loglik(prop_s, theta, omega)
         with np.errstate(invalid="ignore"):
             log_a = ll_prop - ll + lp + (d + 1) * delta.sum(1)
         acc_s = np.log(gen.random(nc)) < log_a
         sx = np.where(acc_s[:, None, None], prop_s, sx)
-        k = np.where(acc_s[:, None, None], k_prop, k)
-        chol = np.where(acc_s[:, None, None], chol_prop, chol)
+        k[acc_s], chol[acc_s] = k_prop[acc_s], chol_prop[acc_s]
         if it < self.burn:
             self.accepted += (acc_w.mean(), acc_s.mean())
             self.tried += 1
