@@ -14,6 +14,13 @@ Metropolis-Hastings step that leaves that conditional invariant:
    and s nearly determine one another when the noise dominates and the chains crawl;
 1. s | w, Sigma_x, s~: Gaussian (prior N(n vech C, n K), noise N(0, diag omega)), drawn
    by Matheron's rule: one solve with K + diag omega, no inverse of K;
+   1b. (w, Sigma_x) | G, omega, s~ in the non-centred parameterisation
+   s = n vech C + sqrt(n) vech(L G L'), L = chol(C), G standard and independent of
+   (w, Sigma_x): Metropolis-within-Gibbs moves of w, of each entry of Sigma_x and of each
+   feature's scale with its weight (:class:`_NoncentredMoves`), then s from the new
+   (w, Sigma_x) and the same G. These move (w, Sigma_x) far when the noise dominates,
+   where steps 2-3 (centred: given s) barely move them; step 0 alone mixes slowly at
+   d = 10 because the 55 entries of Sigma_x move only through steps 1-3;
 2. w | s: the conjugate Gaussian posterior from X'X (projected onto the PSD cone) and X'y;
 3. Sigma_x | X'X: under the prior ``feature_prior="inverse-wishart"``, IW(d + 2,
    (B^2 / 3) I), the conjugate InvWishart(nu0 + n, Psi0 + X'X);
@@ -62,7 +69,7 @@ from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int, check_probability
 from dpbayes.release.base import Release, register_noise_aware
 from dpbayes.release.mcmc import Diagnostics, diagnose, diagnostics_rows
-from dpbayes.release.ssp.kernels import collapsed_loglik_stack, gain_solve_stack
+from dpbayes.release.ssp.kernels import collapsed_loglik_stack, gain_solve_stack, noncentred_moves
 from dpbayes.release.ssp.mechanism import entry_noise_sd_from
 from dpbayes.release.ssp.record import SspLinearRecord, SspLogisticRecord
 
@@ -421,6 +428,123 @@ class _CollapsedMoves:
                 self.chol_w = np.asarray(np.linalg.cholesky(ridged), dtype=float)
 
 
+class _NoncentredMoves:
+    """Step 1b of the linear Gibbs sampler: moves of (w, Sigma_x) with the standardised
+    statistics held fixed, the non-centred parameterisation of step 1's CLT model.
+
+    With L = chol(C) and G = L^-1 (S - n C) L^-T / sqrt(n), G is symmetric with
+    independent N(0, 2) diagonal and N(0, 1) off-diagonal entries whatever (w, Sigma_x)
+    are (step 1's docstring), so (w, Sigma_x, G, omega) is a reparameterisation of the
+    same joint law with a likelihood N(s~; s(w, Sigma_x, G), diag omega), s(w, Sigma_x, G) =
+    vech(n C + sqrt(n) L G L'), and no Jacobian: the map G -> s is the linear map that
+    carries N(0, K) to N(n vech C, n K(C)). Given G, moves of (w, Sigma_x) that leave
+    p(w) p(Sigma_x) N(s~; s(w, Sigma_x, G), diag omega) invariant, followed by
+    s = s(w, Sigma_x, G), leave the joint posterior invariant (Papaspiliopoulos, Roberts &
+    Skold 2007 on centred and non-centred steps). When the noise dominates, G hardly
+    constrains (w, Sigma_x), which is where the centred steps 2-3 crawl.
+
+    The moves (compiled, :func:`dpbayes.release.ssp.kernels.noncentred_moves`):
+    (a) w: the entries of S other than y'y are linear in w, so p(w) times their
+    likelihood is an exact Gaussian; a draw from it is an independence proposal accepted
+    on the y'y entry's likelihood ratio;
+    (b) each entry of Sigma_x in turn by a symmetric Gaussian random walk (rejected
+    outside the prior's support, which includes positive definiteness);
+    (c) each feature's scale jointly with its weight: Sigma_x -> D Sigma_x D,
+    w -> D^-1 w for D = diag(1, .., e^delta, .., 1), delta ~ N(0, h^2), which keeps
+    w' Sigma_x w (so y'y) and moves along the ridge X'y = X'X w; Jacobian
+    e^((d + 1) delta) e^(-delta).
+    The random-walk scales adapt towards acceptance 0.44 during burn-in only.
+    """
+
+    ADAPT_EVERY = 25
+    TARGET = 0.44
+
+    def __init__(
+        self,
+        d: int,
+        lam: float,
+        sig2: float,
+        obs: _Observed,
+        cov_prior: FeatureCovariancePrior,
+        burn: int,
+        start: float,
+    ) -> None:
+        self.d, self.lam, self.sig, self.obs = d, lam, math.sqrt(sig2), obs
+        self.cov_prior, self.burn = cov_prior, burn
+        self.log_scale = np.full(d * (d + 1) // 2 + d, math.log(0.2 * start))
+        self.log_scale[-d:] = math.log(0.1)
+        self.accepted = np.zeros(self.log_scale.size)
+        self.tried = 0
+        m = d + 1
+        pos = np.zeros((m, m), dtype=np.int64)
+        pos[obs.rows, obs.cols] = pos[obs.cols, obs.rows] = np.arange(obs.rows.size)
+        self.pos = pos
+
+    def standardised(self, c: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """G = L^-1 (S - n C) L^-T / sqrt(n) for a stack of C and statistics s."""
+        nc, m, _ = c.shape
+        n = self.obs.n
+        smat = np.empty((nc, m, m))
+        smat[:, self.obs.rows, self.obs.cols] = s
+        smat[:, self.obs.cols, self.obs.rows] = s
+        lc = np.linalg.cholesky(c)
+        half = np.linalg.solve(lc, (smat - n * c) / math.sqrt(n))
+        g = np.linalg.solve(lc, np.swapaxes(half, 1, 2))
+        return np.ascontiguousarray((g + np.swapaxes(g, 1, 2)) / 2)
+
+    def step(
+        self,
+        it: int,
+        theta: np.ndarray,
+        sx: np.ndarray,
+        c: np.ndarray,
+        s: np.ndarray,
+        omega: np.ndarray,
+        gen: np.random.Generator,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One sweep of the moves from (theta, sx) with s drawn at C = c; returns the new
+        w, Sigma_x and statistics."""
+        nc, d = theta.shape
+        g = self.standardised(c, s)
+        theta = np.array(theta, dtype=float, order="C")
+        sx = np.array(sx, dtype=float, order="C")
+        q = self.log_scale.size
+        accepted = np.zeros(q)
+        new_s = np.empty_like(s)
+        prior = self.cov_prior
+        noncentred_moves(
+            theta,
+            sx,
+            g,
+            np.ascontiguousarray(omega, dtype=float),
+            self.obs.s_obs,
+            self.pos,
+            float(self.obs.n),
+            self.sig,
+            self.lam,
+            0 if prior.kind == "bounded" else 1,
+            prior.var_max,
+            prior.tr_max,
+            prior.nu0,
+            np.ascontiguousarray(prior.psi0, dtype=float),
+            np.exp(self.log_scale),
+            gen.standard_normal((nc, d)),
+            gen.random(nc),
+            gen.standard_normal((nc, q)),
+            gen.random((nc, q)),
+            accepted,
+            new_s,
+        )
+        if it < self.burn:
+            self.accepted += accepted / nc
+            self.tried += 1
+            if self.tried >= self.ADAPT_EVERY:
+                self.log_scale += self.accepted / self.tried - self.TARGET
+                self.accepted[:] = 0.0
+                self.tried = 0
+        return theta, sx, new_s
+
+
 def linear_ssp_noise_aware(
     rel: Release,
     *,
@@ -429,6 +553,7 @@ def linear_ssp_noise_aware(
     chains: int = 4,
     feature_prior: str = "bounded",
     collapsed_moves: bool = True,
+    noncentred_moves: bool = True,
     rng: Any = None,
 ) -> SSPNoiseAwarePosterior:
     """p(w | noisy X'X, X'y, y'y) of an ``ssp`` linear-regression release (module doc).
@@ -437,10 +562,11 @@ def linear_ssp_noise_aware(
     ``iterations``: Gibbs steps per chain (the first half burn-in); ``chains`` >= 2;
     ``feature_prior``: the prior of the feature covariance Sigma_x, ``"bounded"`` (default;
     uniform feature variances within the public bounds, step 3b of the module doc) or
-    ``"inverse-wishart"`` (IW(d + 2, (B^2 / 3) I), conjugate); ``collapsed_moves``: step 0
-    of the module doc (default True; False skips it, about 2.5-3x faster at d = 10, and
-    mixes far worse when the noise dominates, especially under the bounded prior);
-    ``rng`` seeds the MCMC (inference draws only, never privacy noise).
+    ``"inverse-wishart"`` (IW(d + 2, (B^2 / 3) I), conjugate); ``collapsed_moves`` and
+    ``noncentred_moves``: steps 0 and 1b of the module doc (both default True; with both
+    False the sampler is the plain Gibbs sampler of steps 1-4, which mixes far worse when
+    the noise dominates); ``rng`` seeds the MCMC (inference draws only, never privacy
+    noise).
     """
     model: BayesianLinearRegression = rel.model
     rec = SspLinearRecord.of(rel)
@@ -453,8 +579,12 @@ def linear_ssp_noise_aware(
     n_rec = check_int(n_rec, "n", minimum=1)
     its = check_int(iterations, "iterations", minimum=40)
     nc = check_int(chains, "chains", minimum=2)
-    if not isinstance(collapsed_moves, bool):
-        raise TypeError(f"collapsed_moves must be a bool, got {collapsed_moves!r}")
+    for name, flag in (
+        ("collapsed_moves", collapsed_moves),
+        ("noncentred_moves", noncentred_moves),
+    ):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {flag!r}")
     if feature_prior not in ("bounded", "inverse-wishart"):
         raise ValueError(
             f"feature_prior must be 'bounded' or 'inverse-wishart', got {feature_prior!r}"
@@ -492,6 +622,11 @@ def linear_ssp_noise_aware(
     keep_tr = np.empty((nc, kept))
     obs_rel = _Observed(n_rec, s_obs, rows, cols)
     moves = _CollapsedMoves(d, lam, sig2, obs_rel, cov_prior, burn)
+    noncentred = (
+        _NoncentredMoves(d, lam, sig2, obs_rel, cov_prior, burn, start)
+        if noncentred_moves
+        else None
+    )
     for it in range(its):
         # 0. (w, Sigma_x) | omega with s integrated out: Metropolis-Hastings moves
         factors = None
@@ -500,6 +635,9 @@ def linear_ssp_noise_aware(
         # 1. s | w, Sigma_x, omega: CLT prior N(n vech C, n K(C)) times the noise
         c = _joint_covariance(sx, theta, sig2)
         s = _sample_statistics(c, obs_rel, omega, gen, factors)
+        # 1b. (w, Sigma_x) | G, omega: the non-centred moves, then s = s(w, Sigma_x, G)
+        if noncentred is not None:
+            theta, sx, s = noncentred.step(it, theta, sx, c, s, omega, gen)
         smat = np.empty((nc, m, m))
         smat[:, rows, cols] = s
         smat[:, cols, rows] = s
