@@ -285,9 +285,10 @@ def test_collapsed_likelihood_is_the_gaussian_of_the_release() -> None:
 def test_linear_posterior_is_the_prior_when_the_noise_swamps_the_statistics() -> None:
     """At eps = 0.02 (noise sd ~ 1000 on statistics of ~ 50) the data say nothing about w,
     so its posterior is its prior N(0, I / 4): sd 0.5. The Gibbs steps alone mix slowly
-    here (w and the statistics nearly determine each other; without step 0 these seeds
-    give R-hat 1.20-1.32 and sds 0.43-0.54); with the moves of steps 0 and 1b, which do not
-    condition on the statistics, the chains mix."""
+    here (w and the statistics nearly determine each other; without steps 0 and 1b these
+    seeds give R-hat 1.20-1.32 and sds 0.45-0.50, with step 0 alone 1.03-1.04, with
+    step 1b alone 1.008-1.009); with both, which do not condition on the statistics,
+    R-hat is 1.001-1.004."""
     model = linear_model()
     g = np.random.default_rng(0)
     x = np.clip(g.normal(0, 0.5, (200, 2)), -1, 1)
@@ -301,7 +302,7 @@ def test_linear_posterior_is_the_prior_when_the_noise_swamps_the_statistics() ->
         sds.append(post.std())
         rhat.append(max(post.diagnostics.rhat))
     assert float(np.mean(sds)) == pytest.approx(0.5, abs=0.04)
-    assert max(rhat) < 1.06
+    assert max(rhat) < 1.02
 
 
 def _noncentred_fixture(d: int, kind: str, nc: int):  # type: ignore[no-untyped-def]
