@@ -16,6 +16,28 @@ __all__ = ["collapsed_loglik_stack", "gain_solve_stack"]
 
 
 @njit(cache=True)
+def _chol_into(a, out):  # type: ignore[no-untyped-def]
+    """Lower Cholesky factor of a into out; False if a is not positive definite."""
+    d = a.shape[0]
+    for j in range(d):
+        s = a[j, j]
+        for k in range(j):
+            s -= out[j, k] * out[j, k]
+        if not s > 0.0:
+            return False
+        dj = math.sqrt(s)
+        out[j, j] = dj
+        for i in range(j + 1, d):
+            s = a[i, j]
+            for k in range(j):
+                s -= out[i, k] * out[j, k]
+            out[i, j] = s / dj
+        for i in range(j):
+            out[i, j] = 0.0
+    return True
+
+
+@njit(cache=True)
 def collapsed_loglik_stack(c, n, s_obs, rows, cols, omega):  # type: ignore[no-untyped-def]
     """For each chain b: K = n K(C_b) (Isserlis, K_(ij),(kl) = n (C_ik C_jl + C_il C_jk)
     over the upper-triangle entries (rows[a], cols[a])), the lower Cholesky factor L of
@@ -40,8 +62,9 @@ def collapsed_loglik_stack(c, n, s_obs, rows, cols, omega):  # type: ignore[no-u
                 a[u, v] = val
                 a[v, u] = val
             a[u, u] += omega[b, u]
-        lb = np.linalg.cholesky(a)
-        chol[b] = lb
+        lb = chol[b]
+        if not _chol_into(a, lb):
+            raise np.linalg.LinAlgError("n K(C) + diag omega is not positive definite")
         # forward substitution L z = s_obs - n vech C
         acc = 0.0
         logdet = 0.0
@@ -81,28 +104,6 @@ def gain_solve_stack(k, chol, rhs):  # type: ignore[no-untyped-def]
                 r += k[b, u, v] * x[v]
             out[b, u] = r
     return out
-
-
-@njit(cache=True)
-def _chol_into(a, out):  # type: ignore[no-untyped-def]
-    """Lower Cholesky factor of a into out; False if a is not positive definite."""
-    d = a.shape[0]
-    for j in range(d):
-        s = a[j, j]
-        for k in range(j):
-            s -= out[j, k] * out[j, k]
-        if not s > 0.0:
-            return False
-        dj = math.sqrt(s)
-        out[j, j] = dj
-        for i in range(j + 1, d):
-            s = a[i, j]
-            for k in range(j):
-                s -= out[i, k] * out[j, k]
-            out[i, j] = s / dj
-        for i in range(j):
-            out[i, j] = 0.0
-    return True
 
 
 @njit(cache=True)
