@@ -310,6 +310,7 @@ def _noncentred_fixture(d: int, kind: str, nc: int):  # type: ignore[no-untyped-
         FeatureCovariancePrior,
         _NoncentredMoves,
         _Observed,
+        _Setting,
     )
 
     m = d + 1
@@ -317,7 +318,8 @@ def _noncentred_fixture(d: int, kind: str, nc: int):  # type: ignore[no-untyped-
     p = rows.size
     s_obs = np.linspace(5.0, 20.0, p)
     prior = FeatureCovariancePrior(kind, d + 2.0, np.eye(d) / 3.0, 1.0, float(d))
-    moves = _NoncentredMoves(d, 4.0, 0.25, _Observed(50, s_obs, rows, cols), prior, 0, 0.3)
+    setting = _Setting(d, 4.0, 0.25, _Observed(50, s_obs, rows, cols), prior, 0)
+    moves = _NoncentredMoves(setting, 0.3)
     gen = np.random.default_rng(7)
     g = gen.standard_normal((m, m))
     g = np.broadcast_to((g + g.T) / 2, (nc, m, m)).copy()

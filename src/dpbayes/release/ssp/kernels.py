@@ -16,6 +16,26 @@ __all__ = ["collapsed_loglik_stack", "gain_solve_stack"]
 
 
 @njit(cache=True)
+def _forward(lo, rhs, out):  # type: ignore[no-untyped-def]
+    """out = L^-1 rhs for a lower-triangular L (out may be rhs)."""
+    for u in range(rhs.size):
+        r = rhs[u]
+        for v in range(u):
+            r -= lo[u, v] * out[v]
+        out[u] = r / lo[u, u]
+
+
+@njit(cache=True)
+def _backward(lo, rhs, out):  # type: ignore[no-untyped-def]
+    """out = L^-T rhs for a lower-triangular L (out may be rhs)."""
+    for u in range(rhs.size - 1, -1, -1):
+        r = rhs[u]
+        for v in range(u + 1, rhs.size):
+            r -= lo[v, u] * out[v]
+        out[u] = r / lo[u, u]
+
+
+@njit(cache=True)
 def _chol_into(a, out):  # type: ignore[no-untyped-def]
     """Lower Cholesky factor of a into out; False if a is not positive definite."""
     d = a.shape[0]
@@ -65,14 +85,12 @@ def collapsed_loglik_stack(c, n, s_obs, rows, cols, omega):  # type: ignore[no-u
         lb = chol[b]
         if not _chol_into(a, lb):
             raise np.linalg.LinAlgError("n K(C) + diag omega is not positive definite")
-        # forward substitution L z = s_obs - n vech C
+        for u in range(p):
+            z[u] = s_obs[u] - n * cb[rows[u], cols[u]]
+        _forward(lb, z, z)  # z = L^-1 (s_obs - n vech C)
         acc = 0.0
         logdet = 0.0
         for u in range(p):
-            r = s_obs[u] - n * cb[rows[u], cols[u]]
-            for v in range(u):
-                r -= lb[u, v] * z[v]
-            z[u] = r / lb[u, u]
             acc += z[u] * z[u]
             logdet += math.log(lb[u, u])
         ll[b] = -0.5 * acc - logdet
@@ -88,16 +106,8 @@ def gain_solve_stack(k, chol, rhs):  # type: ignore[no-untyped-def]
     x = np.empty(p)
     for b in range(nc):
         lb = chol[b]
-        for u in range(p):
-            r = rhs[b, u]
-            for v in range(u):
-                r -= lb[u, v] * x[v]
-            x[u] = r / lb[u, u]
-        for u in range(p - 1, -1, -1):
-            r = x[u]
-            for v in range(u + 1, p):
-                r -= lb[v, u] * x[v]
-            x[u] = r / lb[u, u]
+        _forward(lb, rhs[b], x)
+        _backward(lb, x, x)
         for u in range(p):
             r = 0.0
             for v in range(p):
@@ -185,18 +195,19 @@ def _log_prior_sigma(sx, lsig, kind, var_max, tr_max, nu0, psi0):  # type: ignor
     y = np.empty(d)
     acc = 0.0
     for col in range(d):
-        for u in range(d):  # L x = psi0[:, col]
-            r = psi0[u, col]
-            for k in range(u):
-                r -= lsig[u, k] * x[k]
-            x[u] = r / lsig[u, u]
-        for u in range(d - 1, -1, -1):  # L' y = x
-            r = x[u]
-            for k in range(u + 1, d):
-                r -= lsig[k, u] * y[k]
-            y[u] = r / lsig[u, u]
+        _forward(lsig, psi0[:, col].copy(), x)
+        _backward(lsig, x, y)
         acc += y[col]
     return -0.5 * (nu0 + d + 1) * logdet - 0.5 * acc
+
+
+@njit(cache=True)
+def _accept(lsig, lprop, mm, mprop, v, vprop, s, sprop):  # type: ignore[no-untyped-def]
+    """The proposed factor, M, v and statistics become the state."""
+    lsig[:, :] = lprop
+    mm[:, :] = mprop
+    v[:] = vprop
+    s[:] = sprop
 
 
 @njit(cache=True)
@@ -276,21 +287,11 @@ def noncentred_moves(  # type: ignore[no-untyped-def]
         if not _chol_into(prec, lprec):
             raise ValueError("w precision is not positive definite")
         # mu = prec^-1 rhs; proposal mu + L^-T z
+        _forward(lprec, rhs, mu)
+        _backward(lprec, mu, mu)
+        _backward(lprec, z_w[b], wprop)
         for u in range(d):
-            r = rhs[u]
-            for k in range(u):
-                r -= lprec[u, k] * mu[k]
-            mu[u] = r / lprec[u, u]
-        for u in range(d - 1, -1, -1):
-            r = mu[u]
-            for k in range(u + 1, d):
-                r -= lprec[k, u] * mu[k]
-            mu[u] = r / lprec[u, u]
-        for u in range(d - 1, -1, -1):
-            r = z_w[b, u]
-            for k in range(u + 1, d):
-                r -= lprec[k, u] * (wprop[k] - mu[k])
-            wprop[u] = mu[u] + r / lprec[u, u]
+            wprop[u] += mu[u]
         yy = pos[d, d]
         _nc_statistics(sig_b, w, mm, v, gyy, n, sig, pos, s)
         _nc_statistics(sig_b, wprop, mm, v, gyy, n, sig, pos, sprop)
@@ -325,10 +326,7 @@ def noncentred_moves(  # type: ignore[no-untyped-def]
                     ok = math.log(u_s[b, e]) < ll_new - ll + lp_new - lp
                 if ok:
                     ll, lp = ll_new, lp_new
-                    lsig[:, :] = lprop
-                    mm[:, :] = mprop
-                    v[:] = vprop
-                    s[:] = sprop
+                    _accept(lsig, lprop, mm, mprop, v, vprop, s, sprop)
                     acc_s[e] += 1
                 else:
                     sig_b[i, j] = old
@@ -364,10 +362,7 @@ def noncentred_moves(  # type: ignore[no-untyped-def]
                 ok = math.log(u_s[b, e]) < log_a
             if ok:
                 ll, lp = ll_new, lp_new
-                lsig[:, :] = lprop
-                mm[:, :] = mprop
-                v[:] = vprop
-                s[:] = sprop
+                _accept(lsig, lprop, mm, mprop, v, vprop, s, sprop)
                 acc_s[e] += 1
             else:
                 sig_b[j, :] = row

@@ -326,6 +326,20 @@ class FeatureCovariancePrior:
         return np.where(accept[:, None, None], prop, sx)
 
 
+@dataclass(frozen=True)
+class _Setting:
+    """What every move of the linear sampler is given: the number of features d, the prior
+    precision of w, the noise variance, the release, the prior of Sigma_x and the number
+    of burn-in steps (the proposals adapt during these only)."""
+
+    d: int
+    lam: float
+    sig2: float
+    obs: _Observed
+    cov_prior: FeatureCovariancePrior
+    burn: int
+
+
 class _CollapsedMoves:
     """Step 0 of the linear Gibbs sampler: Metropolis-Hastings moves of w and of the
     feature scales with the statistics s integrated out, i.e. on the target
@@ -347,18 +361,11 @@ class _CollapsedMoves:
     ADAPT_EVERY = 25
     TARGET = 0.3
 
-    def __init__(
-        self,
-        d: int,
-        lam: float,
-        sig2: float,
-        obs: _Observed,
-        cov_prior: FeatureCovariancePrior,
-        burn: int,
-    ) -> None:
-        self.d, self.lam, self.sig2, self.obs = d, lam, sig2, obs
-        self.cov_prior, self.burn = cov_prior, burn
-        self.chol_w = np.eye(d) / math.sqrt(lam)
+    def __init__(self, setting: _Setting) -> None:
+        d = setting.d
+        self.d, self.lam, self.sig2, self.obs = d, setting.lam, setting.sig2, setting.obs
+        self.cov_prior, self.burn = setting.cov_prior, setting.burn
+        self.chol_w = np.eye(d) / math.sqrt(self.lam)
         self.log_scale_w = math.log(0.5 / math.sqrt(d))
         self.log_scale_s = math.log(0.1)
         self.accepted = np.zeros(2)
@@ -460,18 +467,10 @@ class _NoncentredMoves:
     ADAPT_EVERY = 25
     TARGET = 0.44
 
-    def __init__(
-        self,
-        d: int,
-        lam: float,
-        sig2: float,
-        obs: _Observed,
-        cov_prior: FeatureCovariancePrior,
-        burn: int,
-        start: float,
-    ) -> None:
-        self.d, self.lam, self.sig, self.obs = d, lam, math.sqrt(sig2), obs
-        self.cov_prior, self.burn = cov_prior, burn
+    def __init__(self, setting: _Setting, start: float) -> None:
+        d, obs = setting.d, setting.obs
+        self.d, self.lam, self.sig, self.obs = d, setting.lam, math.sqrt(setting.sig2), obs
+        self.cov_prior, self.burn = setting.cov_prior, setting.burn
         self.log_scale = np.full(d * (d + 1) // 2 + d, math.log(0.2 * start))
         self.log_scale[-d:] = math.log(0.1)
         self.accepted = np.zeros(self.log_scale.size)
@@ -623,12 +622,9 @@ def linear_ssp_noise_aware(
     keep_w = np.empty((nc, kept, d))
     keep_tr = np.empty((nc, kept))
     obs_rel = _Observed(n_rec, s_obs, rows, cols)
-    moves = _CollapsedMoves(d, lam, sig2, obs_rel, cov_prior, burn)
-    noncentred = (
-        _NoncentredMoves(d, lam, sig2, obs_rel, cov_prior, burn, start)
-        if noncentred_moves
-        else None
-    )
+    setting = _Setting(d, lam, sig2, obs_rel, cov_prior, burn)
+    moves = _CollapsedMoves(setting)
+    noncentred = _NoncentredMoves(setting, start) if noncentred_moves else None
     for it in range(its):
         # 0. (w, Sigma_x) | omega with s integrated out: Metropolis-Hastings moves
         factors = None
