@@ -564,7 +564,7 @@ def linear_ssp_noise_aware(
     uniform feature variances within the public bounds, step 3b of the module doc) or
     ``"inverse-wishart"`` (IW(d + 2, (B^2 / 3) I), conjugate); ``collapsed_moves`` and
     ``noncentred_moves``: steps 0 and 1b of the module doc (default False and True: at
-    d = 10 step 0 costs about 40% more time per step than it gains in mixing; with both
+    d = 10 step 0 costs 15-40% more time per step than it gains in mixing; with both
     False the sampler is the plain Gibbs sampler of steps 1-4, which mixes far worse when
     the noise dominates); ``rng`` seeds the MCMC (inference draws only, never privacy
     noise).
