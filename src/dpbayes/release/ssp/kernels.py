@@ -232,12 +232,15 @@ def noncentred_moves(  # type: ignore[no-untyped-def]
     z_s,
     u_s,
     acc_s,
+    s_in,
     out_s,
 ):
     """Metropolis-within-Gibbs moves of (w, Sigma_x) with the standardised statistics G
     held fixed (the non-centred parameterisation s = n vech C + sqrt(n) vech(L G L')),
     per chain, in place; returns the number of accepted w moves and writes s at the final
-    state into out_s. See :class:`dpbayes.release.ssp.noise_aware._NoncentredMoves`."""
+    state into out_s (s_in, the statistics before the moves, for a chain whose Sigma_x has
+    no Cholesky factor in floating point and is left as it is).
+    See :class:`dpbayes.release.ssp.noise_aware._NoncentredMoves`."""
     nc, d = theta.shape
     p = s_obs.size
     rn = math.sqrt(n)
@@ -264,8 +267,9 @@ def noncentred_moves(  # type: ignore[no-untyped-def]
         gx = g[b, :d, d]
         gyy = g[b, d, d]
         om = omega[b]
-        if not _chol_into(sig_b, lsig):
-            raise ValueError("Sigma_x is not positive definite")
+        if not _chol_into(sig_b, lsig):  # numerically singular: no move for this chain
+            out_s[b] = s_in[b]
+            continue
         _lgl(lsig, g11, gx, mm, v)
         # (a) w: the exact Gaussian conditional of everything but the y'y entry, as an
         # independence proposal accepted on the y'y entry's likelihood ratio

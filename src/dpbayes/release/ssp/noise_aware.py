@@ -533,6 +533,7 @@ class _NoncentredMoves:
             gen.standard_normal((nc, q)),
             gen.random((nc, q)),
             accepted,
+            np.ascontiguousarray(s, dtype=float),
             new_s,
         )
         if it < self.burn:
