@@ -171,14 +171,6 @@ def _batch_chol_sample(prec: np.ndarray, lin: np.ndarray, z: np.ndarray) -> tupl
 _HALF_SQRT2 = math.sqrt(0.5)
 
 
-def _isserlis_k(c: np.ndarray, n: int) -> np.ndarray:
-    """n K(C) for a stack of covariances c: Cov of the upper triangle of a sum of n outer
-    products v v', v ~ N(0, C), by Isserlis' theorem: K_(ij),(kl) = C_ik C_jl + C_il C_jk."""
-    rows, cols = np.triu_indices(c.shape[1])
-    ci, cj = c[:, rows], c[:, cols]  # rows i and j of C for every pair (i, j)
-    return np.asarray(n * (ci[:, :, rows] * cj[:, :, cols] + ci[:, :, cols] * cj[:, :, rows]))
-
-
 def _joint_covariance(sx: np.ndarray, theta: np.ndarray, sig2: float) -> np.ndarray:
     """C = Cov(x, y) for x ~ N(0, Sigma_x), y = x'w + N(0, sig2), stacked over chains."""
     nc, d, _ = sx.shape
@@ -239,7 +231,7 @@ def _sample_statistics(
     n, s_obs, rows, cols = obs.n, obs.s_obs, obs.rows, obs.cols
     nc, m, _ = c.shape
     p = rows.size
-    k = _isserlis_k(c, n) if factors is None else factors[0]
+    k, chol = _collapsed_loglik(c, obs, omega)[1:] if factors is None else factors
     lc = np.linalg.cholesky(c)
     g = np.zeros((nc, m, m))
     g[:, rows, cols] = gen.standard_normal((nc, p)) * np.where(rows == cols, _HALF_SQRT2, 1.0)
@@ -248,10 +240,7 @@ def _sample_statistics(
     e0 = np.sqrt(omega) * gen.standard_normal((nc, p))
     prior = s0[:, rows, cols]
     resid = s_obs - prior - e0
-    if factors is None:
-        sol = np.linalg.solve(k + omega[:, None, :] * np.eye(p), resid[..., None])[..., 0]
-        return np.asarray(prior + (k @ sol[..., None])[..., 0])
-    return np.asarray(prior + gain_solve_stack(k, factors[1], np.ascontiguousarray(resid)))
+    return np.asarray(prior + gain_solve_stack(k, chol, np.ascontiguousarray(resid)))
 
 
 def _psd_batch(a: np.ndarray) -> np.ndarray:
