@@ -1,8 +1,11 @@
-"""Compiled inner loops of the linear noise-aware sampler (numba).
+"""Compiled inner loops of the linear noise-aware sampler (numba): the release's
+likelihood with the statistics integrated out and the gain of step 1
+(:func:`collapsed_loglik_stack`, :func:`gain_solve_stack`), and the non-centred moves of
+step 1b (:func:`noncentred_moves`).
 
-Post-processing only: no randomness is drawn here and nothing here touches the release
-mechanism. Each kernel loops over the chains of a stack; the numpy code it replaces
-built the same matrices with fancy indexing and solved per chain in Python.
+Post-processing only: no randomness is drawn here (every kernel is given the normals and
+uniforms it needs, drawn by the caller from the chain's generator) and nothing here
+touches the release mechanism. Each kernel loops over the chains of a stack.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["collapsed_loglik_stack", "gain_solve_stack"]
+__all__ = ["collapsed_loglik_stack", "gain_solve_stack", "noncentred_moves"]
 
 
 @njit(cache=True)
