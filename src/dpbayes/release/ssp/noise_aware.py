@@ -450,11 +450,13 @@ class _NoncentredMoves:
     w -> D^-1 w for D = diag(1, .., e^delta, .., 1), delta ~ N(0, h^2), which keeps
     w' Sigma_x w (so y'y) and moves along the ridge X'y = X'X w; Jacobian
     e^((d + 1) delta) e^(-delta).
-    The random-walk scales adapt towards acceptance 0.44 during burn-in only.
+    Each Gibbs step runs ``SWEEPS`` sweeps of (a)-(c) with the same G. The random-walk
+    scales adapt towards acceptance 0.44 during burn-in only.
     """
 
     ADAPT_EVERY = 25
     TARGET = 0.44
+    SWEEPS = 2  # per Gibbs step: at d = 10, 1.4x the time of one and 2-3x its ESS
 
     def __init__(self, setting: _Setting, start: float) -> None:
         d, obs = setting.d, setting.obs
@@ -499,34 +501,38 @@ class _NoncentredMoves:
         sx = np.array(sx, dtype=float, order="C")
         q = self.log_scale.size
         accepted = np.zeros(q)
-        new_s = np.empty_like(s)
+        new_s = np.ascontiguousarray(s, dtype=float)
         prior = self.cov_prior
-        noncentred_moves(
-            theta,
-            sx,
-            g,
-            np.ascontiguousarray(omega, dtype=float),
-            self.obs.s_obs,
-            self.pos,
-            float(self.obs.n),
-            self.sig,
-            self.lam,
-            0 if prior.kind == "bounded" else 1,
-            prior.var_max,
-            prior.tr_max,
-            prior.nu0,
-            np.ascontiguousarray(prior.psi0, dtype=float),
-            np.exp(self.log_scale),
-            gen.standard_normal((nc, d)),
-            gen.random(nc),
-            gen.standard_normal((nc, q)),
-            gen.random((nc, q)),
-            accepted,
-            np.ascontiguousarray(s, dtype=float),
-            new_s,
-        )
+        om = np.ascontiguousarray(omega, dtype=float)
+        psi0 = np.ascontiguousarray(prior.psi0, dtype=float)
+        for _ in range(self.SWEEPS):  # G stays fixed across the sweeps
+            old_s, new_s = new_s, np.empty_like(new_s)
+            noncentred_moves(
+                theta,
+                sx,
+                g,
+                om,
+                self.obs.s_obs,
+                self.pos,
+                float(self.obs.n),
+                self.sig,
+                self.lam,
+                0 if prior.kind == "bounded" else 1,
+                prior.var_max,
+                prior.tr_max,
+                prior.nu0,
+                psi0,
+                np.exp(self.log_scale),
+                gen.standard_normal((nc, d)),
+                gen.random(nc),
+                gen.standard_normal((nc, q)),
+                gen.random((nc, q)),
+                accepted,
+                old_s,
+                new_s,
+            )
         if it < self.burn:
-            self.accepted += accepted / nc
+            self.accepted += accepted / (nc * self.SWEEPS)
             self.tried += 1
             if self.tried >= self.ADAPT_EVERY:
                 self.log_scale += self.accepted / self.tried - self.TARGET
