@@ -285,8 +285,8 @@ def test_linear_posterior_is_the_prior_when_the_noise_swamps_the_statistics() ->
     so its posterior is its prior N(0, I / 4): sd 0.5. The Gibbs steps alone mix slowly
     here (w and the statistics nearly determine each other; without steps 0 and 1b these
     seeds give R-hat 1.20-1.32 and sds 0.45-0.50, with step 0 alone 1.03-1.04); step 1b
-    (the default) does not condition on the statistics and gives R-hat 1.008-1.009 (with
-    step 0 as well, 1.001-1.004)."""
+    (the default) does not condition on the statistics and gives R-hat 1.002-1.005
+    (1.008-1.009 with one sweep of its moves per step)."""
     model = linear_model()
     g = np.random.default_rng(0)
     x = np.clip(g.normal(0, 0.5, (200, 2)), -1, 1)
