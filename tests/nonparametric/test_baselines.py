@@ -1,4 +1,4 @@
-"""The comparison estimators: W1, deconvolution KDE, NPMLE by EM."""
+"""The comparison estimators: W1, deconvolution KDE, the NPMLE (mix-SQP and EM)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,52 @@ def test_npmle_recovers_two_atoms():
     assert w.sum() == pytest.approx(1.0)
     # mass below 0 near 0.3: the mixing weight's standard error here is ~0.013
     assert abs(w[support < 0].sum() - 0.3) < 0.06
+
+
+def _randomised_response(counts: list[int]) -> tuple[np.ndarray, object]:
+    """Three-ary randomised response: Q(z | x) = 0.8 if z == x else 0.1."""
+    z = np.repeat(np.arange(3.0), counts)
+    return z, lambda zz, xx: np.log(np.where(zz == xx, 0.8, 0.1))
+
+
+@pytest.mark.parametrize("method", ["sqp", "em"])
+def test_npmle_of_randomised_response_inside_the_simplex(method: str):
+    # the frequencies are reachable: the NPMLE solves Q w = p, w = (p - 0.1) / 0.7
+    z, loglik = _randomised_response([500, 300, 200])
+    opts = {"max_iter": 20_000, "tol": 1e-14} if method == "em" else {}
+    w = npmle_grid(z, loglik, np.arange(3.0), method=method, **opts)
+    np.testing.assert_allclose(w, (np.array([0.5, 0.3, 0.2]) - 0.1) / 0.7, atol=1e-6)
+
+
+def test_npmle_of_randomised_response_on_the_boundary():
+    # p = (0.05, 0.45, 0.5) is not reachable: w_0 = 0 and the first-order condition of the
+    # other two gives w_1 = 310 / 665 (KKT: D_0 = 0.61 < 1)
+    z, loglik = _randomised_response([50, 450, 500])
+    w = npmle_grid(z, loglik, np.arange(3.0))
+    np.testing.assert_allclose(w, [0.0, 310 / 665, 355 / 665], atol=1e-9)
+
+
+def test_npmle_sqp_meets_the_optimality_conditions_where_em_stops_short():
+    # heavy local noise (eps 0.5): the likelihood is flat and EM crawls; mix-SQP reaches
+    # the maximum, which is discrete, with a higher likelihood than 1,000 EM steps
+    g = np.random.default_rng(3)
+    mech = LocalLaplace(epsilon=0.5, r=1.0)
+    z = mech.privatize(np.clip(g.normal(0.0, 0.5, 4000), -1, 1), rng=4).values
+    support = np.linspace(-1, 1, 101)
+    lik = np.exp(mech.loglik(z[:, None], support[None, :]))
+    w = npmle_grid(z, mech.loglik, support)
+    em = npmle_grid(z, mech.loglik, support, method="em")
+    d = lik.T @ (1.0 / (lik @ w)) / z.size
+    assert d.max() <= 1 + 1e-8
+    np.testing.assert_allclose(d[w > 1e-6], 1.0, atol=1e-6)
+    assert np.log(lik @ w).sum() > np.log(lik @ em).sum() + 0.1
+    assert (w > 1e-6).sum() <= 10 < (em > 1e-6).sum()
+
+
+def test_npmle_rejects_an_unknown_method():
+    z, loglik = _randomised_response([1, 1, 1])
+    with pytest.raises(ValueError, match="method must be"):
+        npmle_grid(z, loglik, np.arange(3.0), method="newton")
 
 
 def test_deconvolution_kde_recovers_a_normal_from_gaussian_noise():

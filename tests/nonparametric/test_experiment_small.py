@@ -41,6 +41,7 @@ def test_small_experiment_writes_tables_and_figures(tmp_path):
         methods = (
             "dp_mixture",
             "dp_mixture_median",
+            "npmle",
             "npmle_em",
             "deconvolution_kde",
             "empirical_z",

@@ -13,7 +13,8 @@ __all__ = ["draw_all"]
 _LABELS = {
     "dp_mixture": "DP mixture (posterior mean)",
     "dp_mixture_median": "DP mixture (pointwise median)",
-    "npmle_em": "NPMLE (EM)",
+    "npmle": "NPMLE",
+    "npmle_em": "EM for the NPMLE, 1,000 steps",
     "deconvolution_kde": "deconvolution KDE",
     "empirical_z": "empirical clip(Z)",
 }
