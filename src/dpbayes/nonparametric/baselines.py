@@ -164,9 +164,9 @@ def npmle_grid(
     s = check_array(support, "support")
     if method not in ("sqp", "em"):
         raise ValueError(f"method must be 'sqp' or 'em', got {method!r}")
-    iters = check_int(max_iter if max_iter is not None else (100 if method == "sqp" else 1000),
-                      "max_iter", minimum=1)  # fmt: skip
-    eps = check_positive(tol if tol is not None else (1e-8 if method == "sqp" else 1e-9), "tol")
+    default_iter, default_tol = (100, 1e-8) if method == "sqp" else (1000, 1e-9)
+    iters = check_int(default_iter if max_iter is None else max_iter, "max_iter", minimum=1)
+    eps = check_positive(default_tol if tol is None else tol, "tol")
     ll = np.asarray(loglik(zz[:, None], s[None, :]), dtype=float)
     lik = np.exp(ll - ll.max(axis=1, keepdims=True))
     if method == "em":
