@@ -109,3 +109,11 @@ def test_deconvolution_kde_recovers_a_normal_from_gaussian_noise():
     assert np.max(np.abs(cdf - stats.norm(0.2, 1.0).cdf(grid))) < 0.02
     with pytest.raises(ValueError, match="tau"):
         deconvolution_kde_gaussian(z, 0.0, grid)
+
+
+def test_npmle_warns_when_it_stops_short_of_the_optimality_conditions():
+    mech = LocalLaplace(epsilon=0.5, r=1.0)
+    z = mech.privatize(np.random.default_rng(0).uniform(-1, 1, 2000), rng=1).values
+    with pytest.warns(RuntimeWarning, match="KKT gap"):
+        w = npmle_grid(z, mech.loglik, np.linspace(-1, 1, 101), max_iter=1)
+    assert w.sum() == pytest.approx(1.0) and np.all(w >= 0)

@@ -204,6 +204,7 @@ def _npmle_sqp(lik: np.ndarray, max_iter: int, tol: float) -> np.ndarray:
             return x / x.sum()  # type: ignore[no-any-return]
         a = lik * inv[:, None]
         hess = a.T @ a / n
+        # a relative ridge keeps the factor defined where columns of Q vanish
         hess[np.diag_indices(m)] += 1e-10 * np.trace(hess) / m + 1e-300
         chol = cholesky(hess)  # upper: hess = R'R
         # min 1/2 y'Hy + b'y over y >= 0  <=>  min ||R y + R^-T b||^2 over y >= 0
@@ -222,7 +223,7 @@ def _npmle_sqp(lik: np.ndarray, max_iter: int, tol: float) -> np.ndarray:
     gap = float((lik.T @ inv).max() / n - 1.0)
     if gap > tol:
         warnings.warn(
-            f"npmle_grid: KKT gap {gap:.2e} above tol {tol:.2e} after {max_iter} iterations",
+            f"npmle_grid: stopped at KKT gap {gap:.2e}, above tol {tol:.2e} (max_iter {max_iter})",
             RuntimeWarning,
             stacklevel=3,
         )
