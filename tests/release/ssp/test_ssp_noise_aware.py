@@ -81,7 +81,7 @@ def test_linear_posterior_shapes_diagnostics_and_mixture_quantiles() -> None:
     assert post.mean().shape == (3,) and post.interval(0.9).shape == (3, 2)
     assert post.cov().shape == (3, 3) and np.all(post.std() > 0)
     d = post.diagnostics
-    assert d.chains == 4 and d.draws == 600 and len(d.names) == 4
+    assert d.chains == 4 and d.draws == 900 and len(d.names) == 4  # a quarter warm-up
     iv = post.interval(0.8)
     for i in range(3):
         assert post.cdf(iv[i, 0], i) == pytest.approx(0.1, abs=1e-8)
@@ -127,7 +127,7 @@ def test_statistics_step_draws_the_exact_gaussian_conditional() -> None:
     """Step 1 of the linear Gibbs sampler (Matheron's rule with an Isserlis prior draw)
     against the conditional written out: precision K^-1 + Omega^-1, mean
     cov (K^-1 n vech C + Omega^-1 s~). 40000 draws, d = 2 (p = 6 statistics)."""
-    from dpbayes.release.ssp.noise_aware import _Observed, _sample_statistics
+    from dpbayes.release.ssp.kernels import statistics_stack
 
     m, n = 3, 50
     a = np.array([[1.0, 0.3, 0.5], [0.2, 0.8, -0.4], [0.1, 0.0, 0.7]])
@@ -144,11 +144,15 @@ def test_statistics_step_draws_the_exact_gaussian_conditional() -> None:
     mean = cov @ (np.linalg.solve(k, n * c[rows, cols]) + s_obs / omega)
     draws = 40_000
     gen = np.random.default_rng(3)
-    s = _sample_statistics(
-        np.broadcast_to(c, (draws, m, m)),
-        _Observed(n, s_obs, rows, cols),
-        np.broadcast_to(omega, (draws, p)),
-        gen,
+    s = statistics_stack(
+        np.ascontiguousarray(np.broadcast_to(c, (draws, m, m))),
+        float(n),
+        s_obs,
+        rows,
+        cols,
+        np.ascontiguousarray(np.broadcast_to(omega, (draws, p))),
+        gen.standard_normal((draws, p)),
+        gen.standard_normal((draws, p)),
     )
     sd = np.sqrt(np.diag(cov))
     assert np.all(np.abs(s.mean(axis=0) - mean) / sd < 5 / math.sqrt(draws))
@@ -272,12 +276,6 @@ def test_collapsed_likelihood_is_the_gaussian_of_the_release() -> None:
         assert got[i] == pytest.approx(law.logpdf(s_obs) + 0.5 * p * math.log(2 * math.pi))
         assert np.allclose(k_all[i], n * k)
         assert np.allclose(chol[i] @ chol[i].T, n * k + np.diag(omega[i]))
-    # step 1 with these factors draws exactly what it draws computing them itself
-    from dpbayes.release.ssp.noise_aware import _sample_statistics
-
-    fresh = _sample_statistics(c, obs, omega, np.random.default_rng(4))
-    reused = _sample_statistics(c, obs, omega, np.random.default_rng(4), (k_all, chol))
-    assert np.allclose(fresh, reused, rtol=1e-9, atol=1e-9)
 
 
 def test_linear_posterior_is_the_prior_when_the_noise_swamps_the_statistics() -> None:
@@ -358,7 +356,13 @@ def test_noncentred_statistics_are_n_c_plus_sqrt_n_l_g_l() -> None:
         lc = np.linalg.cholesky(c_)
         return (n * c_ + math.sqrt(n) * lc @ g @ np.swapaxes(lc, 1, 2))[:, rows, cols]
 
-    assert np.allclose(moves.standardised(c, stats_of(c)), g, atol=1e-10)
+    from dpbayes.release.ssp.kernels import standardise
+
+    stats0 = stats_of(c)
+    for i in range(nc):
+        got = np.empty((d + 1, d + 1))
+        standardise(c[i], stats0[i], rows, cols, float(n), np.linalg.cholesky(c[i]), got)
+        assert np.allclose(got, g[i], atol=1e-10)
     for _ in range(5):  # several sweeps, so accepted and rejected moves of every kind
         out = _run_kernel(moves, theta, sx, g, omega, gen, np.full(moves.log_scale.size, 0.3))
         assert np.allclose(out, stats_of(_joint_covariance(sx, theta, 0.25)), rtol=1e-10)
@@ -422,3 +426,26 @@ def test_compiled_prior_density_is_the_feature_prior() -> None:
         finite = np.isfinite(ref)
         assert np.array_equal(finite, np.isfinite(got)) and 3 <= finite.sum() < 8 + (code == 1)
         assert np.allclose(got[finite] - ref[finite], got[finite][0] - ref[finite][0])
+
+
+def test_compiled_weights_step_and_psd_projection_are_the_closed_forms() -> None:
+    """Steps 2 and the projection inside the compiled Gibbs step: psd_into clips the
+    eigenvalues of the symmetric part at 0; weights_draw returns the conjugate mean
+    P^-1 X'y / sig2, P^-1 (P = lam I + X'X / sig2) and the draw mean + L^-T z, L L' = P."""
+    from dpbayes.release.ssp.kernels import psd_into, weights_draw
+
+    g = np.random.default_rng(11)
+    d = 4
+    raw = g.normal(0, 1, (d, d))
+    a = np.empty((d, d))
+    psd_into(raw, a)
+    vals, vecs = np.linalg.eigh((raw + raw.T) / 2)
+    assert np.any(vals < 0)  # the projection has something to do
+    assert np.allclose(a, (vecs * np.maximum(vals, 0)) @ vecs.T, atol=1e-12)
+    sxy, z = g.normal(0, 2, d), g.normal(0, 1, d)
+    w, mean, cov = np.empty(d), np.empty(d), np.empty((d, d))
+    weights_draw(a, sxy, 3.0, 0.25, z, w, mean, cov)
+    prec = 3.0 * np.eye(d) + a / 0.25
+    assert np.allclose(cov, np.linalg.inv(prec), atol=1e-12)
+    assert np.allclose(mean, np.linalg.solve(prec, sxy / 0.25), atol=1e-12)
+    assert np.allclose(w, mean + np.linalg.solve(np.linalg.cholesky(prec).T, z), atol=1e-12)

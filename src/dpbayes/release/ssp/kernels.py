@@ -1,7 +1,9 @@
-"""Compiled inner loops of the linear noise-aware sampler (numba): the release's
-likelihood with the statistics integrated out and the gain of step 1
-(:func:`collapsed_loglik_stack`, :func:`gain_solve_stack`), and the non-centred moves of
-step 1b (:func:`noncentred_moves`).
+"""Compiled steps of the linear noise-aware sampler (numba): one Gibbs step of every
+chain (:func:`gibbs_step`: steps 1, 1b, 2 and 3 of
+:mod:`dpbayes.release.ssp.noise_aware`), its parts (:func:`statistics_draw`,
+:func:`standardise`, the non-centred moves :func:`noncentred_moves`,
+:func:`weights_draw`, :func:`covariance_draw`) and the release's likelihood with the
+statistics integrated out (:func:`collapsed_loglik_stack`, for step 0).
 
 Post-processing only: no randomness is drawn here (every kernel is given the normals and
 uniforms it needs, drawn by the caller from the chain's generator) and nothing here
@@ -15,7 +17,14 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["collapsed_loglik_stack", "gain_solve_stack", "noncentred_moves"]
+__all__ = [
+    "collapsed_loglik_stack",
+    "covariance_stack",
+    "gibbs_step",
+    "noncentred_moves",
+    "standardise",
+    "statistics_stack",
+]
 
 
 @njit(cache=True)
@@ -61,10 +70,29 @@ def _chol_into(a, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _isserlis_chol(cb, n, rows, cols, om, kk, a, lb):  # type: ignore[no-untyped-def]
+    """K = n K(C) (Isserlis, K_(ij),(kl) = n (C_ik C_jl + C_il C_jk) over the upper-triangle
+    entries (rows[u], cols[u])) into kk and the lower Cholesky factor of K + diag om into lb
+    (a: scratch)."""
+    p = rows.size
+    for u in range(p):
+        i, j = rows[u], cols[u]
+        for v in range(u + 1):
+            k, l = rows[v], cols[v]
+            val = n * (cb[i, k] * cb[j, l] + cb[i, l] * cb[j, k])
+            kk[u, v] = val
+            kk[v, u] = val
+            a[u, v] = val
+            a[v, u] = val
+        a[u, u] += om[u]
+    if not _chol_into(a, lb):
+        raise np.linalg.LinAlgError("n K(C) + diag omega is not positive definite")
+
+
+@njit(cache=True)
 def collapsed_loglik_stack(c, n, s_obs, rows, cols, omega):  # type: ignore[no-untyped-def]
-    """For each chain b: K = n K(C_b) (Isserlis, K_(ij),(kl) = n (C_ik C_jl + C_il C_jk)
-    over the upper-triangle entries (rows[a], cols[a])), the lower Cholesky factor L of
-    K + diag omega_b, and log N(s_obs; n vech C_b, K + diag omega_b) without its
+    """For each chain b: K = n K(C_b) (:func:`_isserlis_chol`), the lower Cholesky factor L
+    of K + diag omega_b, and log N(s_obs; n vech C_b, K + diag omega_b) without its
     -p/2 log(2 pi). Returns (loglik (chains,), K (chains, p, p), L (chains, p, p))."""
     nc = c.shape[0]
     p = rows.size
@@ -75,19 +103,8 @@ def collapsed_loglik_stack(c, n, s_obs, rows, cols, omega):  # type: ignore[no-u
     z = np.empty(p)
     for b in range(nc):
         cb = c[b]
-        for u in range(p):
-            i, j = rows[u], cols[u]
-            for v in range(u + 1):
-                k, l = rows[v], cols[v]
-                val = n * (cb[i, k] * cb[j, l] + cb[i, l] * cb[j, k])
-                kk[b, u, v] = val
-                kk[b, v, u] = val
-                a[u, v] = val
-                a[v, u] = val
-            a[u, u] += omega[b, u]
         lb = chol[b]
-        if not _chol_into(a, lb):
-            raise np.linalg.LinAlgError("n K(C) + diag omega is not positive definite")
+        _isserlis_chol(cb, n, rows, cols, omega[b], kk[b], a, lb)
         for u in range(p):
             z[u] = s_obs[u] - n * cb[rows[u], cols[u]]
         _forward(lb, z, z)  # z = L^-1 (s_obs - n vech C)
@@ -101,29 +118,10 @@ def collapsed_loglik_stack(c, n, s_obs, rows, cols, omega):  # type: ignore[no-u
 
 
 @njit(cache=True)
-def gain_solve_stack(k, chol, rhs):  # type: ignore[no-untyped-def]
-    """K_b (L_b L_b')^-1 rhs_b for a stack of matrices K_b and lower Cholesky factors L_b
-    (the Kalman-gain step of Matheron's rule: L L' = K + diag omega)."""
-    nc, p = rhs.shape
-    out = np.empty((nc, p))
-    x = np.empty(p)
-    for b in range(nc):
-        lb = chol[b]
-        _forward(lb, rhs[b], x)
-        _backward(lb, x, x)
-        for u in range(p):
-            r = 0.0
-            for v in range(p):
-                r += k[b, u, v] * x[v]
-            out[b, u] = r
-    return out
-
-
-@njit(cache=True)
-def _lgl(lsig, g11, gx, out_m, out_v):  # type: ignore[no-untyped-def]
-    """M = L G11 L' and v = L g for the lower-triangular L."""
+def _lgl(lsig, g11, gx, out_m, out_v, tmp):  # type: ignore[no-untyped-def]
+    """M = L G11 L' and v = L g for the lower-triangular L (tmp: d x d scratch)."""
     d = lsig.shape[0]
-    tmp = np.zeros((d, d))
+    tmp[:, :] = 0.0
     for i in range(d):
         for k in range(i + 1):
             lik = lsig[i, k]
@@ -214,6 +212,143 @@ def _accept(lsig, lprop, mm, mprop, v, vprop, s, sprop):  # type: ignore[no-unty
 
 
 @njit(cache=True)
+def _noncentred_chain(  # type: ignore[no-untyped-def]
+    w, sig_b, g11, gx, gyy, om, s_obs, pos, n, sig, lam, kind, var_max, tr_max, nu0, psi0,
+    scale_s, z_w, u_w, z_s, u_s, acc_s, s_in, out_s,
+):  # fmt: skip
+    """One sweep of the moves of :func:`noncentred_moves` for one chain, in place (w,
+    sig_b); writes s at the final state into out_s; returns 1 if the w move was accepted."""
+    d = w.size
+    p = s_obs.size
+    rn = math.sqrt(n)
+    acc_w = 0
+    lsig = np.zeros((d, d))
+    lprop = np.zeros((d, d))
+    mm = np.empty((d, d))
+    mprop = np.empty((d, d))
+    v = np.empty(d)
+    vprop = np.empty(d)
+    s = np.empty(p)
+    sprop = np.empty(p)
+    prec = np.empty((d, d))
+    lprec = np.zeros((d, d))
+    rhs = np.empty(d)
+    mu = np.empty(d)
+    wprop = np.empty(d)
+    oxy = np.empty(d)
+    row = np.empty(d)
+    tmp = np.empty((d, d))
+    if not _chol_into(sig_b, lsig):  # numerically singular: no move for this chain
+        out_s[:] = s_in
+        return 0
+    _lgl(lsig, g11, gx, mm, v, tmp)
+    # (a) w: the exact Gaussian conditional of everything but the y'y entry, as an
+    # independence proposal accepted on the y'y entry's likelihood ratio
+    for i in range(d):
+        oxy[i] = om[pos[i, d]]
+    for i in range(d):
+        for j in range(d):
+            acc = 0.0
+            for k in range(d):
+                sik = n * sig_b[i, k] + rn * mm[i, k]
+                sjk = n * sig_b[j, k] + rn * mm[j, k]
+                acc += sik * sjk / oxy[k]
+            prec[i, j] = acc + (lam if i == j else 0.0)
+        r = 0.0
+        for k in range(d):
+            sik = n * sig_b[i, k] + rn * mm[i, k]
+            r += sik * (s_obs[pos[k, d]] - rn * sig * v[k]) / oxy[k]
+        rhs[i] = r
+    if not _chol_into(prec, lprec):
+        raise ValueError("w precision is not positive definite")
+    # mu = prec^-1 rhs; proposal mu + L^-T z
+    _forward(lprec, rhs, mu)
+    _backward(lprec, mu, mu)
+    _backward(lprec, z_w, wprop)
+    for u in range(d):
+        wprop[u] += mu[u]
+    yy = pos[d, d]
+    _nc_statistics(sig_b, w, mm, v, gyy, n, sig, pos, s)
+    _nc_statistics(sig_b, wprop, mm, v, gyy, n, sig, pos, sprop)
+    r_cur = s_obs[yy] - s[yy]
+    r_new = s_obs[yy] - sprop[yy]
+    if math.log(u_w) < -0.5 * (r_new * r_new - r_cur * r_cur) / om[yy]:
+        for i in range(d):
+            w[i] = wprop[i]
+        for u in range(p):
+            s[u] = sprop[u]
+        acc_w += 1
+    # (b) Sigma_x entry by entry: symmetric random walk, G fixed
+    ll = _gauss_ll(s_obs, s, om)
+    lp = _log_prior_sigma(sig_b, lsig, kind, var_max, tr_max, nu0, psi0)
+    e = 0
+    for i in range(d):
+        for j in range(i, d):
+            old = sig_b[i, j]
+            new = old + scale_s[e] * z_s[e]
+            sig_b[i, j] = new
+            sig_b[j, i] = new
+            ok = (i != j) or new > 0.0
+            if ok:
+                ok = _chol_into(sig_b, lprop)
+            if ok:
+                lp_new = _log_prior_sigma(sig_b, lprop, kind, var_max, tr_max, nu0, psi0)
+                ok = lp_new > -np.inf
+            if ok:
+                _lgl(lprop, g11, gx, mprop, vprop, tmp)
+                _nc_statistics(sig_b, w, mprop, vprop, gyy, n, sig, pos, sprop)
+                ll_new = _gauss_ll(s_obs, sprop, om)
+                ok = math.log(u_s[e]) < ll_new - ll + lp_new - lp
+            if ok:
+                ll, lp = ll_new, lp_new
+                _accept(lsig, lprop, mm, mprop, v, vprop, s, sprop)
+                acc_s[e] += 1
+            else:
+                sig_b[i, j] = old
+                sig_b[j, i] = old
+            e += 1
+    # (c) feature j's scale with w_j moved against it: Sigma -> D Sigma D,
+    # w -> D^-1 w, D = diag(1, .., e^delta, .., 1); L -> D L, M -> D M D, v -> D v,
+    # so S_xx -> D S_xx D, S_xy -> D S_xy and S_yy is unchanged. Jacobian
+    # e^((d + 1) delta) (Sigma) times e^(-delta) (w_j).
+    for j in range(d):
+        delta = scale_s[e] * z_s[e]
+        f = math.exp(delta)
+        row[:] = sig_b[j]
+        lprop[:, :] = lsig
+        mprop[:, :] = mm
+        vprop[:] = v
+        for k in range(d):
+            sig_b[j, k] *= f
+            sig_b[k, j] *= f
+            lprop[j, k] *= f
+            mprop[j, k] *= f
+            mprop[k, j] *= f
+        vprop[j] *= f
+        wj_old = w[j]
+        w[j] = wj_old / f
+        lp_new = _log_prior_sigma(sig_b, lprop, kind, var_max, tr_max, nu0, psi0)
+        ok = lp_new > -np.inf
+        if ok:
+            _nc_statistics(sig_b, w, mprop, vprop, gyy, n, sig, pos, sprop)
+            ll_new = _gauss_ll(s_obs, sprop, om)
+            log_a = ll_new - ll + lp_new - lp + d * delta
+            log_a -= 0.5 * lam * (w[j] * w[j] - wj_old * wj_old)
+            ok = math.log(u_s[e]) < log_a
+        if ok:
+            ll, lp = ll_new, lp_new
+            _accept(lsig, lprop, mm, mprop, v, vprop, s, sprop)
+            acc_s[e] += 1
+        else:
+            sig_b[j, :] = row
+            sig_b[:, j] = row
+            w[j] = wj_old
+        e += 1
+    out_s[:] = s
+    return acc_w
+
+
+@njit(cache=True)
 def noncentred_moves(  # type: ignore[no-untyped-def]
     theta,
     sx,
@@ -245,136 +380,284 @@ def noncentred_moves(  # type: ignore[no-untyped-def]
     no Cholesky factor in floating point and is left as it is).
     See :class:`dpbayes.release.ssp.noise_aware._NoncentredMoves`."""
     nc, d = theta.shape
-    p = s_obs.size
-    rn = math.sqrt(n)
     acc_w = 0
-    lsig = np.zeros((d, d))
-    lprop = np.zeros((d, d))
-    mm = np.empty((d, d))
-    mprop = np.empty((d, d))
-    v = np.empty(d)
-    vprop = np.empty(d)
-    s = np.empty(p)
-    sprop = np.empty(p)
-    prec = np.empty((d, d))
-    lprec = np.zeros((d, d))
-    rhs = np.empty(d)
-    mu = np.empty(d)
-    wprop = np.empty(d)
-    oxy = np.empty(d)
-    row = np.empty(d)
     for b in range(nc):
-        w = theta[b]
-        sig_b = sx[b]
-        g11 = g[b, :d, :d]
-        gx = g[b, :d, d]
-        gyy = g[b, d, d]
-        om = omega[b]
-        if not _chol_into(sig_b, lsig):  # numerically singular: no move for this chain
-            out_s[b] = s_in[b]
-            continue
-        _lgl(lsig, g11, gx, mm, v)
-        # (a) w: the exact Gaussian conditional of everything but the y'y entry, as an
-        # independence proposal accepted on the y'y entry's likelihood ratio
-        for i in range(d):
-            oxy[i] = om[pos[i, d]]
-        for i in range(d):
-            for j in range(d):
-                acc = 0.0
-                for k in range(d):
-                    sik = n * sig_b[i, k] + rn * mm[i, k]
-                    sjk = n * sig_b[j, k] + rn * mm[j, k]
-                    acc += sik * sjk / oxy[k]
-                prec[i, j] = acc + (lam if i == j else 0.0)
-            r = 0.0
-            for k in range(d):
-                sik = n * sig_b[i, k] + rn * mm[i, k]
-                r += sik * (s_obs[pos[k, d]] - rn * sig * v[k]) / oxy[k]
-            rhs[i] = r
-        if not _chol_into(prec, lprec):
-            raise ValueError("w precision is not positive definite")
-        # mu = prec^-1 rhs; proposal mu + L^-T z
-        _forward(lprec, rhs, mu)
-        _backward(lprec, mu, mu)
-        _backward(lprec, z_w[b], wprop)
-        for u in range(d):
-            wprop[u] += mu[u]
-        yy = pos[d, d]
-        _nc_statistics(sig_b, w, mm, v, gyy, n, sig, pos, s)
-        _nc_statistics(sig_b, wprop, mm, v, gyy, n, sig, pos, sprop)
-        r_cur = s_obs[yy] - s[yy]
-        r_new = s_obs[yy] - sprop[yy]
-        if math.log(u_w[b]) < -0.5 * (r_new * r_new - r_cur * r_cur) / om[yy]:
-            for i in range(d):
-                w[i] = wprop[i]
-            for u in range(p):
-                s[u] = sprop[u]
-            acc_w += 1
-        # (b) Sigma_x entry by entry: symmetric random walk, G fixed
-        ll = _gauss_ll(s_obs, s, om)
-        lp = _log_prior_sigma(sig_b, lsig, kind, var_max, tr_max, nu0, psi0)
-        e = 0
-        for i in range(d):
-            for j in range(i, d):
-                old = sig_b[i, j]
-                new = old + scale_s[e] * z_s[b, e]
-                sig_b[i, j] = new
-                sig_b[j, i] = new
-                ok = (i != j) or new > 0.0
-                if ok:
-                    ok = _chol_into(sig_b, lprop)
-                if ok:
-                    lp_new = _log_prior_sigma(sig_b, lprop, kind, var_max, tr_max, nu0, psi0)
-                    ok = lp_new > -np.inf
-                if ok:
-                    _lgl(lprop, g11, gx, mprop, vprop)
-                    _nc_statistics(sig_b, w, mprop, vprop, gyy, n, sig, pos, sprop)
-                    ll_new = _gauss_ll(s_obs, sprop, om)
-                    ok = math.log(u_s[b, e]) < ll_new - ll + lp_new - lp
-                if ok:
-                    ll, lp = ll_new, lp_new
-                    _accept(lsig, lprop, mm, mprop, v, vprop, s, sprop)
-                    acc_s[e] += 1
-                else:
-                    sig_b[i, j] = old
-                    sig_b[j, i] = old
-                e += 1
-        # (c) feature j's scale with w_j moved against it: Sigma -> D Sigma D,
-        # w -> D^-1 w, D = diag(1, .., e^delta, .., 1); L -> D L, M -> D M D, v -> D v,
-        # so S_xx -> D S_xx D, S_xy -> D S_xy and S_yy is unchanged. Jacobian
-        # e^((d + 1) delta) (Sigma) times e^(-delta) (w_j).
-        for j in range(d):
-            delta = scale_s[e] * z_s[b, e]
-            f = math.exp(delta)
-            row[:] = sig_b[j]
-            lprop[:, :] = lsig
-            mprop[:, :] = mm
-            vprop[:] = v
-            for k in range(d):
-                sig_b[j, k] *= f
-                sig_b[k, j] *= f
-                lprop[j, k] *= f
-                mprop[j, k] *= f
-                mprop[k, j] *= f
-            vprop[j] *= f
-            wj_old = w[j]
-            w[j] = wj_old / f
-            lp_new = _log_prior_sigma(sig_b, lprop, kind, var_max, tr_max, nu0, psi0)
-            ok = lp_new > -np.inf
-            if ok:
-                _nc_statistics(sig_b, w, mprop, vprop, gyy, n, sig, pos, sprop)
-                ll_new = _gauss_ll(s_obs, sprop, om)
-                log_a = ll_new - ll + lp_new - lp + d * delta
-                log_a -= 0.5 * lam * (w[j] * w[j] - wj_old * wj_old)
-                ok = math.log(u_s[b, e]) < log_a
-            if ok:
-                ll, lp = ll_new, lp_new
-                _accept(lsig, lprop, mm, mprop, v, vprop, s, sprop)
-                acc_s[e] += 1
-            else:
-                sig_b[j, :] = row
-                sig_b[:, j] = row
-                w[j] = wj_old
-            e += 1
-        out_s[b] = s
+        acc_w += _noncentred_chain(
+            theta[b], sx[b], g[b, :d, :d], g[b, :d, d], g[b, d, d], omega[b], s_obs, pos, n,
+            sig, lam, kind, var_max, tr_max, nu0, psi0, scale_s, z_w[b], u_w[b], z_s[b],
+            u_s[b], acc_s, s_in[b], out_s[b],
+        )  # fmt: skip
     return acc_w
+
+
+_HALF_SQRT2 = math.sqrt(0.5)
+
+
+@njit(cache=True)
+def _joint_covariance_into(sx, w, sig2, c):  # type: ignore[no-untyped-def]
+    """C = Cov(x, y) for x ~ N(0, Sigma_x), y = x'w + N(0, sig2)."""
+    d = w.size
+    quad = 0.0
+    for i in range(d):
+        r = 0.0
+        for j in range(d):
+            c[i, j] = sx[i, j]
+            r += sx[i, j] * w[j]
+        c[i, d] = r
+        c[d, i] = r
+        quad += w[i] * r
+    c[d, d] = quad + sig2
+
+
+@njit(cache=True)
+def statistics_draw(cb, n, s_obs, rows, cols, om, kk, lb, z_g, z_e, lc, out):  # type: ignore[no-untyped-def]
+    """Step 1 for one chain: s | C, s~ by Matheron's rule, s = s0 + K (K + Omega)^-1
+    (s~ - s0 - e0), with the prior draw s0 = vech(n C + sqrt(n) L G L') (L = chol(C) into
+    lc; G symmetric, off-diagonal z_g, diagonal sqrt(2) z_g) and e0 = sqrt(om) z_e; kk, lb:
+    K and the lower Cholesky factor of K + diag om (:func:`_isserlis_chol`)."""
+    m = cb.shape[0]
+    p = rows.size
+    if not _chol_into(cb, lc):
+        raise np.linalg.LinAlgError("the joint covariance C is not positive definite")
+    gm = np.zeros((m, m))
+    for u in range(p):
+        i, j = rows[u], cols[u]
+        if i == j:
+            gm[i, i] = 2.0 * _HALF_SQRT2 * z_g[u]
+        else:
+            gm[i, j] = z_g[u]
+            gm[j, i] = z_g[u]
+    lg = np.zeros((m, m))  # L G
+    for i in range(m):
+        for k in range(i + 1):
+            lik = lc[i, k]
+            for j in range(m):
+                lg[i, j] += lik * gm[k, j]
+    rn = math.sqrt(n)
+    prior = np.empty(p)
+    resid = np.empty(p)
+    for u in range(p):
+        i, j = rows[u], cols[u]
+        acc = 0.0
+        for k in range(j + 1):
+            acc += lg[i, k] * lc[j, k]
+        prior[u] = n * cb[i, j] + rn * acc
+        resid[u] = s_obs[u] - prior[u] - math.sqrt(om[u]) * z_e[u]
+    _forward(lb, resid, resid)
+    _backward(lb, resid, resid)
+    for u in range(p):
+        acc = 0.0
+        for v in range(p):
+            acc += kk[u, v] * resid[v]
+        out[u] = prior[u] + acc
+
+
+@njit(cache=True)
+def standardise(cb, s, rows, cols, n, lc, out):  # type: ignore[no-untyped-def]
+    """G = L^-1 (S - n C) L^-T / sqrt(n), symmetrised, for L = chol(C) = lc (into out)."""
+    m = cb.shape[0]
+    rn = math.sqrt(n)
+    dev = np.empty((m, m))
+    for u in range(rows.size):
+        i, j = rows[u], cols[u]
+        val = (s[u] - n * cb[i, j]) / rn
+        dev[i, j] = val
+        dev[j, i] = val
+    col = np.empty(m)
+    half = np.empty((m, m))  # L^-1 dev, column by column
+    for j in range(m):
+        for i in range(m):
+            col[i] = dev[i, j]
+        _forward(lc, col, col)
+        for i in range(m):
+            half[i, j] = col[i]
+    for j in range(m):  # L^-1 half'
+        for i in range(m):
+            col[i] = half[j, i]
+        _forward(lc, col, col)
+        for i in range(m):
+            out[i, j] = col[i]
+    for i in range(m):
+        for j in range(i):
+            val = 0.5 * (out[i, j] + out[j, i])
+            out[i, j] = val
+            out[j, i] = val
+
+
+@njit(cache=True)
+def psd_into(a, out):  # type: ignore[no-untyped-def]
+    """The projection of the symmetric part of a onto the PSD cone (into out)."""
+    vals, vecs = np.linalg.eigh(0.5 * (a + a.T))
+    d = a.shape[0]
+    for i in range(d):
+        for j in range(d):
+            acc = 0.0
+            for k in range(d):
+                if vals[k] > 0.0:
+                    acc += vecs[i, k] * vals[k] * vecs[j, k]
+            out[i, j] = acc
+
+
+@njit(cache=True)
+def weights_draw(a, sxy, lam, sig2, z, w_out, mean_out, cov_out):  # type: ignore[no-untyped-def]
+    """Step 2 for one chain: w | X'X = a, X'y = sxy ~ N(P^-1 sxy / sig2, P^-1),
+    P = lam I + a / sig2; the draw mean + L^-T z (L L' = P), the mean and P^-1."""
+    d = sxy.size
+    prec = np.empty((d, d))
+    for i in range(d):
+        for j in range(d):
+            prec[i, j] = a[i, j] / sig2
+        prec[i, i] += lam
+    lp = np.zeros((d, d))
+    if not _chol_into(prec, lp):
+        raise np.linalg.LinAlgError("the precision of w is not positive definite")
+    rhs = np.empty(d)
+    for i in range(d):
+        rhs[i] = sxy[i] / sig2
+    _forward(lp, rhs, mean_out)
+    _backward(lp, mean_out, mean_out)
+    _backward(lp, z, w_out)
+    for i in range(d):
+        w_out[i] += mean_out[i]
+    e = np.zeros(d)
+    col = np.empty(d)
+    for j in range(d):
+        e[:] = 0.0
+        e[j] = 1.0
+        _forward(lp, e, col)
+        _backward(lp, col, col)
+        for i in range(d):
+            cov_out[i, j] = col[i]
+
+
+@njit(cache=True)
+def _log_iw(sx, nu0, psi0):  # type: ignore[no-untyped-def]
+    d = sx.shape[0]
+    _, logdet = np.linalg.slogdet(sx)
+    inv = np.linalg.inv(sx)
+    tr = 0.0
+    for i in range(d):
+        for k in range(d):
+            tr += psi0[i, k] * inv[k, i]
+    return -0.5 * (nu0 + d + 1) * logdet - 0.5 * tr
+
+
+@njit(cache=True)
+def _log_bounded(sx, var_max, tr_max):  # type: ignore[no-untyped-def]
+    d = sx.shape[0]
+    tr = 0.0
+    acc = 0.0
+    inside = True
+    for j in range(d):
+        x = sx[j, j]
+        if x > var_max:
+            inside = False
+        tr += x
+        acc += np.log(x)
+    if not inside or tr > tr_max:
+        return -np.inf
+    return -0.5 * (d - 1) * acc
+
+
+@njit(cache=True)
+def covariance_draw(a, n, sx, kind, var_max, tr_max, nu0, psi0, z_b, chi2, u):  # type: ignore[no-untyped-def]
+    """Step 3 for one chain, in place: the IW(nu0 + n, psi0 + a) conditional by Bartlett's
+    decomposition (z_b: its strictly lower normals, chi2: its chi-square draws with
+    nu0 + n - j degrees of freedom); kind 1 (IW prior) takes it, kind 0 (bounded prior)
+    accepts it by independence Metropolis-Hastings with uniform u (the ratio of the
+    bounded and IW prior densities at the proposal and the current value)."""
+    d = a.shape[0]
+    scale = np.linalg.inv(psi0 + a)
+    sym = 0.5 * (scale + scale.T)
+    lchol = np.zeros((d, d))
+    if not _chol_into(sym, lchol):
+        raise np.linalg.LinAlgError("the Wishart scale is not positive definite")
+    bart = np.zeros((d, d))
+    for i in range(d):
+        for j in range(i):
+            bart[i, j] = z_b[i, j]
+        bart[i, i] = math.sqrt(chi2[i])
+    la = lchol @ bart
+    prop = np.linalg.inv(la @ la.T)
+    prop = 0.5 * (prop + prop.T)
+    if kind == 1:
+        sx[:, :] = prop
+        return
+    r_prop = _log_bounded(prop, var_max, tr_max) - _log_iw(prop, nu0, psi0)
+    r_cur = _log_bounded(sx, var_max, tr_max) - _log_iw(sx, nu0, psi0)
+    if math.log(u) < r_prop - r_cur:
+        sx[:, :] = prop
+
+
+@njit(cache=True)
+def gibbs_step(  # type: ignore[no-untyped-def]
+    theta, sx, omega, s_obs, rows, cols, pos, n, sig2, lam, sweeps, kind, var_max, tr_max,
+    nu0, psi0, scale_s, z_g, z_e, z_w, u_w, z_s, u_s, z_theta, z_b, chi2, u_sx,
+    acc_s, s_out, mean_out, cov_out, tr_out,
+):  # fmt: skip
+    """Steps 1, 1b (``sweeps`` > 0), 2 and 3 of the linear noise-aware Gibbs sampler
+    (:func:`dpbayes.release.ssp.noise_aware.linear_ssp_noise_aware`) for every chain, in
+    place on theta and sx; the statistics s into s_out, the mean and covariance of the
+    conditional of w (step 2) into mean_out and cov_out, tr X'X into tr_out. The random
+    inputs, per chain: z_g, z_e (step 1), z_w, u_w, z_s, u_s (step 1b, one set per sweep),
+    z_theta (step 2), z_b, chi2, u_sx (step 3); acceptances of step 1b add into acc_s."""
+    nc, d = theta.shape
+    m = d + 1
+    p = rows.size
+    sig = math.sqrt(sig2)
+    c = np.empty((m, m))
+    kk = np.empty((p, p))
+    scratch = np.empty((p, p))
+    lb = np.empty((p, p))
+    lc = np.zeros((m, m))
+    g = np.empty((m, m))
+    s_prev = np.empty(p)
+    smat = np.empty((m, m))
+    a = np.empty((d, d))
+    for b in range(nc):
+        _joint_covariance_into(sx[b], theta[b], sig2, c)
+        _isserlis_chol(c, n, rows, cols, omega[b], kk, scratch, lb)
+        s = s_out[b]
+        statistics_draw(c, n, s_obs, rows, cols, omega[b], kk, lb, z_g[b], z_e[b], lc, s)
+        if sweeps > 0:
+            standardise(c, s, rows, cols, n, lc, g)
+            for sw in range(sweeps):
+                s_prev[:] = s
+                _noncentred_chain(
+                    theta[b], sx[b], g[:d, :d], g[:d, d], g[d, d], omega[b], s_obs, pos, n,
+                    sig, lam, kind, var_max, tr_max, nu0, psi0, scale_s, z_w[sw, b],
+                    u_w[sw, b], z_s[sw, b], u_s[sw, b], acc_s, s_prev, s,
+                )  # fmt: skip
+        for u in range(p):
+            smat[rows[u], cols[u]] = s[u]
+            smat[cols[u], rows[u]] = s[u]
+        psd_into(smat[:d, :d], a)
+        weights_draw(a, smat[:d, d], lam, sig2, z_theta[b], theta[b], mean_out[b], cov_out[b])
+        covariance_draw(a, n, sx[b], kind, var_max, tr_max, nu0, psi0, z_b[b], chi2[b], u_sx[b])
+        tr = 0.0
+        for i in range(d):
+            tr += a[i, i]
+        tr_out[b] = tr
+
+
+@njit(cache=True)
+def statistics_stack(c, n, s_obs, rows, cols, omega, z_g, z_e):  # type: ignore[no-untyped-def]
+    """Step 1 (:func:`statistics_draw`) for a stack of covariances c (chains, m, m)."""
+    nc, m, _ = c.shape
+    p = rows.size
+    out = np.empty((nc, p))
+    kk = np.empty((p, p))
+    scratch = np.empty((p, p))
+    lb = np.empty((p, p))
+    lc = np.zeros((m, m))
+    for b in range(nc):
+        _isserlis_chol(c[b], n, rows, cols, omega[b], kk, scratch, lb)
+        statistics_draw(c[b], n, s_obs, rows, cols, omega[b], kk, lb, z_g[b], z_e[b], lc, out[b])
+    return out
+
+
+@njit(cache=True)
+def covariance_stack(a, n, sx, kind, var_max, tr_max, nu0, psi0, z_b, chi2, u):  # type: ignore[no-untyped-def]
+    """Step 3 (:func:`covariance_draw`) for a stack of X'X = a and Sigma_x = sx (in place)."""
+    for b in range(a.shape[0]):
+        covariance_draw(a[b], n, sx[b], kind, var_max, tr_max, nu0, psi0, z_b[b], chi2[b], u[b])

@@ -5,8 +5,10 @@ with v = (x, y), x ~ N(0, Sigma_x), y = x'w + N(0, sigma^2), the vector v is Gau
 with covariance C(w, Sigma_x), and the upper triangle s of S = sum v v' is approximately
 (central limit theorem) N(n vech C, n K(C)) with K from Isserlis' theorem,
 Cov(v_i v_j, v_k v_l) = C_ik C_jl + C_il C_jk. The release is s~ = s + e. Gibbs sampler,
-several chains vectorised, each step an exact draw given the others or a
-Metropolis-Hastings step that leaves that conditional invariant:
+several chains, each step an exact draw given the others or a
+Metropolis-Hastings step that leaves that conditional invariant (steps 1-3 compiled,
+one call per Gibbs step for all chains: :func:`dpbayes.release.ssp.kernels.gibbs_step`,
+given the normals and uniforms drawn here from the chain's generator):
 
 0. (optional, ``collapsed_moves=True``) (w, Sigma_x) | omega, s~ with s integrated out
    (s~ ~ N(n vech C, n K(C) + diag omega)): Metropolis-Hastings moves of w and of the
@@ -70,7 +72,7 @@ from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int, check_probability
 from dpbayes.release.base import Release, register_noise_aware
 from dpbayes.release.mcmc import Diagnostics, diagnose, diagnostics_rows
-from dpbayes.release.ssp.kernels import collapsed_loglik_stack, gain_solve_stack, noncentred_moves
+from dpbayes.release.ssp.kernels import collapsed_loglik_stack, covariance_stack, gibbs_step
 from dpbayes.release.ssp.mechanism import entry_noise_sd_from
 from dpbayes.release.ssp.record import SspLinearRecord, SspLogisticRecord
 
@@ -160,17 +162,6 @@ def _noise_sd(rec: SspLinearRecord | SspLogisticRecord, m: int) -> tuple[str, np
     return rec.noise, entry_noise_sd_from(rec, m)
 
 
-def _batch_chol_sample(prec: np.ndarray, lin: np.ndarray, z: np.ndarray) -> tuple[Any, Any]:
-    """Draws of N(prec^-1 lin, prec^-1) for a stack of precisions; also the means."""
-    chol = np.linalg.cholesky(prec)
-    mean = np.linalg.solve(prec, lin[..., None])[..., 0]
-    dev = np.linalg.solve(np.swapaxes(chol, -1, -2), z[..., None])[..., 0]
-    return mean + dev, mean
-
-
-_HALF_SQRT2 = math.sqrt(0.5)
-
-
 def _joint_covariance(sx: np.ndarray, theta: np.ndarray, sig2: float) -> np.ndarray:
     """C = Cov(x, y) for x ~ N(0, Sigma_x), y = x'w + N(0, sig2), stacked over chains."""
     nc, d, _ = sx.shape
@@ -209,43 +200,6 @@ def _collapsed_loglik(
         np.ascontiguousarray(omega, dtype=float),
     )
     return np.asarray(ll), np.asarray(k), np.asarray(chol)
-
-
-def _sample_statistics(
-    c: np.ndarray,
-    obs: _Observed,
-    omega: np.ndarray,
-    gen: np.random.Generator,
-    factors: tuple[np.ndarray, np.ndarray] | None = None,
-) -> np.ndarray:
-    """Draws of s | s~ for a stack of covariances c (chains, m, m): prior
-    N(n vech C, n K(C)), noise s~ - s ~ N(0, diag omega) (step 1 of the module docstring).
-    ``factors``: n K(C) and the Cholesky factor of n K(C) + diag omega, if known.
-
-    By Matheron's rule, s = s0 + K (K + Omega)^-1 (s~ - s0 - e0) with s0 from the prior and
-    e0 ~ N(0, Omega) is an exact draw of the conditional, so only K + Omega is factorised.
-    The prior draw needs no factor of K: with L L' = C and G symmetric with N(0, 2)
-    diagonal and N(0, 1) off-diagonal entries, Cov((L G L')_ij, (L G L')_kl) =
-    C_ik C_jl + C_il C_jk = K_(ij),(kl) (Isserlis), so s0 = n vech C + sqrt(n) vech(L G L').
-    """
-    n, s_obs, rows, cols = obs.n, obs.s_obs, obs.rows, obs.cols
-    nc, m, _ = c.shape
-    p = rows.size
-    k, chol = _collapsed_loglik(c, obs, omega)[1:] if factors is None else factors
-    lc = np.linalg.cholesky(c)
-    g = np.zeros((nc, m, m))
-    g[:, rows, cols] = gen.standard_normal((nc, p)) * np.where(rows == cols, _HALF_SQRT2, 1.0)
-    g = g + np.swapaxes(g, 1, 2)  # off-diagonal N(0, 1), diagonal sqrt(2) N(0, 1)
-    s0 = n * c + math.sqrt(n) * (lc @ g @ np.swapaxes(lc, 1, 2))
-    e0 = np.sqrt(omega) * gen.standard_normal((nc, p))
-    prior = s0[:, rows, cols]
-    resid = s_obs - prior - e0
-    return np.asarray(prior + gain_solve_stack(k, chol, np.ascontiguousarray(resid)))
-
-
-def _psd_batch(a: np.ndarray) -> np.ndarray:
-    vals, vecs = np.linalg.eigh((a + np.swapaxes(a, -1, -2)) / 2)
-    return np.asarray((vecs * np.maximum(vals, 0.0)[..., None, :]) @ np.swapaxes(vecs, -1, -2))
 
 
 @dataclass(frozen=True)
@@ -295,24 +249,33 @@ class FeatureCovariancePrior:
             return self._log_iw(sx)
         return self._log_bounded(sx)
 
+    @property
+    def code(self) -> int:
+        """The kind as the compiled kernels take it: 0 bounded, 1 inverse-Wishart."""
+        return 0 if self.kind == "bounded" else 1
+
+    def draws(
+        self, n: int, nc: int, d: int, gen: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The random inputs of one step for nc chains: Bartlett's normals and chi-square
+        draws (nu0 + n - j degrees of freedom) of the IW(nu0 + n, psi0 + X'X) proposal and,
+        for the bounded prior, the uniforms of its acceptance (ones otherwise, unused)."""
+        z_b = gen.standard_normal((nc, d, d))
+        chi2 = gen.chisquare(self.nu0 + n - np.arange(d), size=(nc, d))
+        u = gen.random(nc) if self.kind == "bounded" else np.ones(nc)
+        return z_b, chi2, u
+
     def step(self, a: np.ndarray, n: int, sx: np.ndarray, gen: np.random.Generator) -> np.ndarray:
-        """One Gibbs step of Sigma_x given X'X = a (stacks over chains), from sx."""
+        """One Gibbs step of Sigma_x given X'X = a (stacks over chains), from sx
+        (compiled: :func:`dpbayes.release.ssp.kernels.covariance_draw`)."""
         nc, d, _ = a.shape
-        # the IW(nu0 + n, psi0 + a) conditional by Bartlett's decomposition
-        scale = np.linalg.inv(self.psi0 + a)
-        lchol = np.linalg.cholesky((scale + np.swapaxes(scale, 1, 2)) / 2)
-        bart = np.tril(gen.standard_normal((nc, d, d)), -1)
-        diag = np.sqrt(gen.chisquare(self.nu0 + n - np.arange(d), size=(nc, d)))
-        bart[:, np.arange(d), np.arange(d)] = diag
-        la = lchol @ bart
-        prop = np.linalg.inv(la @ np.swapaxes(la, 1, 2))
-        prop = (prop + np.swapaxes(prop, 1, 2)) / 2
-        if self.kind == "inverse-wishart":
-            return prop
-        log_u = np.log(gen.random(nc))
-        ratio = self.log_ratio(np.concatenate([prop, sx]))
-        accept = log_u < ratio[:nc] - ratio[nc:]
-        return np.where(accept[:, None, None], prop, sx)
+        z_b, chi2, u = self.draws(n, nc, d, gen)
+        out = np.array(sx, dtype=float, order="C")
+        covariance_stack(
+            np.ascontiguousarray(a, dtype=float), float(n), out, self.code, self.var_max,
+            self.tr_max, self.nu0, np.ascontiguousarray(self.psi0, dtype=float), z_b, chi2, u,
+        )  # fmt: skip
+        return out
 
 
 @dataclass(frozen=True)
@@ -471,74 +434,32 @@ class _NoncentredMoves:
         pos[obs.rows, obs.cols] = pos[obs.cols, obs.rows] = np.arange(obs.rows.size)
         self.pos = pos
 
-    def standardised(self, c: np.ndarray, s: np.ndarray) -> np.ndarray:
-        """G = L^-1 (S - n C) L^-T / sqrt(n) for a stack of C and statistics s."""
-        nc, m, _ = c.shape
-        n = self.obs.n
-        smat = np.empty((nc, m, m))
-        smat[:, self.obs.rows, self.obs.cols] = s
-        smat[:, self.obs.cols, self.obs.rows] = s
-        lc = np.linalg.cholesky(c)
-        half = np.linalg.solve(lc, (smat - n * c) / math.sqrt(n))
-        g = np.linalg.solve(lc, np.swapaxes(half, 1, 2))
-        return np.ascontiguousarray((g + np.swapaxes(g, 1, 2)) / 2)
+    def draws(
+        self, nc: int, gen: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The random inputs of one Gibbs step's sweeps for nc chains, sweep by sweep:
+        normals and uniforms of the w move, of the random walks and scale moves."""
+        d, q = self.d, self.log_scale.size
+        z_w, u_w = np.empty((self.SWEEPS, nc, d)), np.empty((self.SWEEPS, nc))
+        z_s, u_s = np.empty((self.SWEEPS, nc, q)), np.empty((self.SWEEPS, nc, q))
+        for sw in range(self.SWEEPS):
+            z_w[sw] = gen.standard_normal((nc, d))
+            u_w[sw] = gen.random(nc)
+            z_s[sw] = gen.standard_normal((nc, q))
+            u_s[sw] = gen.random((nc, q))
+        return z_w, u_w, z_s, u_s
 
-    def step(
-        self,
-        it: int,
-        theta: np.ndarray,
-        sx: np.ndarray,
-        c: np.ndarray,
-        s: np.ndarray,
-        omega: np.ndarray,
-        gen: np.random.Generator,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One sweep of the moves from (theta, sx) with s drawn at C = c; returns the new
-        w, Sigma_x and statistics."""
-        nc, d = theta.shape
-        g = self.standardised(c, s)
-        theta = np.array(theta, dtype=float, order="C")
-        sx = np.array(sx, dtype=float, order="C")
-        q = self.log_scale.size
-        accepted = np.zeros(q)
-        new_s = np.ascontiguousarray(s, dtype=float)
-        prior = self.cov_prior
-        om = np.ascontiguousarray(omega, dtype=float)
-        psi0 = np.ascontiguousarray(prior.psi0, dtype=float)
-        for _ in range(self.SWEEPS):  # G stays fixed across the sweeps
-            old_s, new_s = new_s, np.empty_like(new_s)
-            noncentred_moves(
-                theta,
-                sx,
-                g,
-                om,
-                self.obs.s_obs,
-                self.pos,
-                float(self.obs.n),
-                self.sig,
-                self.lam,
-                0 if prior.kind == "bounded" else 1,
-                prior.var_max,
-                prior.tr_max,
-                prior.nu0,
-                psi0,
-                np.exp(self.log_scale),
-                gen.standard_normal((nc, d)),
-                gen.random(nc),
-                gen.standard_normal((nc, q)),
-                gen.random((nc, q)),
-                accepted,
-                old_s,
-                new_s,
-            )
-        if it < self.burn:
-            self.accepted += accepted / (nc * self.SWEEPS)
-            self.tried += 1
-            if self.tried >= self.ADAPT_EVERY:
-                self.log_scale += self.accepted / self.tried - self.TARGET
-                self.accepted[:] = 0.0
-                self.tried = 0
-        return theta, sx, new_s
+    def adapt(self, it: int, accepted: np.ndarray, nc: int) -> None:
+        """Move the random-walk scales towards acceptance ``TARGET`` (burn-in only), from
+        the acceptances of one Gibbs step summed over chains and sweeps."""
+        if it >= self.burn:
+            return
+        self.accepted += accepted / (nc * self.SWEEPS)
+        self.tried += 1
+        if self.tried >= self.ADAPT_EVERY:
+            self.log_scale += self.accepted / self.tried - self.TARGET
+            self.accepted[:] = 0.0
+            self.tried = 0
 
 
 def linear_ssp_noise_aware(
@@ -555,7 +476,8 @@ def linear_ssp_noise_aware(
     """p(w | noisy X'X, X'y, y'y) of an ``ssp`` linear-regression release (module doc).
 
     ``n``: number of records (default: the release's public n; required under add/remove);
-    ``iterations``: Gibbs steps per chain (the first half burn-in); ``chains`` >= 2;
+    ``iterations``: Gibbs steps per chain (the first quarter warm-up, in which the proposals
+    adapt; the rest kept); ``chains`` >= 2;
     ``feature_prior``: the prior of the feature covariance Sigma_x, ``"bounded"`` (default;
     uniform feature variances within the public bounds, step 3b of the module doc) or
     ``"inverse-wishart"`` (IW(d + 2, (B^2 / 3) I), conjugate); ``collapsed_moves`` and
@@ -611,7 +533,7 @@ def linear_ssp_noise_aware(
     sx = np.broadcast_to(start * eye_d, (nc, d, d)).copy()
     omega = np.broadcast_to(2.0 * b * b if kind == "laplace" else sd[rows, cols] ** 2, (nc, p))
     omega = omega.copy()
-    burn = its // 2
+    burn = its // 4  # warm-up: enough for the proposals to adapt (R-hat checks it)
     kept = its - burn
     keep_means = np.empty((nc, kept, d))
     keep_covs = np.empty((nc, kept, d, d))
@@ -621,28 +543,49 @@ def linear_ssp_noise_aware(
     setting = _Setting(d, lam, sig2, obs_rel, cov_prior, burn)
     moves = _CollapsedMoves(setting)
     noncentred = _NoncentredMoves(setting, start) if noncentred_moves else None
+    psi0 = np.ascontiguousarray(cov_prior.psi0, dtype=float)
+    pos = np.zeros((m, m), dtype=np.int64)  # entry (i, j) of S -> its index in s
+    pos[rows, cols] = pos[cols, rows] = np.arange(p)
+    sweeps = noncentred.SWEEPS if noncentred is not None else 0
+    q = d * (d + 1) // 2 + d
+    no_sweeps = (
+        np.empty((0, nc, d)),
+        np.empty((0, nc)),
+        np.empty((0, nc, q)),
+        np.empty((0, nc, q)),
+    )
+    scale_s = np.ones(q)
+    s = np.empty((nc, p))
+    wmean = np.empty((nc, d))
+    wcov = np.empty((nc, d, d))
+    tr_a = np.empty(nc)
     for it in range(its):
         # 0. (w, Sigma_x) | omega with s integrated out: Metropolis-Hastings moves
-        factors = None
         if collapsed_moves:
-            theta, sx, factors = moves.step(it, theta, sx, omega, gen)
-        # 1. s | w, Sigma_x, omega: CLT prior N(n vech C, n K(C)) times the noise
-        c = _joint_covariance(sx, theta, sig2)
-        s = _sample_statistics(c, obs_rel, omega, gen, factors)
-        # 1b. (w, Sigma_x) | G, omega: the non-centred moves, then s = s(w, Sigma_x, G)
+            theta, sx, _ = moves.step(it, theta, sx, omega, gen)
+        theta = np.ascontiguousarray(theta, dtype=float)
+        sx = np.ascontiguousarray(sx, dtype=float)
+        # the random inputs of steps 1-3, in the order the steps use them
+        z_g, z_e = gen.standard_normal((nc, p)), gen.standard_normal((nc, p))
         if noncentred is not None:
-            theta, sx, s = noncentred.step(it, theta, sx, c, s, omega, gen)
-        smat = np.empty((nc, m, m))
-        smat[:, rows, cols] = s
-        smat[:, cols, rows] = s
-        a = _psd_batch(smat[:, :d, :d])
-        # 2. w | X'X, X'y: conjugate
-        wprec = lam * eye_d + a / sig2
-        theta, wmean = _batch_chol_sample(
-            wprec, smat[:, :d, d] / sig2, gen.standard_normal((nc, d))
-        )
-        # 3. Sigma_x | X'X
-        sx = cov_prior.step(a, n_rec, sx, gen)
+            nc_draws = noncentred.draws(nc, gen)
+            scale_s = np.exp(noncentred.log_scale)
+        else:
+            nc_draws = no_sweeps
+        z_theta = gen.standard_normal((nc, d))
+        z_b, chi2, u_sx = cov_prior.draws(n_rec, nc, d, gen)
+        accepted = np.zeros(q)
+        # 1. s | w, Sigma_x, omega (CLT prior N(n vech C, n K(C)) times the noise);
+        # 1b. (w, Sigma_x) | G, omega (non-centred moves, then s = s(w, Sigma_x, G));
+        # 2. w | X'X, X'y (conjugate); 3. Sigma_x | X'X: compiled, chain by chain
+        gibbs_step(
+            theta, sx, omega, s_obs, rows, cols, pos, float(n_rec), sig2, lam, sweeps,
+            cov_prior.code, cov_prior.var_max, cov_prior.tr_max, cov_prior.nu0, psi0,
+            scale_s, z_g, z_e, *nc_draws, z_theta, z_b, chi2, u_sx, accepted, s, wmean, wcov,
+            tr_a,
+        )  # fmt: skip
+        if noncentred is not None:
+            noncentred.adapt(it, accepted, nc)
         # 4. omega | e (Laplace noise as a scale mixture of normals)
         if kind == "laplace":
             e = np.maximum(np.abs(s_obs - s), 1e-12)
@@ -651,9 +594,9 @@ def linear_ssp_noise_aware(
         if it >= burn:
             t = it - burn
             keep_means[:, t] = wmean
-            keep_covs[:, t] = np.linalg.inv(wprec)
+            keep_covs[:, t] = wcov
             keep_w[:, t] = theta
-            keep_tr[:, t] = np.trace(a, axis1=1, axis2=2)
+            keep_tr[:, t] = tr_a
     series = np.concatenate([keep_w, keep_tr[:, :, None]], axis=2)
     names = [f"w[{i}]" for i in range(d)] + ["tr X'X"]
     diag_ = diagnose(series, names, what="noise-aware SSP linear-regression posterior")
