@@ -1,7 +1,7 @@
 """Regressions by sufficient statistics (``mechanism="ssp"``): utility, coverage and speed.
 
     python benchmarks/bench_glm.py [--reps 20] [--datasets 200]
-        [--only {accuracy,mse,speed,coverage}] [--noise {laplace,gaussian,both}]
+        [--only {accuracy,mse,speed,coverage,sbc}] [--noise {laplace,gaussian,both}]
         [--out benchmarks/results/bench_glm.csv]
 
 * Breast cancer (scikit-learn; 70/30 split, features scaled to [-1, 1] by the data set's
@@ -16,6 +16,14 @@
   ``--noise`` (Laplace, delta = 0; Gaussian, delta = 1e-5, the release's defaults). The
   coverage is the ``median`` column, its Monte Carlo standard error ``se`` (clustered by
   data set: the d coefficients of one data set are not independent).
+* Simulation-based calibration of the linear noise-aware posterior on its own model
+  (``sbc``): per data set, w ~ N(0, I / 4) and Sigma_x from the bounded feature prior
+  (uniform variances on [0, B^2], uniform correlation; d = 2), the statistics S from the
+  model's law N(n vech C, n K(C)) (the central limit theorem of
+  :mod:`dpbayes.release.ssp.noise_aware`), then the release's noise. The coverage study
+  above fixes Sigma_x = Cov(clip(N(0, 0.25 I))) for every data set and simulates records;
+  this part draws every unknown from the prior, so its 90% intervals must cover at 0.90
+  if the sampler draws from the posterior.
 * Seconds for release + noise-aware posterior at d = 10 (diabetes), statistics given.
 
 ``--only`` runs one part (accuracy: breast cancer; mse: diabetes). Every row: benchmark,
@@ -175,6 +183,67 @@ def _coverage_cell(
     return rows
 
 
+def sbc(datasets: int, noises: tuple[str, ...] = ("laplace", "gaussian")) -> list[dict[str, Any]]:
+    """Coverage of the linear noise-aware 90% intervals with (w, Sigma_x, S) drawn from
+    the model (module docstring), per noise and eps."""
+    from dpbayes.experiments.glm import coverage_models
+    from dpbayes.models.linear_regression import RegressionStatistics
+    from dpbayes.privacy import Neighbours
+    from dpbayes.privacy.noise import noise_source
+    from dpbayes.release.ssp import plan_linear_ssp
+
+    model, n = coverage_models()["linear"]
+    d, m = 2, 3
+    rows_, cols_ = np.triu_indices(m)
+    pairs = list(zip(rows_, cols_, strict=True))
+    out = []
+    for noise in noises:
+        delta = 0.0 if noise == "laplace" else 1e-5
+        for eps in (0.1, 1.0, 10.0):
+            g = np.random.default_rng(0)
+            hits = []
+            for i in range(datasets):
+                w = g.normal(0, 1 / np.sqrt(model.prior_precision), d)
+                v = g.uniform(0, model.feature_bound**2, d)
+                off = g.uniform(-1, 1) * np.sqrt(v[0] * v[1])
+                c = np.zeros((m, m))
+                c[:d, :d] = [[v[0], off], [off, v[1]]]
+                c[:d, d] = c[d, :d] = c[:d, :d] @ w
+                c[d, d] = w @ c[:d, :d] @ w + model.noise_variance
+                k = np.array(
+                    [[c[a, e] * c[b, f] + c[a, f] * c[b, e] for e, f in pairs] for a, b in pairs]
+                )
+                s = g.multivariate_normal(n * c[rows_, cols_], n * k, method="eigh")
+                big = np.zeros((m, m))
+                big[rows_, cols_] = big[cols_, rows_] = s
+                stats = RegressionStatistics(big[:d, :d], big[:d, d], float(big[d, d]), n)
+                rel = plan_linear_ssp(
+                    model, stats, epsilon=eps, delta=delta, neighbours=Neighbours.SUBSTITUTE,
+                    noise=noise,
+                ).run(noise_source(i))  # fmt: skip
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    iv = rel.noise_aware_posterior(rng=i).interval(0.9)
+                hits.append(((iv[:, 0] <= w) & (w <= iv[:, 1])).astype(float))
+            ha = np.asarray(hits)
+            out.append(
+                {
+                    **row(
+                        "sbc90",
+                        "linear model, d=2",
+                        f"{noise} noise-aware",
+                        eps,
+                        delta,
+                        "cover",
+                        ha,
+                    ),
+                    "median": round(float(ha.mean()), 4),
+                    "se": round(coverage_se(ha), 4),
+                }
+            )
+    return out
+
+
 def speed(reps: int) -> list[dict[str, Any]]:
     from sklearn.datasets import load_diabetes
 
@@ -209,7 +278,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--datasets", type=int, default=200)
-    ap.add_argument("--only", choices=("accuracy", "mse", "speed", "coverage"))
+    ap.add_argument("--only", choices=("accuracy", "mse", "speed", "coverage", "sbc"))
     ap.add_argument("--noise", choices=("laplace", "gaussian", "both"), default="both")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
@@ -219,6 +288,7 @@ def main() -> None:
         "mse": lambda: diabetes(args.reps),
         "speed": lambda: speed(args.reps),
         "coverage": lambda: coverage(args.datasets, noises),
+        "sbc": lambda: sbc(args.datasets, noises),
     }
     rows = []
     for name, part in parts.items():
