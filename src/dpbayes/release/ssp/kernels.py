@@ -411,10 +411,14 @@ def _joint_covariance_into(sx, w, sig2, c):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def statistics_draw(cb, n, s_obs, rows, cols, om, kk, lb, z_g, z_e, lc, out):  # type: ignore[no-untyped-def]
-    """Step 1 for one chain: s | C, s~ by Matheron's rule, s = s0 + K (K + Omega)^-1
-    (s~ - s0 - e0), with the prior draw s0 = vech(n C + sqrt(n) L G L') (L = chol(C) into
-    lc; G symmetric, off-diagonal z_g, diagonal sqrt(2) z_g) and e0 = sqrt(om) z_e; kk, lb:
-    K and the lower Cholesky factor of K + diag om (:func:`_isserlis_chol`)."""
+    """Step 1 for one chain: s | C, s~ with prior N(n vech C, K), K = n K(C), and noise
+    s~ - s ~ N(0, Omega), Omega = diag om. By Matheron's rule s = s0 + K (K + Omega)^-1
+    (s~ - s0 - e0), with s0 a draw of the prior and e0 ~ N(0, Omega), is an exact draw of
+    the conditional, so only K + Omega is factorised (lb, :func:`_isserlis_chol`; kk = K).
+    The prior draw needs no factor of K: with L L' = C (into lc) and G symmetric with
+    N(0, 2) diagonal (sqrt(2) z_g) and N(0, 1) off-diagonal (z_g) entries,
+    Cov((L G L')_ij, (L G L')_kl) = C_ik C_jl + C_il C_jk (Isserlis), so
+    s0 = vech(n C + sqrt(n) L G L'); e0 = sqrt(om) z_e."""
     m = cb.shape[0]
     p = rows.size
     if not _chol_into(cb, lc):
