@@ -394,7 +394,7 @@ _HALF_SQRT2 = math.sqrt(0.5)
 
 
 @njit(cache=True)
-def _joint_covariance_into(sx, w, sig2, c):  # type: ignore[no-untyped-def]
+def joint_covariance_into(sx, w, sig2, c):  # type: ignore[no-untyped-def]
     """C = Cov(x, y) for x ~ N(0, Sigma_x), y = x'w + N(0, sig2)."""
     d = w.size
     quad = 0.0
@@ -535,32 +535,15 @@ def weights_draw(a, sxy, lam, sig2, z, w_out, mean_out, cov_out):  # type: ignor
 
 
 @njit(cache=True)
-def _log_iw(sx, nu0, psi0):  # type: ignore[no-untyped-def]
-    d = sx.shape[0]
-    _, logdet = np.linalg.slogdet(sx)
-    inv = np.linalg.inv(sx)
-    tr = 0.0
-    for i in range(d):
-        for k in range(d):
-            tr += psi0[i, k] * inv[k, i]
-    return -0.5 * (nu0 + d + 1) * logdet - 0.5 * tr
-
-
-@njit(cache=True)
-def _log_bounded(sx, var_max, tr_max):  # type: ignore[no-untyped-def]
-    d = sx.shape[0]
-    tr = 0.0
-    acc = 0.0
-    inside = True
-    for j in range(d):
-        x = sx[j, j]
-        if x > var_max:
-            inside = False
-        tr += x
-        acc += np.log(x)
-    if not inside or tr > tr_max:
+def _log_prior_ratio(sx, var_max, tr_max, nu0, psi0, lsig):  # type: ignore[no-untyped-def]
+    """log(bounded prior / IW(nu0, psi0) prior) at sx, up to a constant (-inf outside the
+    bounds or where sx has no Cholesky factor; lsig: scratch for it)."""
+    if not _chol_into(sx, lsig):
         return -np.inf
-    return -0.5 * (d - 1) * acc
+    bounded = _log_prior_sigma(sx, lsig, 0, var_max, tr_max, nu0, psi0)
+    if bounded == -np.inf:
+        return -np.inf
+    return bounded - _log_prior_sigma(sx, lsig, 1, var_max, tr_max, nu0, psi0)
 
 
 @njit(cache=True)
@@ -587,8 +570,8 @@ def covariance_draw(a, n, sx, kind, var_max, tr_max, nu0, psi0, z_b, chi2, u):  
     if kind == 1:
         sx[:, :] = prop
         return
-    r_prop = _log_bounded(prop, var_max, tr_max) - _log_iw(prop, nu0, psi0)
-    r_cur = _log_bounded(sx, var_max, tr_max) - _log_iw(sx, nu0, psi0)
+    r_prop = _log_prior_ratio(prop, var_max, tr_max, nu0, psi0, lchol)
+    r_cur = _log_prior_ratio(sx, var_max, tr_max, nu0, psi0, lchol)
     if math.log(u) < r_prop - r_cur:
         sx[:, :] = prop
 
@@ -619,7 +602,7 @@ def gibbs_step(  # type: ignore[no-untyped-def]
     smat = np.empty((m, m))
     a = np.empty((d, d))
     for b in range(nc):
-        _joint_covariance_into(sx[b], theta[b], sig2, c)
+        joint_covariance_into(sx[b], theta[b], sig2, c)
         _isserlis_chol(c, n, rows, cols, omega[b], kk, scratch, lb)
         s = s_out[b]
         statistics_draw(c, n, s_obs, rows, cols, omega[b], kk, lb, z_g[b], z_e[b], lc, s)

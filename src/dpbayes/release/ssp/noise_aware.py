@@ -72,7 +72,12 @@ from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int, check_probability
 from dpbayes.release.base import Release, register_noise_aware
 from dpbayes.release.mcmc import Diagnostics, diagnose, diagnostics_rows
-from dpbayes.release.ssp.kernels import collapsed_loglik_stack, covariance_stack, gibbs_step
+from dpbayes.release.ssp.kernels import (
+    collapsed_loglik_stack,
+    covariance_stack,
+    gibbs_step,
+    joint_covariance_into,
+)
 from dpbayes.release.ssp.mechanism import entry_noise_sd_from
 from dpbayes.release.ssp.record import SspLinearRecord, SspLogisticRecord
 
@@ -163,13 +168,14 @@ def _noise_sd(rec: SspLinearRecord | SspLogisticRecord, m: int) -> tuple[str, np
 
 
 def _joint_covariance(sx: np.ndarray, theta: np.ndarray, sig2: float) -> np.ndarray:
-    """C = Cov(x, y) for x ~ N(0, Sigma_x), y = x'w + N(0, sig2), stacked over chains."""
+    """C = Cov(x, y) for x ~ N(0, Sigma_x), y = x'w + N(0, sig2), stacked over chains
+    (:func:`dpbayes.release.ssp.kernels.joint_covariance_into`, chain by chain)."""
     nc, d, _ = sx.shape
-    sxt = sx @ theta[..., None]
     c = np.empty((nc, d + 1, d + 1))
-    c[:, :d, :d] = sx
-    c[:, :d, d] = c[:, d, :d] = sxt[..., 0]
-    c[:, d, d] = (theta[:, None, :] @ sxt)[:, 0, 0] + sig2
+    sxc = np.ascontiguousarray(sx, dtype=float)
+    wc = np.ascontiguousarray(theta, dtype=float)
+    for b in range(nc):
+        joint_covariance_into(sxc[b], wc[b], float(sig2), c[b])
     return c
 
 
