@@ -331,7 +331,7 @@ def _run_kernel(moves, theta, sx, g, omega, gen, scales):  # type: ignore[no-unt
     out = np.empty_like(omega)
     prior = moves.cov_prior
     noncentred_moves(
-        theta, sx, g, omega, moves.obs.s_obs, moves.pos, float(moves.obs.n), moves.sig,
+        theta, sx, g, omega, moves.obs.s_obs, moves.obs.pos, float(moves.obs.n), moves.sig,
         moves.lam, 0 if prior.kind == "bounded" else 1, prior.var_max, prior.tr_max,
         prior.nu0, prior.psi0, scales, gen.standard_normal((nc, d)), gen.random(nc),
         gen.standard_normal((nc, q)), gen.random((nc, q)), np.zeros(q), out.copy(), out,

@@ -189,6 +189,14 @@ class _Observed:
     rows: np.ndarray
     cols: np.ndarray
 
+    @property
+    def pos(self) -> np.ndarray:
+        """pos[i, j]: the index in s of entry (i, j) of S (either triangle)."""
+        m = int(self.rows.max()) + 1
+        pos = np.zeros((m, m), dtype=np.int64)
+        pos[self.rows, self.cols] = pos[self.cols, self.rows] = np.arange(self.rows.size)
+        return pos
+
 
 def _collapsed_loglik(
     c: np.ndarray, obs: _Observed, omega: np.ndarray
@@ -435,10 +443,6 @@ class _NoncentredMoves:
         self.log_scale[-d:] = math.log(0.1)
         self.accepted = np.zeros(self.log_scale.size)
         self.tried = 0
-        m = d + 1
-        pos = np.zeros((m, m), dtype=np.int64)
-        pos[obs.rows, obs.cols] = pos[obs.cols, obs.rows] = np.arange(obs.rows.size)
-        self.pos = pos
 
     def draws(
         self, nc: int, gen: np.random.Generator
@@ -550,8 +554,7 @@ def linear_ssp_noise_aware(
     moves = _CollapsedMoves(setting)
     noncentred = _NoncentredMoves(setting, start) if noncentred_moves else None
     psi0 = np.ascontiguousarray(cov_prior.psi0, dtype=float)
-    pos = np.zeros((m, m), dtype=np.int64)  # entry (i, j) of S -> its index in s
-    pos[rows, cols] = pos[cols, rows] = np.arange(p)
+    pos = obs_rel.pos  # entry (i, j) of S -> its index in s
     sweeps = noncentred.SWEEPS if noncentred is not None else 0
     q = d * (d + 1) // 2 + d
     no_sweeps = (
