@@ -1,7 +1,7 @@
 """Regressions by sufficient statistics (``mechanism="ssp"``): utility, coverage and speed.
 
     python benchmarks/bench_glm.py [--reps 20] [--datasets 200]
-        [--only {accuracy,mse,speed,coverage,sbc}] [--noise {laplace,gaussian,both}]
+        [--only {accuracy,mse,speed,coverage,sbc,prior-records}] [--noise {laplace,gaussian,both}]
         [--out benchmarks/results/bench_glm.csv]
 
 * Breast cancer (scikit-learn; 70/30 split, features scaled to [-1, 1] by the data set's
@@ -24,6 +24,11 @@
   above fixes Sigma_x = Cov(clip(N(0, 0.25 I))) for every data set and simulates records;
   this part draws every unknown from the prior, so its 90% intervals must cover at 0.90
   if the sampler draws from the posterior.
+* The same with records (``prior-records``): w and Sigma_x drawn from the prior as in
+  ``sbc``, then n = 200 records z ~ N(0, Sigma_x), x = clip(z) to the feature bound,
+  y = clip(x'w + N(0, sigma^2)) to the label bound, and the library's release of them
+  (``dpb.release(..., mechanism="ssp")``). Unlike ``sbc`` it also tests the central limit
+  theorem for S, the Gaussian fourth moments it assumes and the clipping.
 * Seconds for release + noise-aware posterior at d = 10 (diabetes), statistics given.
 
 ``--only`` runs one part (accuracy: breast cancer; mse: diabetes). Every row: benchmark,
@@ -140,6 +145,24 @@ def coverage_se(hits: np.ndarray) -> float:
     return float(per.std(ddof=1) / np.sqrt(per.size)) if per.size > 1 else float("nan")
 
 
+def coverage_rows(
+    bench: str, data: str, noise: str, eps: float, delta: float, hits: dict[str, list]
+) -> list[dict[str, Any]]:
+    """One row per method: the coverage (``median``) of the hits (data sets x
+    coefficients) and its clustered standard error (``se``)."""
+    out = []
+    for key, h in hits.items():
+        ha = np.asarray(h)
+        out.append(
+            {
+                **row(bench, data, f"{noise} {key}", eps, delta, "cover", ha),
+                "median": round(float(ha.mean()), 4),  # the coverage itself
+                "se": round(coverage_se(ha), 4),
+            }
+        )
+    return out
+
+
 def coverage(
     datasets: int, noises: tuple[str, ...] = ("laplace", "gaussian")
 ) -> list[dict[str, Any]]:
@@ -169,18 +192,8 @@ def _coverage_cell(
         w, x, y = data
         iv = model.exact_posterior((x, y)).interval(0.9)
         hits["exact"].append(((iv[:, 0] <= w) & (w <= iv[:, 1])).astype(float))
-    rows = []
     noise = "laplace" if delta == 0 else "gaussian"
-    for key, h in hits.items():
-        ha = np.asarray(h)
-        rows.append(
-            {
-                **row("coverage90", f"simulated {name}", f"{noise} {key}", eps, delta, "cover", ha),
-                "median": round(float(ha.mean()), 4),  # the coverage itself
-                "se": round(coverage_se(ha), 4),
-            }
-        )
-    return rows
+    return coverage_rows("coverage90", f"simulated {name}", noise, eps, delta, hits)
 
 
 def sbc(datasets: int, noises: tuple[str, ...] = ("laplace", "gaussian")) -> list[dict[str, Any]]:
@@ -227,17 +240,36 @@ def sbc(datasets: int, noises: tuple[str, ...] = ("laplace", "gaussian")) -> lis
                 for key, post in (("noise-aware", aware), ("naive", rel.posterior)):
                     iv = post.interval(0.9)
                     hits[key].append(((iv[:, 0] <= w) & (w <= iv[:, 1])).astype(float))
-            for key, h in hits.items():
-                ha = np.asarray(h)
-                out.append(
-                    {
-                        **row(
-                            "sbc90", "linear model, d=2", f"{noise} {key}", eps, delta, "cover", ha
-                        ),
-                        "median": round(float(ha.mean()), 4),
-                        "se": round(coverage_se(ha), 4),
-                    }
-                )
+            out += coverage_rows("sbc90", "linear model, d=2", noise, eps, delta, hits)
+    return out
+
+
+def prior_records(
+    datasets: int, noises: tuple[str, ...] = ("laplace", "gaussian")
+) -> list[dict[str, Any]]:
+    """Coverage of the 90% intervals of the linear release with every unknown drawn from
+    the prior and *records* simulated from it (module docstring), per noise and eps."""
+    from dpbayes.experiments.glm import coverage_hits, coverage_models
+
+    model, n = coverage_models()["linear"]
+    d = 2
+    out = []
+    for noise in noises:
+        delta = 0.0 if noise == "laplace" else 1e-5
+        for eps in (0.1, 1.0, 10.0):
+            g = np.random.default_rng(0)
+            hits: dict[str, list[np.ndarray]] = {"noise-aware": [], "naive": []}
+            for i in range(datasets):
+                w = g.normal(0, 1 / np.sqrt(model.prior_precision), d)
+                v = g.uniform(0, model.feature_bound**2, d)
+                off = g.uniform(-1, 1) * np.sqrt(v[0] * v[1])
+                z = g.multivariate_normal(np.zeros(d), [[v[0], off], [off, v[1]]], size=n)
+                x = np.clip(z, -model.feature_bound, model.feature_bound)
+                yb = model.label_bound
+                y = np.clip(x @ w + g.normal(0, np.sqrt(model.noise_variance), n), -yb, yb)
+                for key, h in coverage_hits(model, "linear", (w, x, y), eps, delta, i, i).items():
+                    hits[key].append(h)
+            out += coverage_rows("prior90", "linear records, d=2", noise, eps, delta, hits)
     return out
 
 
@@ -275,7 +307,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--datasets", type=int, default=200)
-    ap.add_argument("--only", choices=("accuracy", "mse", "speed", "coverage", "sbc"))
+    ap.add_argument(
+        "--only", choices=("accuracy", "mse", "speed", "coverage", "sbc", "prior-records")
+    )
     ap.add_argument("--noise", choices=("laplace", "gaussian", "both"), default="both")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
@@ -286,6 +320,7 @@ def main() -> None:
         "speed": lambda: speed(args.reps),
         "coverage": lambda: coverage(args.datasets, noises),
         "sbc": lambda: sbc(args.datasets, noises),
+        "prior-records": lambda: prior_records(args.datasets, noises),
     }
     rows = []
     for name, part in parts.items():
