@@ -25,7 +25,9 @@ Data sets and splits (70/30, ``--reps`` per data set, from one seeded generator)
 Writes one row per fit (dataset, method, library, epsilon, delta, rep, metric, value,
 seconds; d3p's rows also have fit and calibration seconds and its settings) to ``--out``,
 and the medians per method x dataset x eps to ``<out stem>_summary.csv``; prints the
-summary as a Markdown table. Seconds are wall time of fit + predict on this machine;
+summary as a Markdown table. With d3p, also the split-by-split comparison of dpbayes'
+Gaussian SSP release with d3p (:func:`paired`) to ``<out stem>_paired.csv`` and as a
+table. Seconds are wall time of fit + predict on this machine;
 d3p's include its noise calibration (``approximate_sigma``), done once per data set and
 eps and counted in every fit, as a user fitting once pays it.
 """
@@ -341,6 +343,62 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def paired(
+    rows: list[dict[str, Any]], ours: str = "ssp gaussian", peer: str = "DPVI"
+) -> list[dict[str, Any]]:
+    """dpbayes' ``ours`` against the ``peer`` method split by split (same split, same eps):
+    the mean difference of the metric (ours - peer) with its standard error, the splits
+    where ours is better (higher accuracy, lower MSE ratio), level and worse, and the
+    Wilcoxon signed-rank p-value of the differences (Pratt's handling of zeros)."""
+    from scipy import stats
+
+    by: dict[tuple[Any, ...], dict[int, float]] = {}
+    for r in rows:
+        by.setdefault((r["dataset"], r["method"], r["epsilon"], r["metric"]), {})[r["rep"]] = r[
+            "value"
+        ]
+    out = []
+    for (dataset, method, eps, metric), mine in by.items():
+        theirs = by.get((dataset, peer, eps, metric))
+        if method != ours or not theirs:
+            continue
+        reps = sorted(set(mine) & set(theirs))
+        diff = np.array([mine[k] - theirs[k] for k in reps], dtype=float)
+        better = diff > 0 if metric == "accuracy" else diff < 0
+        worse = diff < 0 if metric == "accuracy" else diff > 0
+        p = float(stats.wilcoxon(diff, zero_method="pratt").pvalue) if np.any(diff) else 1.0
+        out.append(
+            {
+                "dataset": dataset,
+                "metric": metric,
+                "epsilon": eps,
+                "ours": ours,
+                "peer": peer,
+                "splits": len(reps),
+                "mean_difference": float(diff.mean()),
+                "se": float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else math.nan,
+                "better": int(better.sum()),
+                "level": int((diff == 0).sum()),
+                "worse": int(worse.sum()),
+                "wilcoxon_p": p,
+            }
+        )
+    return out
+
+
+def markdown_paired(pairs: list[dict[str, Any]]) -> str:
+    """The paired comparison as a Markdown table."""
+    head = "| data set (metric) | eps | splits | ours - peer (+- se) | better / level / worse | p |"
+    lines = [head, "|---|---:|---:|---:|---:|---:|"]
+    for r in sorted(pairs, key=lambda r: (r["dataset"], r["epsilon"])):
+        lines.append(
+            f"| {r['dataset']} ({r['metric']}) | {r['epsilon']:g} | {r['splits']} | "
+            f"{r['mean_difference']:+.3f} +- {r['se']:.3f} | "
+            f"{r['better']} / {r['level']} / {r['worse']} | {r['wilcoxon_p']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def markdown(summary: list[dict[str, Any]], eps_grid: list[float]) -> str:
     """One table: a row per data set x method, medians (and seconds) per eps."""
     cells: dict[tuple[str, str], dict[float, dict[str, Any]]] = {}
@@ -434,6 +492,11 @@ def main() -> None:
     write(summary_path, summary)
     print()
     print(markdown(summary, args.eps))
+    pairs = paired(rows)
+    if pairs:
+        write(args.out.with_name(args.out.stem + "_paired.csv"), pairs)
+        print("\nSplit by split, dpbayes ssp gaussian against d3p DPVI:\n")
+        print(markdown_paired(pairs))
     print()
     for n in notes:
         print(n)
