@@ -26,6 +26,7 @@ __all__ = [
     "MultivariateNormal",
     "RegressionStatistics",
     "RegressionWeights",
+    "ridge_gaussian",
     "scale_into_ball",
 ]
 
@@ -68,6 +69,31 @@ class MultivariateNormal(PosteriorDisplay):
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "mean": self.mean_.tolist(), "cov": self.cov.tolist()}
+
+
+def ridge_gaussian(
+    prior_precision: float, gram: np.ndarray, scale: float, rhs: np.ndarray
+) -> MultivariateNormal:
+    """N(P^-1 rhs, P^-1) with the precision P = prior_precision I + scale psd(gram).
+
+    psd(gram) is the nearest positive semi-definite matrix to (gram + gram') / 2 (its
+    eigenvalues clipped at 0). Computed in gram's eigenbasis, where P is diagonal with
+    entries prior_precision + scale max(ev, 0) >= prior_precision > 0 (scale >= 0), so it
+    exists for every finite gram: nothing is factorised. A Cholesky factor of P fails in
+    floating point when prior_precision is below the rounding error of scale * gram, and
+    after a release's noise such a failure would depend on the data.
+    """
+    if not (prior_precision > 0 and scale >= 0):
+        raise ValueError(
+            f"ridge_gaussian needs prior_precision > 0 and scale >= 0, got "
+            f"{prior_precision} and {scale}"
+        )
+    g = np.asarray(gram, dtype=float)
+    vals, vecs = np.linalg.eigh((g + g.T) / 2)
+    diag = prior_precision + scale * np.maximum(vals, 0.0)
+    cov = (vecs / diag) @ vecs.T
+    mean = vecs @ ((vecs.T @ np.asarray(rhs, dtype=float)) / diag)
+    return MultivariateNormal(mean_=mean, cov=(cov + cov.T) / 2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,16 +247,10 @@ class BayesianLinearRegression:
     def posterior_from(
         self, stats_: RegressionStatistics, noise_variance: float | None = None
     ) -> MultivariateNormal:
-        """The Gaussian posterior (untruncated prior); ``noise_variance`` overrides sigma^2."""
-        from scipy import linalg
-
+        """The Gaussian posterior (untruncated prior); ``noise_variance`` overrides sigma^2.
+        X'X is taken as positive semi-definite (:func:`ridge_gaussian`)."""
         s2 = self.noise_variance if noise_variance is None else noise_variance
-        d = stats_.xtx.shape[0]
-        prec = self.prior_precision * np.eye(d) + stats_.xtx / s2
-        chol = linalg.cho_factor(prec)
-        cov = linalg.cho_solve(chol, np.eye(d))
-        mean = linalg.cho_solve(chol, stats_.xty / s2)
-        return MultivariateNormal(mean_=mean, cov=(cov + cov.T) / 2)
+        return ridge_gaussian(self.prior_precision, stats_.xtx, 1.0 / s2, stats_.xty / s2)
 
     def exact_posterior(self, data: Any) -> MultivariateNormal:
         """The non-private posterior given ``data``."""

@@ -25,6 +25,7 @@ from dpbayes.models.linear_regression import (
     MultivariateNormal,
     in_memory,
     regression_xy,
+    ridge_gaussian,
     scale_into_ball,
 )
 from dpbayes.privacy.validation import check_array, check_int, check_positive
@@ -50,21 +51,26 @@ def chebyshev_log_sigmoid(radius: float, degree: int = 2) -> np.ndarray:
 
     Interpolation at the degree + 1 Chebyshev points of the first kind on [-radius, radius]
     (Huggins et al. 2017, §3 use Chebyshev approximations). Only degree 2 is supported.
+    Its points are -s, 0 and s with s = radius sqrt(3) / 2, and with f = log sigmoid,
+    f(s) - f(-s) = s and f(s) + f(-s) - 2 f(0) = -2 log cosh(s / 2), so in closed form
+    a0 = -log 2, a1 = 1/2 and a2 = -log cosh(s / 2) / s^2 < 0, computed without
+    cancellation at every radius (a2 -> -1/8 as the radius -> 0).
     """
     r = check_positive(radius, "radius")
     deg = check_int(degree, "degree", minimum=1)
     if deg != 2:
         raise ValueError(f"degree must be 2 (the quadratic PASS-GLM approximation), got {deg}")
-    from numpy.polynomial import chebyshev
-
-    def log_sigmoid(s: np.ndarray) -> np.ndarray:
-        return np.asarray(-np.logaddexp(0.0, -s))
-
-    cheb = chebyshev.Chebyshev.interpolate(log_sigmoid, deg, domain=[-r, r])
-    coef = cheb.convert(kind=np.polynomial.Polynomial, domain=[-r, r], window=[-r, r]).coef
-    out = np.zeros(deg + 1)
-    out[: coef.size] = coef
-    return out
+    s = r * math.sqrt(3.0) / 2.0
+    if s < 1e-4:  # log cosh x = x^2 / 2 - x^4 / 12 + O(x^6), at x = s / 2
+        a2 = -(0.125 - s * s / 192.0)
+    else:
+        h = s / 2.0
+        # log cosh h = log1p(2 sinh(h / 2)^2) for moderate h; h - log 2 + log1p(e^-2h) beyond
+        log_cosh = math.log1p(2.0 * math.sinh(h / 2.0) ** 2) if h < 20.0 else (
+            h - math.log(2.0) + math.log1p(math.exp(-2.0 * h))
+        )  # fmt: skip
+        a2 = -(log_cosh / s) / s
+    return np.array([-math.log(2.0), 0.5, a2])
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,16 +209,13 @@ class BayesianLogisticRegression:
         return LogisticStatistics(t1=x.T @ y, t2=x.T @ x, n=x.shape[0])
 
     def posterior_from(self, stats_: LogisticStatistics) -> MultivariateNormal:
-        """The Gaussian PASS-GLM posterior; T2 is projected onto the PSD cone first."""
-        from scipy import linalg
-
+        """The Gaussian PASS-GLM posterior, precision lambda I - 2 a2 psd(T2): T2 is
+        projected onto the PSD cone (:func:`ridge_gaussian`; a2 < 0, checked by
+        :func:`chebyshev_log_sigmoid`)."""
         d = stats_.t1.size
         _, a1, a2 = self.coefficients(d)
-        prec = self.prior_precision * np.eye(d) - 2.0 * a2 * psd_projection(stats_.t2)
-        chol = linalg.cho_factor(prec)
-        cov = linalg.cho_solve(chol, np.eye(d))
-        mean = linalg.cho_solve(chol, a1 * np.asarray(stats_.t1, dtype=float))
-        return MultivariateNormal(mean_=mean, cov=(cov + cov.T) / 2)
+        t1 = a1 * np.asarray(stats_.t1, dtype=float)
+        return ridge_gaussian(self.prior_precision, stats_.t2, -2.0 * a2, t1)
 
     def exact_posterior(self, data: Any) -> MultivariateNormal:
         """The non-private (PASS-GLM approximate) posterior given ``data``."""

@@ -82,8 +82,8 @@ def engine_moments(
     missing = int(table.fetch(missing_sql)[0][0] or 0)
     if missing:
         raise ValueError(
-            f"data has {missing} row(s) with a missing value in {cols}: drop or impute "
-            "them first (a regression reads every feature and the label)"
+            f"data has rows with a missing value in {cols}: drop or impute them first "
+            "(a regression reads every feature and the label)"
         )
     row = table.fetch(sql)[0]
     n = int(row[0] or 0)

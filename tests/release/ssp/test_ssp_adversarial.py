@@ -271,3 +271,91 @@ def test_publics_do_not_tell_add_remove_neighbours_apart() -> None:
     r1 = dpb.release(model, data, mechanism="ssp", epsilon=1.0, neighbours="add-remove", rng=0)
     r2 = dpb.release(model, data2, mechanism="ssp", epsilon=1.0, neighbours="add-remove", rng=0)
     assert r1.public == r2.public and r1.public["n"] is None
+
+
+@pytest.mark.parametrize("what", ["linear", "logistic"])
+def test_nothing_after_the_noise_can_fail_so_no_failure_tells_about_the_data(what: str) -> None:
+    """A failure after the noise is drawn is not charged, so it must not depend on the data.
+
+    The naive posterior used to take a Cholesky factor of lambda I + psd(X'X) / sigma^2,
+    which fails in floating point when lambda is below the rounding error of the
+    projected noisy X'X: with collinear features, lambda = 1e-13 and eps = 10 about half of
+    the releases raised, with independent features none. The posterior is now computed in
+    X'X's eigenbasis (``ridge_gaussian``) and every release of either data set succeeds
+    with a finite posterior whose covariance has eigenvalues in (0, 1 / lambda].
+    """
+    g = np.random.default_rng(1)
+    n = 20_000
+    x1 = g.uniform(-1, 1, n)
+    collinear = np.c_[x1, x1, x1]
+    independent = g.uniform(-1, 1, (n, 3))
+    if what == "linear":
+        model = dpb.models.BayesianLinearRegression(
+            prior_precision=1e-13, noise_variance=1e-3, feature_bound=1.0, label_bound=1.0,
+            clip="box",
+        )  # fmt: skip
+        y = g.uniform(-1, 1, n)
+    else:
+        model = dpb.models.BayesianLogisticRegression(
+            prior_precision=1e-13, feature_bound=1.0, radius=4.0
+        )
+        y = (g.random(n) < 0.5).astype(float)
+    for x in (collinear, independent):
+        p = plan(model, (x, y), mechanism="ssp", epsilon=10.0, delta=1e-6)
+        for seed in range(25):
+            post = p.run(dpb.privacy.noise.noise_source(seed)).posterior
+            cov = np.asarray(post.cov)
+            assert np.all(np.isfinite(post.mean())) and np.all(np.isfinite(cov))
+            ev = np.linalg.eigvalsh(cov)  # in (0, 1 / lambda], up to rounding
+            assert ev.max() <= 1e13 * (1 + 1e-9) and ev.min() >= -1e-12 * ev.max()
+
+
+def test_pass_glm_coefficients_stay_exact_at_tiny_and_huge_radii() -> None:
+    """a2 = -log cosh(s / 2) / s^2 at s = R sqrt(3) / 2: -1/8 in the limit R -> 0 (the power
+    basis conversion gave +2.79 at R = 1e-8, a precision that is not positive definite)."""
+    from dpbayes.models.logistic_regression import chebyshev_log_sigmoid
+
+    for r in (1e-300, 1e-8, 1e-4, 1e-2, 1.0, 30.0, 1e6, 1e200):
+        a = chebyshev_log_sigmoid(r)
+        s = r * math.sqrt(3.0) / 2.0
+        # the interpolant through -s, 0, s of f(s) = -log(1 + e^-s), in high precision
+        import mpmath as mp
+
+        mp.mp.dps = 60 + 2 * max(0, int(-math.log10(s)))  # f(s) + f(-s) - 2 f(0) ~ s^2
+        f = lambda t: -mp.log(1 + mp.e ** (-t))  # noqa: E731
+        ms = mp.mpf(s)
+        a2 = (f(ms) + f(-ms) - 2 * f(0)) / (2 * ms * ms)
+        assert a[0] == pytest.approx(-math.log(2.0)) and a[1] == 0.5
+        assert a[2] < 0 and a[2] == pytest.approx(float(a2), rel=1e-12), r
+
+
+def test_tiny_bounds_keep_the_add_remove_logistic_sensitivity_exact() -> None:
+    """sqrt(R^4 - 1) with R^2 = R_x^2 + 1 lost R_x^2 to rounding at R_x ~ 1e-8 (1.22x too
+    small); it is now sqrt(R_x^2 (R_x^2 + 2)). Bounds whose fourth powers are not normal
+    floats are refused before any noise."""
+    import mpmath as mp
+
+    from dpbayes.privacy import Neighbours
+    from dpbayes.release.ssp.mechanism import BOUND_RANGE, quadratic_l2_sensitivity
+
+    mp.mp.dps = 50
+    for b in (1e-4, 1.82e-8, 1e-12, 1e-30):
+        got = quadratic_l2_sensitivity(
+            [b, 1.0], Neighbours.ADD_REMOVE, constant_last=True, x_norm2=b * b
+        )
+        rx2 = mp.mpf(b) ** 2
+        assert got == pytest.approx(float(mp.sqrt((rx2 + 1) ** 2 - 1)), rel=1e-12), b
+    model = dpb.models.BayesianLinearRegression(
+        feature_bound=BOUND_RANGE[0] / 10, label_bound=1.0, clip="box"
+    )
+    x, y = np.zeros((5, 2)), np.zeros(5)
+    acc = dpb.Accountant(epsilon=5.0, delta=1e-3, simulation=True)
+    with pytest.raises(ValueError, match="bounds must be in"):
+        dpb.release(model, (x, y), mechanism="ssp", epsilon=1.0, accountant=acc, rng=0)
+    assert acc.spent == (0.0, 0.0)
+    with pytest.raises(ValueError, match="epsilon = 1e-300 is too small"):
+        dpb.release(
+            dpb.models.BayesianLinearRegression(feature_bound=1.0, label_bound=1.0, clip="box"),
+            (x, y), mechanism="ssp", epsilon=1e-300, accountant=acc, rng=0,
+        )  # fmt: skip
+    assert acc.spent == (0.0, 0.0)

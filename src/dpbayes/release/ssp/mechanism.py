@@ -78,10 +78,26 @@ NOISES = ("laplace", "gaussian")
 FIRST_ORDER_SHARE = 0.5
 
 
+#: The largest noise sd a release draws: squares of noisy values (the noise-aware
+#: posteriors' variances) stay finite. Reached only at absurdly small eps.
+MAX_NOISE_SD = 1e150
+
+#: The public bounds a release accepts: within this range every sensitivity below (sums
+#: of fourth powers of the bounds over up to 10^6 coordinates) is a normal float, so no
+#: bound is lost to underflow or cancellation and none overflows.
+BOUND_RANGE = (1e-60, 1e60)
+
+
 def _bounds_vector(bounds: Any) -> np.ndarray:
     b = np.asarray(bounds, dtype=float).ravel()
     if b.size == 0 or not np.all(np.isfinite(b)) or np.any(b <= 0):
         raise ValueError(f"bounds must be finite and > 0, got {b.tolist()}")
+    lo, hi = BOUND_RANGE
+    if np.any(b < lo) or np.any(b > hi):
+        raise ValueError(
+            f"bounds must be in [{lo:g}, {hi:g}] (rescale the data), got "
+            f"{float(b.min()):g} to {float(b.max()):g}"
+        )
     return b
 
 
@@ -116,10 +132,16 @@ def quadratic_l2_sensitivity(
     coordinates have the smaller public bound ||x||^2 <= x_norm2.
     """
     b = _bounds_vector(bounds)
-    r2 = float(b @ b) if x_norm2 is None else _x_norm2(b, x_norm2) + float(b[-1]) ** 2
+    rx2 = _x_norm2(b, x_norm2)
+    r2 = rx2 + float(b[-1]) ** 2
     if neighbours is Neighbours.SUBSTITUTE:
         return math.sqrt(2.0) * r2
-    return math.sqrt(r2 * r2 - 1.0) if constant_last else r2
+    if constant_last:
+        if b[-1] != 1.0:
+            raise ValueError("a constant last coordinate must have bound 1")
+        # sqrt(R^4 - 1) with R^2 = R_x^2 + 1, written without the cancellation of R^4 - 1
+        return math.sqrt(rx2 * (rx2 + 2.0))
+    return r2
 
 
 def _x_norm2(b: np.ndarray, x_norm2: float | None) -> float:
@@ -127,8 +149,8 @@ def _x_norm2(b: np.ndarray, x_norm2: float | None) -> float:
     box = float(b[:-1] @ b[:-1])
     if x_norm2 is None:
         return box
-    if not (math.isfinite(x_norm2) and x_norm2 > 0):
-        raise ValueError(f"x_norm2 must be finite and > 0, got {x_norm2}")
+    if not (math.isfinite(x_norm2) and x_norm2 >= BOUND_RANGE[0] ** 2):
+        raise ValueError(f"x_norm2 must be finite and >= {BOUND_RANGE[0] ** 2:g}, got {x_norm2}")
     return min(box, float(x_norm2))
 
 
@@ -314,6 +336,12 @@ class _QuadraticRelease:
                 name=f"ssp: gaussian on {what} sufficient statistics",
             )
             noise_sd_vec = self.mech.sigma / self.weights
+        if not np.all(noise_sd_vec <= MAX_NOISE_SD):  # also catches inf and NaN
+            raise ValueError(
+                f"epsilon = {epsilon:g} is too small for these bounds: the noise sd "
+                f"{float(np.max(noise_sd_vec)):g} exceeds {MAX_NOISE_SD:g}, where the "
+                "statistics computed from the noisy values would overflow"
+            )
         self.sd = np.zeros((self.m, self.m))
         self.sd[self.rows, self.cols] = noise_sd_vec
         self.sd[self.cols, self.rows] = noise_sd_vec
