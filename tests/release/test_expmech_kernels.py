@@ -15,6 +15,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 
+import dpbayes as dpb
 from dpbayes.models.divergence import hellinger_beta, hellinger_dirichlet
 from dpbayes.models.lgamma_differences import jensen_lgamma
 from dpbayes.release.expmech import _kernels as ek
@@ -119,3 +120,20 @@ def test_the_total_bound_bounds_minus_j() -> None:
     for a1, b1, a2, b2 in ((1.0, 1e6, 1e6, 1.0), (10.0, 1e3, 900.0, 50.0), (3.0, 1e4, 1e4, 3.0)):
         assert ek._hellinger_beta(a1, b1, a2, b2) == 1.0
         assert float(hellinger_beta(a1, b1, a2, b2)) == 1.0
+
+
+@pytest.mark.parametrize("beta", [1e-14, 1e-300])
+def test_scores_do_not_fail_at_k_equal_n_with_a_tiny_prior(beta: float) -> None:
+    """b + n - k was computed as (b + n) - k, which is exactly 0 at k = n when b is below
+    half an ulp of n: the score bound then divided 0 by 0, inside ``run``, for the data set
+    of all ones and not for its neighbour (an uncharged failure that told the two apart).
+    It is now b + (n - k), exact for integer counts: both data sets release."""
+    n = 1000
+    model = dpb.models.BetaBernoulli(alpha=1.0, beta=beta)
+    for k in (n, n - 1):
+        data = np.array([1] * k + [0] * (n - k))
+        rel = dpb.release(model, data, mechanism="expmech", epsilon=1.0, rng=0)
+        assert sum(rel.released["counts"]) == n
+    out = np.empty(n + 1)
+    ek.coin_hellinger_scores(1.0, beta, n, n, out)
+    assert np.all(np.isfinite(out)) and out[n] == 0.0

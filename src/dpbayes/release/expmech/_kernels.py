@@ -162,22 +162,22 @@ def coin_hellinger_scores(a: float, b: float, n: int, k: int, out: np.ndarray) -
     so past the first candidate it puts below -50 every score on that side is -1.
     """
     kf = float(k)
-    a1, b1 = a + kf, b + n - kf
+    a1, b1 = a + kf, b + (n - kf)
     j = k
     while j <= n:
         jf = float(j)
-        if _beta_bound(a1, b1, a + jf, b + n - jf) < SURE_ONE:
+        if _beta_bound(a1, b1, a + jf, b + (n - jf)) < SURE_ONE:
             out[j:] = -1.0
             break
-        out[j] = -_hellinger_beta_exact(a1, b1, a + jf, b + n - jf)
+        out[j] = -_hellinger_beta_exact(a1, b1, a + jf, b + (n - jf))
         j += 1
     j = k - 1
     while j >= 0:
         jf = float(j)
-        if _beta_bound(a1, b1, a + jf, b + n - jf) < SURE_ONE:
+        if _beta_bound(a1, b1, a + jf, b + (n - jf)) < SURE_ONE:
             out[: j + 1] = -1.0
             break
-        out[j] = -_hellinger_beta_exact(a1, b1, a + jf, b + n - jf)
+        out[j] = -_hellinger_beta_exact(a1, b1, a + jf, b + (n - jf))
         j -= 1
 
 

@@ -90,8 +90,8 @@ def _coin_distance(
 ) -> np.ndarray:
     """D(Beta(a + k, b + n - k), Beta(a + j, b + n - j)) elementwise."""
     if divergence == "tv":
-        return total_variation_beta_same_total(a + k, b + n - k, a + j, b + n - j)
-    return np.asarray(hellinger_beta(a + k, b + n - k, a + j, b + n - j))
+        return total_variation_beta_same_total(a + k, b + (n - k), a + j, b + (n - j))
+    return np.asarray(hellinger_beta(a + k, b + (n - k), a + j, b + (n - j)))
 
 
 def coin_scores(a: float, b: float, n: int, k: int, divergence: str = "hellinger") -> np.ndarray:

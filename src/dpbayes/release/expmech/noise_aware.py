@@ -105,14 +105,14 @@ def expmech_coin_posterior(rel: Release, a: float, b: float) -> BetaMixture:
         # log BC(k, j) = lnB(a + (k+j)/2, b + n - (k+j)/2) - [lnB_k + lnB_j] / 2: O(n)
         # special functions, then O(n^2) arithmetic
         s2 = np.arange(2 * n + 1, dtype=float) / 2.0
-        big = special.betaln(a + s2, b + n - s2)
-        own = special.betaln(a + k, b + n - k)
+        big = special.betaln(a + s2, b + (n - s2))
+        own = special.betaln(a + k, b + (n - k))
     log_lik = np.empty(n + 1)
     rows = max(1, 2_000_000 // (n + 1))  # bounded temporaries
     for lo in range(0, n + 1, rows):
         kk = k[lo : lo + rows, None]
         if div == "tv":
-            dist = total_variation_beta_same_total(a + kk, b + n - kk, a + k, b + n - k)
+            dist = total_variation_beta_same_total(a + kk, b + (n - kk), a + k, b + (n - k))
         else:
             idx = np.arange(lo, min(lo + rows, n + 1))[:, None] + np.arange(n + 1)[None, :]
             log_bc = np.minimum(big[idx] - (own[lo : lo + rows, None] + own[None, :]) / 2, 0.0)
