@@ -75,3 +75,26 @@ def test_errors() -> None:
         release(BayesianLinearRegression(), data(), mechanism="sampling", epsilon=1.0, rng=0)
     with pytest.raises(ValueError, match="epsilon"):
         release(bounded_model(), data(), mechanism="sampling", epsilon=-1.0, rng=0)
+
+
+def test_a_tiny_prior_precision_with_collinear_features_does_not_fail_inside_the_release() -> None:
+    """P = lambda I + X'X / sigma^2 with lambda = 1e-14 and three identical columns: eigh
+    put eigenvalues at or below 0 and the release refused inside ``run`` (uncharged) for
+    this data set and not for the neighbour whose substituted row gives X full rank.
+    Eigenvalues are now floored at lambda; both data sets release a draw in the ball."""
+    g = np.random.default_rng(1)
+    n = 1000
+    a = g.uniform(-0.3, 0.3, n)
+    x = np.column_stack([a, a, a])
+    y = np.clip(3 * a, -1, 1)
+    x2 = x.copy()
+    x2[0] = [0.5, -0.5, 0.1]  # a substitute neighbour: X of full rank
+    m = BayesianLinearRegression(
+        prior_precision=1e-14, noise_variance=1.0, feature_bound=1.0, label_bound=1.0,
+        weight_bound=1.0,
+    )  # fmt: skip
+    for xs in (x, x2):
+        for seed in range(5):
+            rel = release(m, (xs, y), mechanism="sampling", epsilon=50.0, rng=seed)
+            w = np.asarray(rel.released["draws"][0])
+            assert np.all(np.isfinite(w)) and np.linalg.norm(w) <= 1.0 + 1e-12

@@ -116,7 +116,10 @@ def plan_regression_sampling(
     linear = stats_.xty / s2
 
     def run(src: NoiseSource) -> Release:
-        ws = [truncated_gaussian_ball(precision, linear, wb, src) for _ in range(d)]
+        ws = [
+            truncated_gaussian_ball(precision, linear, wb, src, floor=model.prior_precision)
+            for _ in range(d)
+        ]
         return Release(
             model=model,
             mechanism="sampling",

@@ -245,10 +245,16 @@ def truncated_gaussian_ball(
     src: Any = None,
     *,
     max_rounds: int = MAX_ROUNDS,
+    floor: float = 0.0,
 ) -> np.ndarray:
     """One exact draw of the density proportional to exp(-w'Pw/2 + b'w) on ||w|| <= W.
 
     ``precision`` P (d x d, positive definite), ``linear`` b = P mean (module docstring).
+    ``floor``: a known lower bound on P's eigenvalues (the prior precision, for P =
+    lambda I + X'X / sigma^2): computed eigenvalues that rounding puts below it are raised
+    to it, a change within eigh's rounding error (about 1e-16 ||P||). Without it a tiny
+    lambda with a rank-deficient X'X gave eigenvalues <= 0 and a refusal inside the
+    release, for some data and not their neighbours.
     RuntimeError (nothing released) if ``max_rounds`` rounds of proposals (about 4e6)
     accept none: probability (1 - A)^N at acceptance rate A (PROOF.md
     §3 gives A measured at the numerical edges). ``src``: a noise source, or None
@@ -274,6 +280,7 @@ def truncated_gaussian_ball(
             ]
         )
     lam, q = np.linalg.eigh((p + p.T) / 2)
+    lam = np.maximum(lam, floor)
     if not lam.min() > 0:
         raise ValueError("precision must be positive definite")
     b_rot = q.T @ b
