@@ -115,3 +115,28 @@ def test_posterior_inside_prior_and_range_hull(
     lo, hi = min(mu0, -10.0), max(mu0, 10.0)
     tol = 1e-9 * max(1.0, abs(lo), abs(hi))
     assert lo - tol <= post.mean() <= hi + tol
+
+
+def test_posterior_from_is_finite_at_every_scale_and_is_the_prior_without_records() -> None:
+    """Computed as (prior_mean/prior_sd^2 + total/noise_sd^2) / tau the posterior mean
+    overflowed for very flat priors at n = 0 and for tiny noise_sd, after a release's noise
+    (add/remove counts: n_hat = 0 about a third of the time at n = 1, eps 1, a fifth at
+    n = 2: an uncharged failure whose rate told the data sets apart). It is now computed
+    with the ratio noise_sd^2 / prior_sd^2; with no records it is the prior."""
+    import dpbayes as dpb
+
+    scales = [(1.0, 1.0), (10.0, 0.5), (1e154, 1.0), (1e-200, 1.0), (1.0, 1e-160), (1e300, 1e-300)]
+    for ps, ns in scales:
+        m = NormalMean(lower=0.0, upper=10.0, prior_mean=2.0, prior_sd=ps, noise_sd=ns)
+        for n, s in [(0, 3.0), (1, 5.0), (100, 480.0), (100, -1e300)]:
+            post = m.posterior_from(SumStatistics(n=n, total=s))
+            assert math.isfinite(post.loc) and 0 < post.sd < math.inf
+            if n == 0:
+                assert (post.loc, post.sd) == (2.0, ps)
+            elif 1e-100 < ps < 1e100 and ns > 1e-100 and abs(s) < 1e100:
+                tau = 1 / ps**2 + n / ns**2
+                assert post.loc == pytest.approx((2.0 / ps**2 + s / ns**2) / tau, rel=1e-12)
+                assert post.sd == pytest.approx(1 / math.sqrt(tau), rel=1e-12)
+    m = NormalMean(lower=0.0, upper=10.0, prior_sd=1e154)
+    for seed in range(200):
+        dpb.release(m, [5.0], mechanism="laplace", epsilon=1.0, neighbours="add-remove", rng=seed)

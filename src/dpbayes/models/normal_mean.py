@@ -78,9 +78,23 @@ class NormalMean:
         """Posterior Normal from ``n`` and a (possibly noisy, any real) clamped ``total``."""
         if not isinstance(stats, SumStatistics):
             raise TypeError(f"stats must be SumStatistics, got {type(stats).__name__}")
-        tau = self._precision(stats.n)
-        mean = (self.prior_mean / self.prior_sd**2 + stats.total / self.noise_sd**2) / tau
-        return Normal(mean, 1.0 / math.sqrt(tau))
+        n = stats.n
+        if n <= 0:  # no records: the clamped sum is 0 (a noisy one is projected onto it)
+            return Normal(self.prior_mean, self.prior_sd)
+        # tau = 1/prior_sd^2 + n/noise_sd^2 and the mean, written with the ratio
+        # r = noise_sd^2 / prior_sd^2 so that nothing overflows at any scale: the mean is
+        # prior_mean r/(r + n) + total/(r + n), the sd prior_sd/sqrt(1 + n/r) (r >= 1) or
+        # noise_sd/sqrt(r + n) (r < 1). (Computed as written, 1/tau and total/noise_sd^2
+        # overflowed for very flat priors or tiny noise_sd, after a release's noise.)
+        q = self.noise_sd / self.prior_sd
+        r = q * q  # inf or 0 when out of range: both handled below
+        w = 1.0 / (1.0 + n / r) if r > 0 else 0.0
+        mean = self.prior_mean * w + stats.total / (r + n)
+        if r >= 1.0:
+            sd = self.prior_sd / math.sqrt(1.0 + n / r)
+        else:
+            sd = self.noise_sd / math.sqrt(r + n)
+        return Normal(mean, sd)
 
     def posterior(self, data: Any, column: str | None = None) -> Normal:
         """Exact (non-private) posterior of the mean given the clamped data."""
