@@ -328,3 +328,24 @@ def test_exact_privacy_audit_dirichlet_smooth(eps: float) -> None:
                     y[j] += 1
                     px, py = probs[tuple(x)], probs[tuple(y)]
                     assert float(np.sum(np.maximum(0.0, px - math.exp(eps) * py))) <= delta
+
+
+def test_priors_beyond_the_double_precision_of_the_distances_are_refused_before_noise() -> None:
+    """With alpha = 1e16 the global sensitivity came out -0.0 (every run refused) and the
+    smooth one 0 for some data sets and not their neighbours (a refusal inside the
+    release that told them apart). Priors above MAX_PRIOR are refused in the plan, and at
+    MAX_PRIOR both neighbours release."""
+    import dpbayes as dpb
+    from dpbayes.release.expmech.mechanism import MAX_PRIOR
+
+    acc = dpb.Accountant(epsilon=5.0, delta=1e-3, simulation=True)
+    big = dpb.models.DirichletCategorical(alpha=[1e16] * 3)
+    with pytest.raises(ValueError, match="prior parameters must be at most"):
+        dpb.release(big, np.zeros(30, int), mechanism="expmech", epsilon=1.0, accountant=acc)
+    assert acc.spent == (0.0, 0.0)
+    ok = dpb.models.DirichletCategorical(alpha=[MAX_PRIOR] * 3)
+    for data in (np.zeros(30, int), np.r_[np.zeros(29, int), 2]):
+        rel = dpb.release(
+            ok, data, mechanism="expmech", epsilon=1.0, delta=1e-6, sensitivity="smooth", rng=0
+        )
+        assert sum(rel.released["counts"]) == 30

@@ -79,6 +79,11 @@ MAX_CANDIDATES = 2_000_000
 # Paper 002 Lemmas 6.1 / 6.3 (Hellinger) and 6.2 (total variation), reconstructed: the seed
 # lost the formulas. For prior parameters >= 1 one changed record moves the posterior by at
 # most the distance between Beta(2, 1) and Beta(1, 2): H = sqrt(1 - pi/4), TV = 1/2.
+#: The largest prior parameter the mechanism takes: above it the distances between
+#: neighbouring posteriors (of order 1 / sqrt(prior)) round towards 0 in double precision,
+#: and a sensitivity of 0 (-0.0 at 1e16) is no calibration at all; the smooth one reached
+#: 0 for some data sets and not their neighbours, refusing inside the release.
+MAX_PRIOR = 1e12
 LEMMA_HELLINGER_BOUND = math.sqrt(1.0 - math.pi / 4.0)
 LEMMA_TV_BOUND = 0.5
 
@@ -148,8 +153,19 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_common(
-    kind: str, epsilon: float, delta: float, neighbours: Neighbours, n: int, allow: bool
+    kind: str,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    n: int,
+    allow: bool,
+    prior: Any,
 ) -> None:
+    if float(np.max(prior)) > MAX_PRIOR:
+        raise ValueError(
+            f"the prior parameters must be at most {MAX_PRIOR:g} for expmech (got "
+            f"{float(np.max(prior)):g}): beyond it the posteriors' distances round to 0"
+        )
     if neighbours is not Neighbours.SUBSTITUTE:
         raise ValueError(
             "neighbours must be 'substitute' for expmech: the candidate set is built from "
@@ -249,7 +265,7 @@ def _plan_coin(
 ) -> Plan:
     kind, div = opts["sensitivity"], opts["divergence"]
     n = int(stats.n)
-    _check_common(kind, epsilon, delta, neighbours, n, allow)
+    _check_common(kind, epsilon, delta, neighbours, n, allow, (a, b))
     k = int(stats.counts[0])
     glob = coin_global_sensitivity(a, b, n, div)
     extra: dict[str, Any] = {"n_candidates": n + 1}
@@ -364,7 +380,7 @@ def plan_expmech_dirichlet(
             "Dirichlets has no closed form)"
         )
     n = int(stats.n)
-    _check_common(kind, epsilon, delta, neighbours, n, allow_non_private)
+    _check_common(kind, epsilon, delta, neighbours, n, allow_non_private, alpha)
     counts = np.asarray(stats.counts, dtype=np.int64)
     cands, lattice = _dirichlet_candidates(n, model.m, opts)
     if kind == "smooth" and lattice is not None:
