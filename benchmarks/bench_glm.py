@@ -41,6 +41,7 @@ import argparse
 import csv
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,26 @@ def _coverage_cell(
     return coverage_rows("coverage90", f"simulated {name}", noise, eps, delta, hits)
 
 
+def calibration_cells(
+    noises: tuple[str, ...],
+) -> Iterator[tuple[str, float, float, np.random.Generator]]:
+    """(noise, delta, eps, a fresh generator seeded 0) for every cell of the calibration
+    parts: delta = 0 for Laplace, 1e-5 for Gaussian; eps 0.1, 1 and 10."""
+    for noise in noises:
+        delta = 0.0 if noise == "laplace" else 1e-5
+        for eps in (0.1, 1.0, 10.0):
+            yield noise, delta, eps, np.random.default_rng(0)
+
+
+def prior_draw(model: Any, g: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(w, Sigma_x) from the linear model's priors at d = 2: w ~ N(0, I / lambda), uniform
+    feature variances on [0, B^2] and a uniform correlation."""
+    w = g.normal(0, 1 / np.sqrt(model.prior_precision), 2)
+    v = g.uniform(0, model.feature_bound**2, 2)
+    off = g.uniform(-1, 1) * np.sqrt(v[0] * v[1])
+    return w, np.array([[v[0], off], [off, v[1]]])
+
+
 def sbc(datasets: int, noises: tuple[str, ...] = ("laplace", "gaussian")) -> list[dict[str, Any]]:
     """Coverage of the linear noise-aware 90% intervals with (w, Sigma_x, S) drawn from
     the model (module docstring), per noise and eps."""
@@ -210,37 +231,32 @@ def sbc(datasets: int, noises: tuple[str, ...] = ("laplace", "gaussian")) -> lis
     rows_, cols_ = np.triu_indices(m)
     pairs = list(zip(rows_, cols_, strict=True))
     out = []
-    for noise in noises:
-        delta = 0.0 if noise == "laplace" else 1e-5
-        for eps in (0.1, 1.0, 10.0):
-            g = np.random.default_rng(0)
-            hits: dict[str, list[np.ndarray]] = {"noise-aware": [], "naive": []}
-            for i in range(datasets):
-                w = g.normal(0, 1 / np.sqrt(model.prior_precision), d)
-                v = g.uniform(0, model.feature_bound**2, d)
-                off = g.uniform(-1, 1) * np.sqrt(v[0] * v[1])
-                c = np.zeros((m, m))
-                c[:d, :d] = [[v[0], off], [off, v[1]]]
-                c[:d, d] = c[d, :d] = c[:d, :d] @ w
-                c[d, d] = w @ c[:d, :d] @ w + model.noise_variance
-                k = np.array(
-                    [[c[a, e] * c[b, f] + c[a, f] * c[b, e] for e, f in pairs] for a, b in pairs]
-                )
-                s = g.multivariate_normal(n * c[rows_, cols_], n * k, method="eigh")
-                big = np.zeros((m, m))
-                big[rows_, cols_] = big[cols_, rows_] = s
-                stats = RegressionStatistics(big[:d, :d], big[:d, d], float(big[d, d]), n)
-                rel = plan_linear_ssp(
-                    model, stats, epsilon=eps, delta=delta, neighbours=Neighbours.SUBSTITUTE,
-                    noise=noise,
-                ).run(noise_source(i))  # fmt: skip
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    aware = rel.noise_aware_posterior(rng=i)
-                for key, post in (("noise-aware", aware), ("naive", rel.posterior)):
-                    iv = post.interval(0.9)
-                    hits[key].append(((iv[:, 0] <= w) & (w <= iv[:, 1])).astype(float))
-            out += coverage_rows("sbc90", "linear model, d=2", noise, eps, delta, hits)
+    for noise, delta, eps, g in calibration_cells(noises):
+        hits: dict[str, list[np.ndarray]] = {"noise-aware": [], "naive": []}
+        for i in range(datasets):
+            w, sigma_x = prior_draw(model, g)
+            c = np.zeros((m, m))
+            c[:d, :d] = sigma_x
+            c[:d, d] = c[d, :d] = c[:d, :d] @ w
+            c[d, d] = w @ c[:d, :d] @ w + model.noise_variance
+            k = np.array(
+                [[c[a, e] * c[b, f] + c[a, f] * c[b, e] for e, f in pairs] for a, b in pairs]
+            )
+            s = g.multivariate_normal(n * c[rows_, cols_], n * k, method="eigh")
+            big = np.zeros((m, m))
+            big[rows_, cols_] = big[cols_, rows_] = s
+            stats = RegressionStatistics(big[:d, :d], big[:d, d], float(big[d, d]), n)
+            rel = plan_linear_ssp(
+                model, stats, epsilon=eps, delta=delta, neighbours=Neighbours.SUBSTITUTE,
+                noise=noise,
+            ).run(noise_source(i))  # fmt: skip
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                aware = rel.noise_aware_posterior(rng=i)
+            for key, post in (("noise-aware", aware), ("naive", rel.posterior)):
+                iv = post.interval(0.9)
+                hits[key].append(((iv[:, 0] <= w) & (w <= iv[:, 1])).astype(float))
+        out += coverage_rows("sbc90", "linear model, d=2", noise, eps, delta, hits)
     return out
 
 
@@ -254,22 +270,17 @@ def prior_records(
     model, n = coverage_models()["linear"]
     d = 2
     out = []
-    for noise in noises:
-        delta = 0.0 if noise == "laplace" else 1e-5
-        for eps in (0.1, 1.0, 10.0):
-            g = np.random.default_rng(0)
-            hits: dict[str, list[np.ndarray]] = {"noise-aware": [], "naive": []}
-            for i in range(datasets):
-                w = g.normal(0, 1 / np.sqrt(model.prior_precision), d)
-                v = g.uniform(0, model.feature_bound**2, d)
-                off = g.uniform(-1, 1) * np.sqrt(v[0] * v[1])
-                z = g.multivariate_normal(np.zeros(d), [[v[0], off], [off, v[1]]], size=n)
-                x = np.clip(z, -model.feature_bound, model.feature_bound)
-                yb = model.label_bound
-                y = np.clip(x @ w + g.normal(0, np.sqrt(model.noise_variance), n), -yb, yb)
-                for key, h in coverage_hits(model, "linear", (w, x, y), eps, delta, i, i).items():
-                    hits[key].append(h)
-            out += coverage_rows("prior90", "linear records, d=2", noise, eps, delta, hits)
+    yb = model.label_bound
+    for noise, delta, eps, g in calibration_cells(noises):
+        hits: dict[str, list[np.ndarray]] = {"noise-aware": [], "naive": []}
+        for i in range(datasets):
+            w, sigma_x = prior_draw(model, g)
+            z = g.multivariate_normal(np.zeros(d), sigma_x, size=n)
+            x = np.clip(z, -model.feature_bound, model.feature_bound)
+            y = np.clip(x @ w + g.normal(0, np.sqrt(model.noise_variance), n), -yb, yb)
+            for key, h in coverage_hits(model, "linear", (w, x, y), eps, delta, i, i).items():
+                hits[key].append(h)
+        out += coverage_rows("prior90", "linear records, d=2", noise, eps, delta, hits)
     return out
 
 
