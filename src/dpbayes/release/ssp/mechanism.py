@@ -51,7 +51,6 @@ from dpbayes.models.linear_regression import BayesianLinearRegression, Regressio
 from dpbayes.models.logistic_regression import (
     BayesianLogisticRegression,
     LogisticStatistics,
-    psd_projection,
 )
 from dpbayes.privacy import GaussianMechanism, LaplaceMechanism, Neighbours
 from dpbayes.privacy.guarantee import user_level
@@ -437,7 +436,8 @@ def plan_linear_ssp(
     def run(src: NoiseSource) -> Release:
         s = q.noisy(exact, src)
         xtx, xty, yty = s[:d, :d], s[:d, d], float(s[d, d])
-        naive = RegressionStatistics(xtx=psd_projection(xtx), xty=xty, yty=yty, n=n)
+        # posterior_from projects X'X onto the PSD cone (ridge_gaussian)
+        naive = RegressionStatistics(xtx=xtx, xty=xty, yty=yty, n=n)
         return Release(
             model=model,
             mechanism="ssp",
