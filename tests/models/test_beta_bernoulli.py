@@ -63,7 +63,7 @@ def test_posterior_from_noisy_real_counts() -> None:
     ("data", "match"),
     [
         ([], "empty"),
-        ([1, 0, np.nan], "1 missing"),
+        ([1, 0, np.nan], "contains missing values"),
         ([1, 2, 0], "value 2"),
         ([0.5, 1.0], "value 0.5"),
         (["1", "0"], "value '"),
