@@ -135,3 +135,21 @@ def test_bad_values_are_refused_before_any_noise(mech, value, rng):
         mech.release(value, rng=rng)
     message = str(info.value)
     assert "value" in message or "scores" in message, message
+
+
+def test_a_noise_scale_that_overflows_is_refused_before_any_noise() -> None:
+    """Laplace noise of scale sensitivity / eps = inf is inf or NaN, and a release's
+    post-processing (e.g. rounding a noisy count) then failed after the noise, uncharged.
+    The mechanism refuses the eps instead; the counts release spends nothing."""
+    import dpbayes as dpb
+    from dpbayes.privacy import LaplaceMechanism
+
+    with pytest.raises(ValueError, match="too small for this sensitivity"):
+        LaplaceMechanism(epsilon=1e-310, sensitivity=1.0)
+    acc = dpb.Accountant(epsilon=5.0, simulation=True)
+    with pytest.raises(ValueError, match="epsilon"):
+        dpb.release(
+            dpb.models.BetaBernoulli(), [1, 0, 1], mechanism="laplace", epsilon=1e-310,
+            neighbours="add-remove", accountant=acc, rng=0,
+        )  # fmt: skip
+    assert acc.spent == (0.0, 0.0)

@@ -58,6 +58,15 @@ def _neighbours(value: Any) -> Neighbours:
     return Neighbours.parse(value)
 
 
+def _check_noise_scale(scale: float, epsilon: float) -> None:
+    """Refuse, before any noise, a scale that overflows: noise of infinite scale is inf or
+    NaN, and what a release computes from it fails after the noise (uncharged)."""
+    if not math.isfinite(scale):
+        raise ValueError(
+            f"epsilon = {epsilon:g} is too small for this sensitivity: the noise scale overflows"
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class LaplaceMechanism:
     """Laplace mechanism: value + Lap(sensitivity / epsilon) on each coordinate.
@@ -76,6 +85,7 @@ class LaplaceMechanism:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
         object.__setattr__(self, "neighbours", _neighbours(self.neighbours))
+        _check_noise_scale(self.scale, self.epsilon)
 
     @property
     def scale(self) -> float:
@@ -266,6 +276,7 @@ class GaussianMechanism:
         object.__setattr__(self, "delta", dlt)
         object.__setattr__(self, "sensitivity", sens)
         object.__setattr__(self, "neighbours", _neighbours(self.neighbours))
+        _check_noise_scale(sigma, eps)
         object.__setattr__(self, "sigma", sigma)
 
     @property
