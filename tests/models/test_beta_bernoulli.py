@@ -62,7 +62,6 @@ def test_posterior_from_noisy_real_counts() -> None:
 @pytest.mark.parametrize(
     ("data", "match"),
     [
-        ([], "empty"),
         ([1, 0, np.nan], "contains missing values"),
         ([1, 2, 0], "value 2"),
         ([0.5, 1.0], "value 0.5"),
@@ -73,6 +72,11 @@ def test_posterior_from_noisy_real_counts() -> None:
 def test_bad_data(data: object, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         BetaBernoulli().statistics(data)
+
+
+def test_empty_data_have_zero_counts() -> None:
+    # not refused: under add/remove the empty data set neighbours every one-record set
+    assert BetaBernoulli().statistics([]) == CountStatistics(counts=[0, 0], n=0)
 
 
 @pytest.mark.parametrize(

@@ -55,12 +55,17 @@ def test_posterior_from_noisy_counts() -> None:
 
 @pytest.mark.parametrize(
     ("data", "match"),
-    [([], "empty"), (["a", None], "missing"), (["a", "q"], "'q'"), ([1, 2], "value 1")],
+    [(["a", None], "missing"), (["a", "q"], "'q'"), ([1, 2], "value 1")],
 )
 def test_bad_data(data: object, match: str) -> None:
     m = DirichletCategorical(alpha=1.0, categories=["a", "b"])
     with pytest.raises(ValueError, match=match):
         m.statistics(data)
+
+
+def test_empty_data_have_zero_counts() -> None:
+    m = DirichletCategorical(alpha=1.0, categories=["a", "b", "c"])
+    assert m.statistics([]) == CountStatistics(counts=[0, 0, 0], n=0)
 
 
 @pytest.mark.parametrize(

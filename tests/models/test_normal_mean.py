@@ -83,10 +83,16 @@ def test_bad_constructor(kwargs: dict, exc: type, match: str) -> None:
         NormalMean(**kwargs)
 
 
-@pytest.mark.parametrize(("data", "match"), [([], "empty"), ([1.0, np.nan], "missing")])
+@pytest.mark.parametrize(("data", "match"), [([1.0, np.nan], "missing")])
 def test_bad_data(data: object, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         _model().statistics(data)
+
+
+def test_empty_data_have_zero_statistics() -> None:
+    stats = _model().statistics([])
+    assert (stats.n, stats.total) == (0, 0.0)
+    assert _model().posterior_from(stats) == _model().prior
 
 
 def test_round_trip() -> None:

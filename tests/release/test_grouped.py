@@ -76,3 +76,30 @@ def test_grouping_errors_are_one_line_and_spend_nothing() -> None:
     with pytest.raises(dpb.privacy.BudgetExceeded):
         dpb.release(COIN, df, by="year", groups=[2019], **{**common, "epsilon": 2.0})
     assert acc.spent == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("model", "column", "mechanism", "delta"),
+    [
+        (COIN, "x", "laplace", 0.0),
+        (COIN, "x", "gaussian", 1e-6),
+        (dpb.models.NormalMean(lower=0.0, upper=1.0), "x", "laplace", 0.0),
+        (dpb.models.BayesNet({"x": [0, 1]}), None, "sampling", 0.0),
+    ],
+)
+def test_an_empty_listed_group_is_released_like_any_other(model, column, mechanism, delta):
+    """Add/remove: a listed group with no rows is a neighbour of the same group with one
+    row; it is released from zero statistics, never refused (a refusal before the noise
+    would tell whether anyone is in the group)."""
+    df = frame()
+    args = {"by": "year", "groups": [2019, 1999], "mechanism": mechanism, "epsilon": 1.0}
+    args |= {"delta": delta, "neighbours": "add-remove", "column": column}
+    acc = dpb.Accountant(2.0, 1e-5, simulation=True)
+    empty = dpb.release(model, df, rng=3, accountant=acc, **args)
+    one = pd.concat([df, pd.DataFrame({"year": [1999], "x": [1]})], ignore_index=True)
+    joined = dpb.release(model, one, rng=3, accountant=acc, **args)
+    assert acc.spent == pytest.approx((2.0, 2 * delta))
+    assert empty[2019].released == joined[2019].released  # the same noise, the same group
+    assert empty[1999].mechanism == joined[1999].mechanism
+    assert empty[1999].released != joined[1999].released  # the same noise, one more record
+    assert empty.guarantee == joined.guarantee

@@ -251,7 +251,6 @@ def test_bad_arguments_spend_nothing(kwargs, exc, match) -> None:
 @pytest.mark.parametrize(
     ("data", "column", "match"),
     [
-        ([], None, "empty"),
         ([0, 1, float("nan")], None, "missing|NaN|NULL"),
         ([0, 1, 2], None, "2"),
         (pd.DataFrame({"x": [0, 1]}), "y", "y"),

@@ -128,7 +128,9 @@ def open_table(
     that many rows per user (:func:`~dpbayes.data.contributions.bound_contributions`).
 
     Raises ``ValueError`` for a missing/unreadable file, an unknown file type or a
-    table without rows, and ``TypeError`` for anything that is not a table.
+    table without columns, and ``TypeError`` for anything that is not a table. A table
+    without rows is a table (n = 0): under add/remove neighbours the empty data set is a
+    neighbour like any other, so refusing it would tell whether the data are empty.
     """
     if (user_column is None) != (max_rows_per_user is None):
         raise TypeError("user_column and max_rows_per_user must be given together")
@@ -180,8 +182,6 @@ def _open_table(data: Any, name: str | None, *, table: str | None, schema: str |
         )
     if not table_.columns:
         raise ValueError(f"{table_.name} has no columns")
-    if not table_.has_rows():
-        raise ValueError(f"{table_.name} is empty (no rows)")
     return table_
 
 
@@ -239,8 +239,6 @@ def as_source(
     if _is_pandas(data, "Series"):
         if column is not None:
             raise TypeError(f"column must be None for a pandas Series, got {column!r}")
-        if len(data) == 0:
-            raise ValueError("data (a pandas Series) is empty")
         label = data.name if isinstance(data.name, str) else "value"
         frame = data.to_frame(name=label)
         desc = name or (f"series {data.name!r}" if data.name is not None else "series")

@@ -88,7 +88,9 @@ class Source(ABC):
         """Largest non-NULL value (numeric or boolean columns)."""
 
     def _require_numeric(self, statistic: str) -> None:
-        if self.kind not in ("numeric", "bool"):
+        # a column with no values has no type of its own (a header-only CSV reads as
+        # text): its sums are 0 like those of any empty numeric column
+        if self.kind not in ("numeric", "bool") and self.n() > self.null_count():
             raise TypeError(f"{statistic} needs numbers, but {self.name} holds {self.kind} values")
 
     def _no_values(self, statistic: str) -> ValueError:
@@ -153,8 +155,6 @@ class ArraySource(Source):
             raise TypeError(f"data must be a list, tuple or numpy array, got {type(data).__name__}")
         if arr.ndim != 1:
             raise ValueError(f"{label} must be 1-dimensional, got shape {arr.shape}")
-        if arr.size == 0:
-            raise ValueError(f"{label} is empty")
         nulls = 0
         if arr.dtype == object:
             values, nulls = _from_objects(arr, label)

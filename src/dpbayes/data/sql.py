@@ -137,10 +137,6 @@ class SQLTable(ABC):
         """Number of rows."""
         return int(self.fetch(f"SELECT COUNT(*) FROM {self.relation}")[0][0])
 
-    def has_rows(self) -> bool:
-        """Whether the table has at least one row (reads only the first one)."""
-        return bool(self.fetch(f"SELECT 1 FROM {self.relation} LIMIT 1"))
-
     def null_count(self, column: str) -> int:
         cond = self.not_null(column)
         sql = f"SELECT COUNT(*) - COUNT(*) FILTER (WHERE {cond}) FROM {self.relation}"

@@ -212,16 +212,12 @@ def _array_counts(model: BayesNet, columns: dict[str, np.ndarray]) -> BayesNetSt
         shape = model.table_shape(v)
         flat = np.ravel_multi_index(tuple(codes[c] for c in fam), shape)
         counts[v] = np.bincount(flat, minlength=math.prod(shape)).astype(np.int64).reshape(shape)
-    if not n:
-        raise ValueError("data is empty")
     return BayesNetStatistics(counts=counts, n=n)
 
 
 def _encoded_counts(model: BayesNet, data: Mapping[str, Any]) -> BayesNetStatistics:
     """A mapping with columns the numpy path does not code: through ``model.encode``."""
     codes = model.encode(data)
-    if codes.shape[0] == 0:
-        raise ValueError("data is empty")
     pos = {v: i for i, v in enumerate(model.nodes)}
     counts = {}
     for v in model.nodes:
@@ -261,6 +257,4 @@ def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
             tab[idx] += int(cnt)
         counts[v] = tab
         n = int(tab.sum()) if n is None else n
-    if not n:
-        raise ValueError("data is empty")
-    return BayesNetStatistics(counts=counts, n=n)
+    return BayesNetStatistics(counts=counts, n=n or 0)

@@ -202,7 +202,7 @@ class BayesianLinearRegression:
 
     def bounded(self, x: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
         """Rows scaled into the feature ball and labels clipped (data-independent maps)."""
-        xa = check_array(x, "X", ndim=2)
+        xa = check_array(x, "X", ndim=2, min_size=0)
         if self.feature_bound is not None and self.clip == "box":
             xa = np.clip(xa, -self.feature_bound, self.feature_bound)
         elif self.feature_bound is not None:
@@ -212,7 +212,7 @@ class BayesianLinearRegression:
         xa = scale_into_ball(xa, self.norm_bound)
         if y is None:
             return xa, None
-        ya = check_array(y, "y", ndim=1)
+        ya = check_array(y, "y", ndim=1, min_size=0)
         if ya.size != xa.shape[0]:
             raise ValueError(f"y must have {xa.shape[0]} entries (rows of X), got {ya.size}")
         if self.label_bound is not None:

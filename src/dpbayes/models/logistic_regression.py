@@ -173,11 +173,12 @@ class BayesianLogisticRegression:
 
     def bounded(self, x: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
         """Features clipped to the box (and the ball); labels mapped to {-1, +1} (0 -> -1)."""
-        xa = np.clip(check_array(x, "X", ndim=2), -self.feature_bound, self.feature_bound)
+        b = self.feature_bound
+        xa = np.clip(check_array(x, "X", ndim=2, min_size=0), -b, b)
         xa = scale_into_ball(xa, self.norm_bound)
         if y is None:
             return xa, None
-        ya = check_array(y, "y", ndim=1)
+        ya = check_array(y, "y", ndim=1, min_size=0)
         if ya.size != xa.shape[0]:
             raise ValueError(f"y must have {xa.shape[0]} entries (rows of X), got {ya.size}")
         if not np.all(np.isin(ya, (-1.0, 0.0, 1.0))):

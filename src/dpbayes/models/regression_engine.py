@@ -87,8 +87,6 @@ def engine_moments(
         )
     row = table.fetch(sql)[0]
     n = int(row[0] or 0)
-    if n == 0:
-        raise ValueError("data is empty")
     if int(row[-1] or 0):
         raise ValueError("y must hold labels in {0, 1} or {-1, +1}")
     s = np.zeros((m, m))

@@ -69,17 +69,16 @@ class SumStatistics:
 
 
 def read_source(data: Any, column: str | None) -> Any:
-    """The data layer's source for ``data``, checked non-empty and free of missing values.
+    """The data layer's source for ``data``, checked free of missing values.
 
     Goes through ``dpbayes.data.as_source`` (lists, arrays, Series, DataFrames with
-    ``column``, CSV/Parquet paths with ``column``, or an existing source).
+    ``column``, CSV/Parquet paths with ``column``, or an existing source). Empty data are
+    data (n = 0, zero statistics): under add/remove neighbours the empty data set is a
+    neighbour of every one-record data set, and a refusal would tell the two apart.
     """
     from dpbayes.data import as_source
 
     src = as_source(data, column=column)
-    n = int(src.n())
-    if n == 0:
-        raise ValueError(f"{src.name} is empty")
     if int(src.null_count()):  # the count is data: the message does not tell it
         raise ValueError(f"{src.name} contains missing values (NaN/NULL); drop or impute them")
     return src

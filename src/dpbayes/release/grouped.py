@@ -18,7 +18,11 @@ whole, by parallel composition over disjoint parts (McSherry 2009, Thm 4):
 
 The groups are public: they are given (``groups=``), never read from the data, which would
 reveal which values occur. Rows whose value of ``by`` is not listed are left out of
-every release. The whole is planned before any noise is drawn and charged once.
+every release. A listed group with no rows is released from zero statistics like any
+other group (under add/remove it is a neighbour of the same group with one row, and a
+refusal would tell whether anyone is in it); under substitution its size, 0, is public
+and a mechanism that needs n >= 1 refuses it in the plan. The whole is planned before any
+noise is drawn and charged once.
 """
 
 from __future__ import annotations

@@ -182,6 +182,11 @@ def plan_normal_mean(
             model, stats, epsilon, delta, neighbours, mechanism, rows_per_user
         )
     n = int(stats.n)
+    if n == 0:  # n is public under substitution: refusing it tells nothing more
+        raise ValueError(
+            "data must contain at least one record for the posterior mean release under "
+            "substitute neighbours (use neighbours='add_remove' to release empty data)"
+        )
     factor, user = user_level(rows_per_user, neighbours)
     sens = model.posterior_mean_sensitivity(n) * factor
     if mechanism == "laplace":
