@@ -39,7 +39,7 @@ from dpbayes.privacy import Neighbours, SimulatedNoise
 from dpbayes.release import release
 from dpbayes.release.base import plan
 from dpbayes.release.bayes_net._sampling_kernels import trimmed_dirichlet_box, truncated_beta_many
-from dpbayes.release.bayes_net.sampling import trim_for_epsilon
+from dpbayes.release.bayes_net.sampling import plan_sampling, sampling_epsilon, trim_for_epsilon
 from dpbayes.release.bayes_net.trimmed_dirichlet import FLAT_LEVELS, envelope, propose
 from dpbayes.release.regression import mechanism as linear_regression
 from dpbayes.release.regression.truncated_gaussian import (
@@ -49,6 +49,11 @@ from dpbayes.release.regression.truncated_gaussian import (
 )
 
 ALPHA = 1e-4  # level of every statistical test (fixed seeds)
+
+
+def sampling_epsilon_of(model: object, trim: float) -> float:
+    """The eps one draw costs at ``trim`` (a hair above, for rounding)."""
+    return sampling_epsilon(model, trim) * (1 + 1e-12)
 
 
 def draws(case: SamplingEdgeCase, data: object, size: int, seed: int) -> np.ndarray:
@@ -182,6 +187,32 @@ def test_issue_reproductions_pass_the_auditor(reproduction: object) -> None:
     assert res.passed and res.epsilon_lower_bound <= case.epsilon
 
 
+@pytest.mark.parametrize(("alpha", "trim", "n"), [(1e-16, 1e-3, 5), (1e-8, 1e-9, 10**8)])
+def test_tiny_priors_with_a_zero_cell_release_on_both_neighbours(alpha, trim, n) -> None:
+    """A zero cell under a tiny Dirichlet prior piles the posterior against the trim (or,
+    with no records in a row, at both ends): the trimmed mass was computed as 1 - (a tail
+    near 1), which rounded to 0, and the draw refused after the noise for all ones and
+    not for all ones but one (a free bit about the data). Both neighbours now release,
+    and their draws follow the exact trimmed law (edge grid above, same kernels)."""
+    from dpbayes.models import BayesNet, BayesNetStatistics
+
+    node = BayesNet({"x": [0, 1]}, alpha=alpha)
+    eps = sampling_epsilon_of(node, trim)
+    for ones in (n, n - 1):
+        stats = BayesNetStatistics(counts={"x": np.array([n - ones, ones])}, n=n)
+        planned = plan_sampling(
+            node, stats, epsilon=eps, delta=0.0, neighbours=Neighbours.SUBSTITUTE, trim=trim
+        )
+        src = SimulatedNoise(np.random.default_rng(ones))
+        for _ in range(20):
+            theta = draws_vector(planned.run(src))
+            assert np.all(np.isfinite(theta)) and np.all(theta >= trim * (1 - 1e-12))
+    row = BayesNet({"a": [0, 1], "x": [0, 1]}, [("a", "x")], alpha=alpha)
+    empty_row = {"a": np.zeros(3, dtype=int), "x": np.array([1, 0, 1])}  # a = 1 never seen
+    planned = plan(row, empty_row, mechanism="sampling", epsilon=2 * eps, trim=trim)
+    assert np.all(np.isfinite(draws_vector(planned.run(SimulatedNoise(np.random.default_rng(0))))))
+
+
 # ----------------------------------------------------------------------------- edge grids
 
 
@@ -194,6 +225,7 @@ def test_truncated_beta_quantiles_match_mpmath_on_the_edge_grid() -> None:
     worst = 0.0
     for a, b, p in beta_edge_grid():
         x, y = truncated_beta_many(np.full(4, a), np.full(4, b), np.full(4, p), np.full(4, p), us)
+        assert np.all(np.isfinite(x)), (a, b, p)  # NaN: "no computable mass"
         for u, xi, yi in zip(us, x, y, strict=True):
             exact = exact_trimmed_beta_cdf(a, b, p, p, xi, None if xi <= 0.5 else yi)
             worst = max(worst, abs(exact - u))

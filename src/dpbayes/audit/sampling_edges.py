@@ -176,6 +176,12 @@ def beta_edge_grid() -> list[tuple[float, float, float]]:
         (1e5, 1.0),
         (0.5, 0.5),
         (20000.0, 19990.0),
+        # tiny priors with zero counts: one-sided piles and U-shapes whose interval mass
+        # is far below the outer tails (the tails' difference cancels; it is integrated)
+        (1e-16, 1e-16),
+        (5.0 + 1e-16, 1e-16),
+        (1e-12, 3.0 + 1e-12),
+        (1e-5, 1e-5),
     ]
     return [(a, b, p) for a, b in ab for p in (0.499, 0.4, 0.01, 1e-22)]
 

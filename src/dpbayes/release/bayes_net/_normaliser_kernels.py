@@ -20,6 +20,8 @@ __all__ = [
     "grid_log_z",
     "log_beta_cdf",
     "log_beta_tails",
+    "log_mass_between",
+    "log_quad",
     "log_trim_mass",
     "trim_mass_table",
 ]
@@ -30,24 +32,127 @@ __all__ = [
 _betacf = njit(cache=True)(getattr(betainc_cf, "py_func", betainc_cf))
 
 
+# Gauss-Legendre rule of the far-tail quadrature (:func:`_log_far_tail`), on [-1, 1].
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
+
+# A tail computed as log1p(-e^{near}) keeps relative error ~1e-16 / tail: below this
+# value the far tail is computed directly instead (:func:`log_beta_tails`).
+FAR_TAIL = 1.0 / 64.0
+
+
+@njit(cache=True)
+def _log_near_tail(a, b, x, log_x, log_y, log_beta):  # type: ignore[no-untyped-def]
+    """log I_x(a, b) for x below the switch (a + 1) / (a + b + 2), by the continued
+    fraction (where it converges fast)."""
+    front = a * log_x + b * log_y - log_beta
+    return min(front - math.log(a) + math.log(_betacf(a, b, x)), 0.0)
+
+
+@njit(cache=True)
+def log_quad(c, d, w0, w1):  # type: ignore[no-untyped-def]
+    """log of the integral over [w0, w1] (0 < w0 <= w1 <= inf) of
+    h(w) = exp((c - 1) log(1 - e^{-w}) - d w), c, d > 0: the Beta(a, b) density's kernel
+    t^{a-1} (1 - t)^{b-1} dt in v = -log(1 - t) (c = a, d = b) or in u = -log t (c = b,
+    d = a), the coordinates in which a tail piled against 0 or 1 is smooth.
+
+    h is analytic in Re w > 0 (its singularities, from log(1 - e^{-w}), lie on Re w = 0)
+    and the panels keep their distance: composite 20-point Gauss-Legendre on panels of
+    width min(w / 2, 2, 2 / d), widened to w / 2 where (c - 1) e^{-w} <= 1 (there
+    |1 - e^{-w}|^{c-1} stays bounded off the real axis); the sum stops early once the
+    rest, at most e^{-d w} max(1, (1 - e^{-w})^{c-1}) / d, is below 1e-18 of it."""
+    if not w1 > w0:
+        return -math.inf
+    total = -math.inf
+    w = w0
+    knee = math.log(c - 1.0) if c > 2.0 else 0.0
+    while w < w1:
+        width = 0.5 * w if w > knee else min(0.5 * w, 2.0)
+        width = min(width, 2.0 / d, w1 - w)
+        half = 0.5 * width
+        mid = w + half
+        top = -math.inf
+        acc = 0.0
+        for j in range(_GL_X.shape[0]):
+            t = mid + half * _GL_X[j]
+            g = (c - 1.0) * math.log1p(-math.exp(-t)) - d * t + math.log(half * _GL_W[j])
+            if g > top:
+                acc = acc * math.exp(top - g) + 1.0
+                top = g
+            else:
+                acc += math.exp(g - top)
+        total = _log_add_exp(total, top + math.log(acc))
+        w += width
+        rest = -d * w - math.log(d) + max(0.0, (c - 1.0) * math.log1p(-math.exp(-w)))
+        if rest < total - 41.5:  # e^-41.5 < 1e-18
+            break
+    return total
+
+
+@njit(cache=True)
+def log_mass_between(a, b, x0, y0, x1, y1, log_beta):  # type: ignore[no-untyped-def]
+    """log P(x0 <= X <= x1) for X ~ Beta(a, b), each end given as (x, 1 - x) with the
+    smaller exact, by :func:`log_quad` (no cancellation: a sum of positive terms), split
+    at the switch s = (a + 1) / (a + b + 2): [x0, s] in u = -log t, [s, x1] in v =
+    -log(1 - t). For densities that are smooth on the log scales (small a or b); peaked
+    ones are the continued fraction's domain."""
+    xs = (a + 1.0) / (a + b + 2.0)
+    ys = (b + 1.0) / (a + b + 2.0)
+    lu0 = -(math.log(x0) if x0 <= y0 else math.log1p(-y0))
+    lu1 = -(math.log(x1) if x1 <= y1 else math.log1p(-y1))
+    lv0 = -(math.log(y0) if y0 <= x0 else math.log1p(-x0))
+    lv1 = -(math.log(y1) if y1 <= x1 else math.log1p(-x1))
+    us, vs = -math.log(xs), -math.log(ys)
+    left = log_quad(b, a, max(lu1, us), lu0) if x0 < xs else -math.inf
+    right = log_quad(a, b, max(lv0, vs), lv1) if x1 > xs else -math.inf
+    return _log_add_exp(left, right) - log_beta
+
+
+@njit(cache=True)
+def _log_far_tail(a, b, log_y, log_beta):  # type: ignore[no-untyped-def]
+    """log I_x(a, b) for x = 1 - e^{log_y} above the switch s = (a + 1) / (a + b + 2),
+    as a sum of positive terms: I_s(a, b) (continued fraction at s) plus the mass of
+    [s, x] (:func:`log_quad` in v = -log(1 - t), where a tail piled against 1 is
+    smooth)."""
+    xs = (a + 1.0) / (a + b + 2.0)
+    ys = (b + 1.0) / (a + b + 2.0)
+    lxs, lys = math.log(xs), math.log(ys)
+    near = _log_near_tail(a, b, xs, lxs, lys, log_beta)
+    far = log_quad(a, b, -lys, -log_y) - log_beta
+    return min(_log_add_exp(near, far), 0.0)
+
+
+@njit(cache=True)
+def _log_add_exp(x, y):  # type: ignore[no-untyped-def]
+    top = max(x, y)
+    if top == -math.inf:
+        return top
+    return top + math.log1p(math.exp(min(x, y) - top))
+
+
 @njit(cache=True)
 def log_beta_tails(a, b, x, y):  # type: ignore[no-untyped-def]
     """(log I_x(a, b), log(1 - I_x(a, b))), the log cdf and log survival function of
     Beta(a, b) at x, given x and y = 1 - x with the smaller of the two exact (so that x
     near 0 and x near 1 both keep their precision), with no underflow: the continued
     fraction of the tail on x's side of (a + 1) / (a + b + 2) (relative error ~1e-14
-    however small that tail), log1p of minus it for the other."""
+    however small that tail), log1p of minus it for the other, unless the other is below
+    ``FAR_TAIL`` (a small a or b piles the mass on x's side): then the other tail is
+    computed directly (:func:`_log_far_tail`), so both tails are relative-exact."""
     if x <= 0.0:
         return -math.inf, 0.0
     if y <= 0.0:
         return 0.0, -math.inf
     log_x = math.log(x) if x <= y else math.log1p(-y)
     log_y = math.log(y) if y <= x else math.log1p(-x)
-    front = a * log_x + b * log_y - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
+    log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
     if x < (a + 1.0) / (a + b + 2.0):
-        low = min(front - math.log(a) + math.log(_betacf(a, b, x)), 0.0)
+        low = _log_near_tail(a, b, x, log_x, log_y, log_beta)
+        if low > math.log1p(-FAR_TAIL):
+            return low, _log_far_tail(b, a, log_x, log_beta)
         return low, math.log1p(-math.exp(low))
-    high = min(front - math.log(b) + math.log(_betacf(b, a, y)), 0.0)
+    high = _log_near_tail(b, a, y, log_y, log_x, log_beta)
+    if high > math.log1p(-FAR_TAIL):
+        return _log_far_tail(a, b, log_y, log_beta), high
     return math.log1p(-math.exp(high)), high
 
 

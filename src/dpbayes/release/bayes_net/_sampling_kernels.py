@@ -31,7 +31,7 @@ import math
 import numpy as np
 from numba import njit
 
-from dpbayes.release.bayes_net._normaliser_kernels import log_beta_tails
+from dpbayes.release.bayes_net._normaliser_kernels import log_beta_tails, log_mass_between
 
 __all__ = [
     "log_interval_mass",
@@ -41,6 +41,9 @@ __all__ = [
 ]
 
 LOG_HALF = -0.6931471805599453
+# Below M = 2^-10 min(F(lo), S(hi)) the tails' difference keeps less than ~1e-13 of M: the
+# mass and the condition are integrated directly (``log_mass_between``; proof, §3.3).
+LOG_DIRECT = 10.0 * math.log(2.0)
 
 
 @njit(cache=True)
@@ -91,10 +94,15 @@ def _interval(a, b, lo, lo_c, hi, hi_c):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def log_interval_mass(a, b, lo, hi_c):  # type: ignore[no-untyped-def]
-    """log P(lo <= X <= 1 - hi_c) for X ~ Beta(a, b) (no underflow)."""
+    """log P(lo <= X <= 1 - hi_c) for X ~ Beta(a, b) (no underflow), as the sampler
+    computes it (integrated directly when the tails' difference would cancel)."""
     x0, y0 = _pair(lo, -1.0)
     x1, y1 = _pair(0.0, hi_c)
-    return _interval(a, b, x0, y0, x1, y1)[0]
+    lm, _, base = _interval(a, b, x0, y0, x1, y1)
+    if lm < base - LOG_DIRECT:
+        log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+        return log_mass_between(a, b, x0, y0, x1, y1, log_beta)
+    return lm
 
 
 @njit(cache=True)
@@ -139,6 +147,10 @@ def truncated_beta_ppf(a, b, lo, hi_c, u, fbuf, ibuf):  # type: ignore[no-untype
     lo_x, lo_y = _pair(lo, -1.0)
     hi_x, hi_y = _pair(0.0, hi_c)
     lm, side, base = _interval(a, b, lo_x, lo_y, hi_x, hi_y)
+    log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    if lm < base - LOG_DIRECT:  # M below 2^-10 of both outer tails: integrate [lo, x]
+        lm = log_mass_between(a, b, lo_x, lo_y, hi_x, hi_y, log_beta)
+        side = 2
     half = _bits(0.5, fbuf, ibuf)
     left = _key(lo_x, lo_y, half, fbuf, ibuf)
     right = _key(hi_x, hi_y, half, fbuf, ibuf)
@@ -146,15 +158,21 @@ def truncated_beta_ppf(a, b, lo, hi_c, u, fbuf, ibuf):  # type: ignore[no-untype
         return math.nan, math.nan
     if side == 0:
         target = _log_add(base, math.log(u) + lm)
-    else:
+    elif side == 1:
         target = _log_add(base, math.log1p(-u) + lm)
+    else:
+        target = math.log(u) + lm
     # invariant: the condition fails at `left` (lo itself: F(lo) + u M > F(lo)) and
     # holds at `right` (hi: the whole mass); at most 64 halvings of the key range
     while right - left > 1:
         mid = left + (right - left) // 2
         x, y = _point(mid, half, fbuf, ibuf)
-        lf, ls = log_beta_tails(a, b, x, y)
-        if (lf >= target) if side == 0 else (ls <= target):
+        if side == 2:
+            holds = log_mass_between(a, b, lo_x, lo_y, x, y, log_beta) >= target
+        else:
+            lf, ls = log_beta_tails(a, b, x, y)
+            holds = (lf >= target) if side == 0 else (ls <= target)
+        if holds:
             right = mid
         else:
             left = mid
