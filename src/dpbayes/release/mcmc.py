@@ -27,6 +27,7 @@ __all__ = [
     "diagnostics_rows",
     "ess",
     "inference_data",
+    "measure_mixing",
     "split_rhat",
 ]
 
@@ -177,14 +178,20 @@ def diagnostics_rows(d: Diagnostics) -> list[tuple[str, str]]:
     ]
 
 
-def diagnose(draws: np.ndarray, names: list[str], *, what: str) -> Diagnostics:
-    """Diagnostics of ``draws`` shape (chains, draws, quantities); warns when mixing is poor."""
+def measure_mixing(draws: np.ndarray, names: list[str]) -> Diagnostics:
+    """Split R-hat and ESS of ``draws`` shape (chains, draws, quantities), no warning."""
     arr = np.asarray(draws, dtype=float)
     rh = np.array([split_rhat(arr[:, :, q]) for q in range(arr.shape[2])])
     es = np.array([ess(arr[:, :, q]) for q in range(arr.shape[2])])
-    out = Diagnostics(tuple(names), rh, es, int(arr.shape[0]), int(arr.shape[1]))
+    return Diagnostics(tuple(names), rh, es, int(arr.shape[0]), int(arr.shape[1]))
+
+
+def diagnose(draws: np.ndarray, names: list[str], *, what: str) -> Diagnostics:
+    """Diagnostics of ``draws`` shape (chains, draws, quantities); warns when mixing is poor."""
+    out = measure_mixing(draws, names)
     if not out.ok:
-        worst = names[int(np.argmax(rh))] if out.max_rhat > RHAT_MAX else names[int(np.argmin(es))]
+        high = out.max_rhat > RHAT_MAX
+        worst = names[int(np.argmax(out.rhat) if high else np.argmin(out.ess))]
         warnings.warn(
             f"{what}: the chains mix poorly ("
             + (

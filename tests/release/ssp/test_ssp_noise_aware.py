@@ -105,6 +105,39 @@ def test_poor_mixing_warns_and_add_remove_needs_n() -> None:
     assert np.all(np.isfinite(post.mean()))
     with pytest.raises(ValueError, match="iterations"):
         rel.noise_aware_posterior(iterations=3)
+    with pytest.raises(ValueError, match="iterations must be a positive integer or 'auto'"):
+        rel.noise_aware_posterior(iterations="more")
+
+
+def test_auto_iterations_continue_the_chains_until_they_mix() -> None:
+    """iterations="auto" (the default): 1,000 steps, continued by half again while R-hat
+    > 1.01 or ESS < 400. On a d = 10 diabetes release (eps 1) where 1,000 steps leave
+    R-hat above 1.01, the default continues the same chains (its first 1,000 steps are
+    those of iterations=1000) and ends without a warning; a fixed count is kept exactly."""
+    from sklearn.datasets import load_diabetes
+
+    x, y = load_diabetes(return_X_y=True)
+    lo, hi = x.min(axis=0), x.max(axis=0)
+    z = (x - (lo + hi) / 2) / ((hi - lo) / 2)
+    model = dpb.models.BayesianLinearRegression(
+        prior_precision=1.0, noise_variance=0.25, feature_bound=1.0, label_bound=1.0, clip="box"
+    )
+    rel = dpb.release(model, (z, (y - 185.5) / 160.5), mechanism="ssp", epsilon=1.0, rng=101)
+    with pytest.warns(RuntimeWarning, match="mix poorly"):
+        fixed = rel.noise_aware_posterior(rng=2, iterations=1000)
+    assert fixed.diagnostics.draws == 750 and fixed.diagnostics.max_rhat > 1.01
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        auto = rel.noise_aware_posterior(rng=2)
+    assert auto.diagnostics.ok
+    # the same chains continued: the default keeps the steps from a quarter of its total
+    # on, and those before step 1,000 are the last ones iterations=1000 kept
+    start = auto.diagnostics.draws // 3  # total / 4
+    assert auto.diagnostics.draws > 750 and 250 < start < 1000
+    assert np.array_equal(
+        auto.draws.reshape(4, -1, 10)[:, : 1000 - start],
+        fixed.draws.reshape(4, -1, 10)[:, start - 250 :],
+    )
 
 
 def test_logistic_noise_aware_widens_with_the_noise_and_converges() -> None:

@@ -71,7 +71,7 @@ from dpbayes.models.logistic_regression import BayesianLogisticRegression, psd_p
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int, check_probability
 from dpbayes.release.base import Release, register_noise_aware
-from dpbayes.release.mcmc import Diagnostics, diagnose, diagnostics_rows
+from dpbayes.release.mcmc import Diagnostics, diagnose, diagnostics_rows, measure_mixing
 from dpbayes.release.ssp.kernels import (
     collapsed_loglik_stack,
     covariance_stack,
@@ -88,6 +88,11 @@ __all__ = [
     "linear_ssp_noise_aware",
     "logistic_ssp_noise_aware",
 ]
+
+# iterations="auto": the first run's length and the cap of its extensions (4 chains at
+# d = 10: about 1 s per 1,000 steps)
+AUTO_FIRST_ITERATIONS = 1000
+AUTO_MAX_ITERATIONS = 4000
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -476,7 +481,7 @@ def linear_ssp_noise_aware(
     rel: Release,
     *,
     n: int | None = None,
-    iterations: int = 1000,
+    iterations: int | str = "auto",
     chains: int = 4,
     feature_prior: str = "bounded",
     collapsed_moves: bool = False,
@@ -487,7 +492,9 @@ def linear_ssp_noise_aware(
 
     ``n``: number of records (default: the release's public n; required under add/remove);
     ``iterations``: Gibbs steps per chain (the first quarter warm-up, in which the proposals
-    adapt; the rest kept); ``chains`` >= 2;
+    adapt; the rest kept), or ``"auto"`` (default): 1,000 steps, then the chains continue
+    by half their length again (the first quarter of all steps dropped) while max R-hat >
+    1.01 or min ESS < 400, up to ``AUTO_MAX_ITERATIONS``; ``chains`` >= 2;
     ``feature_prior``: the prior of the feature covariance Sigma_x, ``"bounded"`` (default;
     uniform feature variances within the public bounds, step 3b of the module doc) or
     ``"inverse-wishart"`` (IW(d + 2, (B^2 / 3) I), conjugate); ``collapsed_moves`` and
@@ -506,7 +513,10 @@ def linear_ssp_noise_aware(
             "(add/remove neighbours keep it private)"
         )
     n_rec = check_int(n_rec, "n", minimum=1)
-    its = check_int(iterations, "iterations", minimum=40)
+    auto = isinstance(iterations, str)
+    if auto and iterations != "auto":
+        raise ValueError(f"iterations must be a positive integer or 'auto', got {iterations!r}")
+    its = AUTO_FIRST_ITERATIONS if auto else check_int(iterations, "iterations", minimum=40)
     nc = check_int(chains, "chains", minimum=2)
     for name, flag in (
         ("collapsed_moves", collapsed_moves),
@@ -544,11 +554,10 @@ def linear_ssp_noise_aware(
     omega = np.broadcast_to(2.0 * b * b if kind == "laplace" else sd[rows, cols] ** 2, (nc, p))
     omega = omega.copy()
     burn = its // 4  # warm-up: enough for the proposals to adapt (R-hat checks it)
-    kept = its - burn
-    keep_means = np.empty((nc, kept, d))
-    keep_covs = np.empty((nc, kept, d, d))
-    keep_w = np.empty((nc, kept, d))
-    keep_tr = np.empty((nc, kept))
+    keep_means: list[np.ndarray] = []  # per step after the warm-up: (chains, ...) arrays
+    keep_covs: list[np.ndarray] = []
+    keep_w: list[np.ndarray] = []
+    keep_tr: list[np.ndarray] = []
     obs_rel = _Observed(n_rec, s_obs, rows, cols)
     setting = _Setting(d, lam, sig2, obs_rel, cov_prior, burn)
     moves = _CollapsedMoves(setting)
@@ -568,52 +577,63 @@ def linear_ssp_noise_aware(
     wmean = np.empty((nc, d))
     wcov = np.empty((nc, d, d))
     tr_a = np.empty(nc)
-    for it in range(its):
-        # 0. (w, Sigma_x) | omega with s integrated out: Metropolis-Hastings moves
-        if collapsed_moves:
-            theta, sx, _ = moves.step(it, theta, sx, omega, gen)
-        theta = np.ascontiguousarray(theta, dtype=float)
-        sx = np.ascontiguousarray(sx, dtype=float)
-        # the random inputs of steps 1-3, in the order the steps use them
-        z_g, z_e = gen.standard_normal((nc, p)), gen.standard_normal((nc, p))
-        if noncentred is not None:
-            nc_draws = noncentred.draws(nc, gen)
-            scale_s = np.exp(noncentred.log_scale)
-        else:
-            nc_draws = no_sweeps
-        z_theta = gen.standard_normal((nc, d))
-        z_b, chi2, u_sx = cov_prior.draws(n_rec, nc, d, gen)
-        accepted = np.zeros(q)
-        # 1. s | w, Sigma_x, omega (CLT prior N(n vech C, n K(C)) times the noise);
-        # 1b. (w, Sigma_x) | G, omega (non-centred moves, then s = s(w, Sigma_x, G));
-        # 2. w | X'X, X'y (conjugate); 3. Sigma_x | X'X: compiled, chain by chain
-        gibbs_step(
-            theta, sx, omega, s_obs, rows, cols, pos, float(n_rec), sig2, lam, sweeps,
-            cov_prior.code, cov_prior.var_max, cov_prior.tr_max, cov_prior.nu0, psi0,
-            scale_s, z_g, z_e, *nc_draws, z_theta, z_b, chi2, u_sx, accepted, s, wmean, wcov,
-            tr_a,
-        )  # fmt: skip
-        if noncentred is not None:
-            noncentred.adapt(it, accepted, nc)
-        # 4. omega | e (Laplace noise as a scale mixture of normals)
-        if kind == "laplace":
-            e = np.maximum(np.abs(s_obs - s), 1e-12)
-            omega = 1.0 / gen.wald(1.0 / (b * e), 1.0 / (b * b))
-        moves.record(it, theta)
-        if it >= burn:
-            t = it - burn
-            keep_means[:, t] = wmean
-            keep_covs[:, t] = wcov
-            keep_w[:, t] = theta
-            keep_tr[:, t] = tr_a
-    series = np.concatenate([keep_w, keep_tr[:, :, None]], axis=2)
     names = [f"w[{i}]" for i in range(d)] + ["tr X'X"]
+    it, total = 0, its
+    while True:
+        while it < total:
+            # 0. (w, Sigma_x) | omega with s integrated out: Metropolis-Hastings moves
+            if collapsed_moves:
+                theta, sx, _ = moves.step(it, theta, sx, omega, gen)
+            theta = np.ascontiguousarray(theta, dtype=float)
+            sx = np.ascontiguousarray(sx, dtype=float)
+            # the random inputs of steps 1-3, in the order the steps use them
+            z_g, z_e = gen.standard_normal((nc, p)), gen.standard_normal((nc, p))
+            if noncentred is not None:
+                nc_draws = noncentred.draws(nc, gen)
+                scale_s = np.exp(noncentred.log_scale)
+            else:
+                nc_draws = no_sweeps
+            z_theta = gen.standard_normal((nc, d))
+            z_b, chi2, u_sx = cov_prior.draws(n_rec, nc, d, gen)
+            accepted = np.zeros(q)
+            # 1. s | w, Sigma_x, omega (CLT prior N(n vech C, n K(C)) times the noise);
+            # 1b. (w, Sigma_x) | G, omega (non-centred moves, then s = s(w, Sigma_x, G));
+            # 2. w | X'X, X'y (conjugate); 3. Sigma_x | X'X: compiled, chain by chain
+            gibbs_step(
+                theta, sx, omega, s_obs, rows, cols, pos, float(n_rec), sig2, lam, sweeps,
+                cov_prior.code, cov_prior.var_max, cov_prior.tr_max, cov_prior.nu0, psi0,
+                scale_s, z_g, z_e, *nc_draws, z_theta, z_b, chi2, u_sx, accepted, s, wmean, wcov,
+                tr_a,
+            )  # fmt: skip
+            if noncentred is not None:
+                noncentred.adapt(it, accepted, nc)
+            # 4. omega | e (Laplace noise as a scale mixture of normals)
+            if kind == "laplace":
+                e = np.maximum(np.abs(s_obs - s), 1e-12)
+                omega = 1.0 / gen.wald(1.0 / (b * e), 1.0 / (b * b))
+            moves.record(it, theta)
+            if it >= burn:
+                keep_means.append(wmean.copy())
+                keep_covs.append(wcov.copy())
+                keep_w.append(theta.copy())
+                keep_tr.append(tr_a.copy())
+            it += 1
+        first = total // 4 - burn  # the kept steps: all but the first quarter of all steps
+        series = np.concatenate(
+            [np.stack(keep_w[first:], axis=1), np.stack(keep_tr[first:], axis=1)[:, :, None]],
+            axis=2,
+        )
+        if not auto or total >= AUTO_MAX_ITERATIONS or measure_mixing(series, names).ok:
+            break
+        # continue the chains (the proposals stay fixed after the warm-up) by half again
+        total = min(total + total // 2, AUTO_MAX_ITERATIONS)
     diag_ = diagnose(series, names, what="noise-aware SSP linear-regression posterior")
-    covs = keep_covs.reshape(-1, d, d)
+    means = np.stack(keep_means[first:], axis=1)
+    covs = np.stack(keep_covs[first:], axis=1).reshape(-1, d, d)
     return SSPNoiseAwarePosterior(
-        keep_means.reshape(-1, d),
+        means.reshape(-1, d),
         (covs + np.swapaxes(covs, 1, 2)) / 2,
-        keep_w.reshape(-1, d),
+        series[:, :, :d].reshape(-1, d),
         diag_,
     )
 
