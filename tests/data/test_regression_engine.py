@@ -131,3 +131,27 @@ def test_missing_values_and_bad_labels_are_refused_in_the_engine(tmp_path) -> No
     df.to_parquet(path)
     with pytest.raises(ValueError, match="labels in"):
         LOGIT.statistics(str(path))
+
+
+@pytest.mark.parametrize("clip", ["box", "ball"])
+def test_infinite_values_are_bounded_alike_in_memory_and_in_the_engine(tmp_path, clip) -> None:
+    """+-inf and values whose squares overflow are values like any other: with public
+    bounds both paths map them into range, identically (numpy refused them while the
+    engine clipped them, and the engine's ball turned an inf row into NaN sums: a
+    data-dependent refusal either way). NaN stays a missing value, in both paths."""
+    df = frame()
+    df.loc[0, "a"], df.loc[1, "b"], df.loc[2, "c"] = np.inf, -np.inf, 1e300
+    df.loc[3, "y"], df.loc[4, "y"] = np.inf, -np.inf
+    path = tmp_path / "rows.parquet"
+    df.to_parquet(path)
+    check_linear(linear(clip), str(path), df)
+    got = linear(clip).statistics(df)
+    assert np.all(np.isfinite(got.xtx)) and np.isfinite(got.yty)
+    if clip == "box":
+        want, got = LOGIT.statistics(df), LOGIT.statistics(str(path))
+        np.testing.assert_allclose(got.t2, want.t2, rtol=1e-10, atol=1e-10)
+    df.loc[5, "c"] = np.nan
+    df.to_parquet(path)
+    for data in (df, str(path)):
+        with pytest.raises(ValueError, match="rows with a missing value"):
+            linear(clip).statistics(data)

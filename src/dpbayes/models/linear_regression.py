@@ -201,18 +201,24 @@ class BayesianLinearRegression:
         return b2 if self.norm_bound is None else min(b2, self.norm_bound**2)
 
     def bounded(self, x: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Rows scaled into the feature ball and labels clipped (data-independent maps)."""
-        xa = check_array(x, "X", ndim=2, min_size=0)
+        """Rows scaled into the feature ball and labels clipped (data-independent maps).
+
+        With a bound, +-inf is a value like any other (clipped, or capped at
+        +-``COORDINATE_CAP`` before a row is scaled into the ball), as in the engine
+        (:func:`~dpbayes.models.regression_engine.engine_moments`); NaN is a missing value.
+        """
+        xa = finite_or_bounded(x, "X", 2, self.feature_bound is not None)
         if self.feature_bound is not None and self.clip == "box":
             xa = np.clip(xa, -self.feature_bound, self.feature_bound)
         elif self.feature_bound is not None:
+            xa = np.clip(xa, -COORDINATE_CAP, COORDINATE_CAP)
             norms = np.linalg.norm(xa, axis=1)
             scale = np.minimum(1.0, self.feature_bound / np.maximum(norms, 1e-300))
             xa = xa * scale[:, None]
         xa = scale_into_ball(xa, self.norm_bound)
         if y is None:
             return xa, None
-        ya = check_array(y, "y", ndim=1, min_size=0)
+        ya = finite_or_bounded(y, "y", 1, self.label_bound is not None)
         if ya.size != xa.shape[0]:
             raise ValueError(f"y must have {xa.shape[0]} entries (rows of X), got {ya.size}")
         if self.label_bound is not None:
@@ -278,6 +284,27 @@ class RegressionWeights:
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": "regression-weights", "weights": self.weights.tolist()}
+
+
+# +-inf (and any larger value) is capped here before a row is scaled into a ball: the
+# squares of d capped coordinates stay finite (d * 1e300), so the norm does not overflow
+COORDINATE_CAP = 1e150
+
+MISSING_VALUE = (
+    "data has rows with a missing value: drop or impute them first (a regression reads "
+    "every feature and the label)"
+)
+
+
+def finite_or_bounded(value: Any, name: str, ndim: int, bounded: bool) -> np.ndarray:
+    """``value`` as a float array; NaN is refused as a missing value, +-inf too unless a
+    public bound maps it into range (``bounded``: the caller clips)."""
+    arr = check_array(value, name, ndim=ndim, min_size=0, finite=False)
+    if np.isnan(arr).any():
+        raise ValueError(MISSING_VALUE)
+    if not bounded and np.isinf(arr).any():
+        raise ValueError(f"{name} must contain only finite numbers (no bound is set to clip it)")
+    return arr
 
 
 def scale_into_ball(x: np.ndarray, radius: float | None) -> np.ndarray:

@@ -23,12 +23,13 @@ import numpy as np
 
 from dpbayes.models.linear_regression import (
     MultivariateNormal,
+    finite_or_bounded,
     in_memory,
     regression_xy,
     ridge_gaussian,
     scale_into_ball,
 )
-from dpbayes.privacy.validation import check_array, check_int, check_positive
+from dpbayes.privacy.validation import check_int, check_positive
 
 __all__ = [
     "BayesianLogisticRegression",
@@ -174,11 +175,11 @@ class BayesianLogisticRegression:
     def bounded(self, x: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
         """Features clipped to the box (and the ball); labels mapped to {-1, +1} (0 -> -1)."""
         b = self.feature_bound
-        xa = np.clip(check_array(x, "X", ndim=2, min_size=0), -b, b)
+        xa = np.clip(finite_or_bounded(x, "X", 2, True), -b, b)  # +-inf clipped as in the engine
         xa = scale_into_ball(xa, self.norm_bound)
         if y is None:
             return xa, None
-        ya = check_array(y, "y", ndim=1, min_size=0)
+        ya = finite_or_bounded(y, "y", 1, True)  # +-inf: refused below as a label
         if ya.size != xa.shape[0]:
             raise ValueError(f"y must have {xa.shape[0]} entries (rows of X), got {ya.size}")
         if not np.all(np.isin(ya, (-1.0, 0.0, 1.0))):

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes.models.linear_regression import COORDINATE_CAP
+
 __all__ = ["engine_moments"]
 
 
@@ -50,7 +52,9 @@ def engine_moments(
     elif clip == "box":
         b = table.double_literal(float(feature_bound))
         xs = [f"LEAST(GREATEST({r}, -{b}), {b})" for r in raw]
-    else:
+    else:  # +-inf and huge values capped first, so that the norm does not overflow
+        cap = table.double_literal(COORDINATE_CAP)
+        raw = [f"LEAST(GREATEST({r}, -{cap}), {cap})" for r in raw]
         norm = "SQRT(" + " + ".join(table.square(r) for r in raw) + ")"
         b = table.double_literal(float(feature_bound))
         tiny = table.double_literal(1e-300)
