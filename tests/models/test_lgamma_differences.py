@@ -9,9 +9,10 @@ import pytest
 from dpbayes.models.lgamma_differences import bregman_lgamma, jensen_lgamma, log1pmx
 
 mp.mp.dps = 40
-# midpoints/bases on both sides of x = 20 up to 1e7; relative differences on both sides
+# midpoints/bases from 1e-40 (the polygamma series overflowed there) and on both sides of
+# x = 20 up to 1e7; relative differences on both sides
 # of the Taylor thresholds (0.005, 0.02) and of the t = 0.5 switch
-BASES = [0.05, 0.7, 5.0, 19.9, 20.1, 60.0, 1e4, 1e7]
+BASES = [1e-40, 1e-12, 0.05, 0.7, 5.0, 19.9, 20.1, 60.0, 1e4, 1e7]  # tiny: m, x -> 0
 RELS = [1e-9, 1e-4, 0.004, 0.006, 0.019, 0.021, 0.4, 0.6, 0.999]
 
 

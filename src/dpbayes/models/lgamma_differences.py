@@ -98,6 +98,17 @@ def _jensen_big(m: np.ndarray, d: np.ndarray) -> np.ndarray:
     return -0.5 * ((m - 0.5) * l1mt2 + 2.0 * d * at) + _jensen_tail(m, t)
 
 
+def _log_one_minus_t2(m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """log(1 - (d/m)^2) for 0 <= d < m, by log1p near 0 and from m - d, m + d near 1."""
+    t = d / m
+    out = np.log1p(-t * t)
+    far = t > 0.5
+    if np.any(far):
+        mf, df = m[far], d[far]
+        out[far] = np.log((mf - df) / mf) + np.log((mf + df) / mf)
+    return np.asarray(out)
+
+
 def jensen_lgamma(m: np.ndarray, d: np.ndarray) -> np.ndarray:
     """J = lgamma(m) - (lgamma(m - d) + lgamma(m + d)) / 2  (<= 0), for m > |d|."""
     m, d = np.broadcast_arrays(np.asarray(m, dtype=float), np.asarray(d, dtype=float))
@@ -109,10 +120,17 @@ def jensen_lgamma(m: np.ndarray, d: np.ndarray) -> np.ndarray:
     if np.all(big):
         return np.minimum(_jensen_big(m, ad), 0.0).reshape(shape)
     out = np.empty(m.shape)
-    near = ~big & (ad < _TAYLOR_MAX * m)
-    rest = ~big & ~near
+    small = ~big & (m < 1.0)
+    near = ~big & ~small & (ad < _TAYLOR_MAX * m)
+    rest = ~big & ~small & ~near
     if np.any(big):
         out[big] = _jensen_big(m[big], ad[big])
+    if np.any(small):
+        # lgamma(x) = lgamma(x + 1) - log x: J(m, d) = J(m + 1, d) + log((m-d)(m+d)/m^2) / 2,
+        # every term finite however small m (the series' polygamma(k, m) overflowed at
+        # m ~ 1e-35 and made 0 * inf = NaN scores for an empty category)
+        ms, ds = m[small], ad[small]
+        out[small] = jensen_lgamma(ms + 1.0, ds) + 0.5 * _log_one_minus_t2(ms, ds)
     if np.any(near):  # J = -sum_k d^(2k) psi^(2k-1)(m) / (2k)!, ratio of terms ~ (d/m)^2
         mn, dn = m[near], ad[near]
         d2 = dn * dn
@@ -167,10 +185,16 @@ def bregman_lgamma(x: np.ndarray, delta: np.ndarray) -> np.ndarray:
     if np.all(big):
         return np.maximum(_bregman_big(x, dl), 0.0).reshape(shape)
     out = np.empty(x.shape)
-    near = ~big & (np.abs(dl) < _TAYLOR_MAX / 4 * x)
-    rest = ~big & ~near
+    small = ~big & (x < 1.0)
+    near = ~big & ~small & (np.abs(dl) < _TAYLOR_MAX / 4 * x)
+    rest = ~big & ~small & ~near
     if np.any(big):
         out[big] = _bregman_big(x[big], dl[big])
+    if np.any(small):
+        # lgamma(x) = lgamma(x + 1) - log x, digamma(x) = digamma(x + 1) - 1/x:
+        # D(x, delta) = D(x + 1, delta) - log1pmx(delta / x), finite however small x
+        xs, ds = x[small], dl[small]
+        out[small] = bregman_lgamma(xs + 1.0, ds) - log1pmx(ds / xs)
     if np.any(near):  # D = sum_{k>=2} psi^(k-1)(x) delta^k / k!, ratio of terms ~ delta/x
         xn, dn = x[near], dl[near]
         acc = np.zeros_like(xn)
