@@ -35,6 +35,8 @@ _betacf = njit(cache=True)(getattr(betainc_cf, "py_func", betainc_cf))
 # Gauss-Legendre rule of the far-tail quadrature (:func:`_log_far_tail`), on [-1, 1].
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(20)
 
+MAX_PANELS = 1_000_000
+
 # A tail computed as log1p(-e^{near}) keeps relative error ~1e-16 / tail: below this
 # value the far tail is computed directly instead (:func:`log_beta_tails`).
 FAR_TAIL = 1.0 / 64.0
@@ -65,7 +67,9 @@ def log_quad(c, d, w0, w1):  # type: ignore[no-untyped-def]
     total = -math.inf
     w = w0
     knee = math.log(c - 1.0) if c > 2.0 else 0.0
-    while w < w1:
+    for _ in range(MAX_PANELS):  # a guard only: the stop rule ends far earlier
+        if not w < w1:
+            break
         width = 0.5 * w if w > knee else min(0.5 * w, 2.0)
         width = min(width, 2.0 / d, w1 - w)
         half = 0.5 * width
