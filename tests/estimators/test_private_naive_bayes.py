@@ -165,3 +165,38 @@ def test_classes_read_from_data_warn_and_say_so_in_the_guarantee() -> None:
         ).fit(x, y)
     assert "not_protected" not in ok.guarantee_.details
     assert "NOT protected" not in ok.guarantee_.describe()
+
+
+def test_empty_data_are_fitted_under_add_remove_and_refused_under_substitution():
+    """Under add/remove the empty data set neighbours every one-record data set, so the
+    estimators release it like any other (a refusal would tell that the data are empty);
+    under substitution n is public and scikit-learn's refusal stands. A label outside the
+    public classes is refused without quoting it (it is data)."""
+    from dpbayes.estimators import (
+        PrivateBayesianLinearRegression,
+        PrivateBayesianLogisticRegression,
+    )
+
+    estimators = [
+        PrivateNaiveBayes(mechanism=m, classes=[0, 1], bin_edges=[[-1.0, 0.0, 1.0]] * 2)
+        for m in ("laplace", "sampling", "map")
+    ]
+    estimators.append(PrivateBayesianLogisticRegression(feature_bounds=(-1, 1), classes=[0, 1]))
+    estimators += [
+        PrivateBayesianLinearRegression(
+            mechanism=m, feature_bounds=(-1, 1), label_bounds=(-1, 1)
+        )
+        for m in ("ssp", "sampling")
+    ]
+    empty, point = np.zeros((0, 2)), np.array([[0.2, 0.3]])
+    for est in estimators:
+        est.set_params(epsilon=1.0, random_state=0, neighbours="add-remove")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            assert est.fit(empty, np.zeros(0)).predict(point).shape == (1,)
+        with pytest.raises(ValueError, match="0 sample"):
+            clone(est).set_params(neighbours="substitute").fit(empty, np.zeros(0))
+    for est in estimators[:4]:  # the classifiers
+        with pytest.raises(ValueError, match="a label that is not in classes") as info:
+            clone(est).fit(np.zeros((3, 2)), np.array([0, 1, 42]))
+        assert "42" not in str(info.value)

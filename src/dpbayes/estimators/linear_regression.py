@@ -133,8 +133,9 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         self.norm_bound = norm_bound
         self.first_order_share = first_order_share
 
-    def _design(self, X: Any) -> np.ndarray:
-        return scaled_design(self, check_features(X, numeric=True), self.norm_bound_)
+    def _design(self, X: Any, neighbours: Any = None) -> np.ndarray:
+        arr = check_features(X, numeric=True, neighbours=neighbours)
+        return scaled_design(self, arr, self.norm_bound_)
 
     def fit(self, X: Any, y: Any) -> PrivateBayesianLinearRegression:
         """Release posterior draw(s) of the weights (or noisy statistics) from (X, y)."""
@@ -144,7 +145,7 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         dlt = check_delta(self.delta)
         if dlt and self.mechanism == "sampling":
             raise ValueError("delta must be 0 for mechanism='sampling' (it is pure eps-DP)")
-        arr = check_features(X, numeric=True)
+        arr = check_features(X, numeric=True, neighbours=self.neighbours)
         if y is None:
             raise ValueError(
                 "y must be given: this estimator requires y to be passed, but the target y is None"
@@ -168,7 +169,7 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         self.norm_bound_ = (
             resolve_norm_bound(self.norm_bound, arr.shape[1], gaussian=dlt > 0) if ssp else None
         )
-        z = self._design(arr)
+        z = self._design(arr, self.neighbours)
         ylo, yhi = self.label_bounds_
         ys = (np.clip(yt, ylo, yhi) - (ylo + yhi) / 2) / ((yhi - ylo) / 2)
         noise = (1.0 if ssp else 1e-12) if self.noise_variance is None else self.noise_variance

@@ -117,8 +117,9 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         tags.classifier_tags.multi_class = False
         return tags
 
-    def _design(self, X: Any) -> np.ndarray:
-        return scaled_design(self, check_features(X, numeric=True), self.norm_bound_)
+    def _design(self, X: Any, neighbours: Any = None) -> np.ndarray:
+        arr = check_features(X, numeric=True, neighbours=neighbours)
+        return scaled_design(self, arr, self.norm_bound_)
 
     def fit(self, X: Any, y: Any) -> PrivateBayesianLogisticRegression:
         """Release the noisy PASS-GLM statistics of (X, y) and the posteriors they give."""
@@ -128,7 +129,7 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"predictive must be 'naive' or 'noise-aware', got {self.predictive!r}"
             )
-        arr = check_features(X, numeric=True)
+        arr = check_features(X, numeric=True, neighbours=self.neighbours)
         labels = check_labels(y, arr.shape[0])
         if self.classes is None:
             if labels.dtype.kind == "f" and np.any(labels != np.round(labels)):
@@ -146,13 +147,13 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
             )
         is_one = labels == classes[1]
         if not np.all(is_one | (labels == classes[0])):
-            bad = labels[np.flatnonzero(~(is_one | (labels == classes[0])))[0]]
-            raise ValueError(f"y has label {bad!r} that is not in classes {classes.tolist()}")
+            # the label itself is data: the message does not quote it
+            raise ValueError(f"y has a label that is not in classes {classes.tolist()}")
         self.n_features_in_ = arr.shape[1]
         self.feature_bounds_ = _bounds(self.feature_bounds, arr.shape[1], "feature_bounds")
         self.classes_ = classes
         self.norm_bound_ = resolve_norm_bound(self.norm_bound, arr.shape[1], gaussian=dlt > 0)
-        z = self._design(arr)
+        z = self._design(arr, self.neighbours)
         # the bound on a design row's norm: the scaled features' plus the intercept's 1
         nb = None
         if self.norm_bound_ is not None:

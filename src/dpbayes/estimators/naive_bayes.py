@@ -30,7 +30,7 @@ from dpbayes.estimators._base import (
     NotFittedError,
 )
 from dpbayes.models.bayes_net import NaiveBayes
-from dpbayes.privacy import Guarantee, PrivacyLeakWarning
+from dpbayes.privacy import Guarantee, Neighbours, PrivacyLeakWarning
 from dpbayes.privacy.validation import check_epsilon, check_positive
 from dpbayes.release import release
 from dpbayes.release.bayes_net import fourier as _alg2  # noqa: F401
@@ -43,8 +43,12 @@ MECHANISMS = ("laplace", "fourier", "sampling", "map", "none")
 _TARGET = "__class__"
 
 
-def check_features(X: Any, numeric: bool) -> np.ndarray:
-    """A 2-D feature matrix (float if ``numeric``), refusing sparse, complex, empty, NaN/inf."""
+def check_features(X: Any, numeric: bool, *, neighbours: Any = None) -> np.ndarray:
+    """A 2-D feature matrix (float if ``numeric``), refusing sparse, complex, NaN/inf and,
+    unless ``neighbours`` is add/remove, empty data: under add/remove the empty data set
+    is a neighbour of every one-record data set and is released like any other (a
+    refusal would tell whether the data are empty); under substitution (and for
+    predictions, ``neighbours=None``) n is public and scikit-learn's refusal stands."""
     if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
         raise TypeError("X must be dense: sparse input is not supported")
     arr = np.asarray(X.to_numpy() if isinstance(X, pd.DataFrame) else X)
@@ -59,7 +63,8 @@ def check_features(X: Any, numeric: bool) -> np.ndarray:
         raise ValueError(
             f"X has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required."
         )
-    if arr.shape[0] == 0:
+    empty_allowed = neighbours is not None and Neighbours.parse(neighbours).public_n(0) is None
+    if arr.shape[0] == 0 and not empty_allowed:
         raise ValueError(f"X has 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
     if numeric:
         try:
@@ -189,8 +194,8 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
             f"for mechanism {self.mechanism!r}"
         )
 
-    def _encode(self, X: Any) -> dict[str, np.ndarray]:
-        arr = check_features(X, numeric=self.bin_edges is not None)
+    def _encode(self, X: Any, neighbours: Any = None) -> dict[str, np.ndarray]:
+        arr = check_features(X, numeric=self.bin_edges is not None, neighbours=neighbours)
         if arr.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"X has {arr.shape[1]} features, but PrivateNaiveBayes is expecting "
@@ -212,7 +217,7 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
             raise ValueError(f"mechanism must be one of {list(MECHANISMS)}, got {self.mechanism!r}")
         eps = check_epsilon(self.epsilon) if self.mechanism != "none" else None
         check_positive(self.alpha, "alpha")
-        arr = check_features(X, numeric=self.bin_edges is not None)
+        arr = check_features(X, numeric=self.bin_edges is not None, neighbours=self.neighbours)
         labels = check_labels(y, arr.shape[0])
         if self.classes is None:
             if labels.dtype.kind == "f" and np.any(labels != np.round(labels)):
@@ -240,10 +245,9 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
         )
         codes = pd.Index(classes.tolist()).get_indexer(labels.tolist())
         if np.any(codes < 0):
-            bad = labels[np.flatnonzero(codes < 0)[0]]
-            bad = bad.item() if isinstance(bad, np.generic) else bad
-            raise ValueError(f"y has label {bad!r} that is not in classes {classes.tolist()}")
-        frame = self._encode(arr)
+            # the label itself is data: the message does not quote it
+            raise ValueError(f"y has a label that is not in classes {classes.tolist()}")
+        frame = self._encode(arr, self.neighbours)
         frame[_TARGET] = np.asarray(codes, dtype=np.int64)
         if self.mechanism == "none":
             self.posterior_ = self.model_.exact_posterior(frame)
