@@ -183,9 +183,7 @@ def test_empty_data_are_fitted_under_add_remove_and_refused_under_substitution()
     ]
     estimators.append(PrivateBayesianLogisticRegression(feature_bounds=(-1, 1), classes=[0, 1]))
     estimators += [
-        PrivateBayesianLinearRegression(
-            mechanism=m, feature_bounds=(-1, 1), label_bounds=(-1, 1)
-        )
+        PrivateBayesianLinearRegression(mechanism=m, feature_bounds=(-1, 1), label_bounds=(-1, 1))
         for m in ("ssp", "sampling")
     ]
     empty, point = np.zeros((0, 2)), np.array([[0.2, 0.3]])
