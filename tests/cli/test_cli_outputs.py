@@ -306,6 +306,29 @@ def test_privatize_reads_parquet_and_takes_categories_one_way(tmp_path: Path, ca
     assert code == 2 and "--categories is for randomized-response" in err
 
 
+def test_privatize_keeps_every_row_and_quotes_no_value(tmp_path: Path, capsys) -> None:
+    """A blank line in a one-column CSV is a missing value (refused), not a skipped row: a
+    skipped row changed the released count and misaligned output and input rows. A value
+    outside the public categories is refused without quoting it (it is data)."""
+    out_csv = tmp_path / "out.csv"
+    for text, column, extra in (
+        ("h\na\n\nb\n", "h", ["--mechanism", "randomized-response", "--categories", "a", "b"]),
+        ("x\n0.5\n\n0.25\n", "x", ["--r", "1"]),
+    ):
+        (tmp_path / "in.csv").write_text(text)
+        code, _, err = run(
+            capsys, "privatize", "--data", str(tmp_path / "in.csv"), "--column", column,
+            "--epsilon", "1", "--out", str(out_csv), *extra,
+        )  # fmt: skip
+        assert code == 2 and "missing" in err and not out_csv.exists(), err
+    (tmp_path / "in.csv").write_text("h\na\nbob@example.com\n")
+    code, _, err = run(
+        capsys, "privatize", "--data", str(tmp_path / "in.csv"), "--column", "h", "--epsilon",
+        "1", "--out", str(out_csv), "--mechanism", "randomized-response", "--categories", "a", "b",
+    )  # fmt: skip
+    assert code == 2 and "categories" in err and "bob" not in err
+
+
 def test_audit_refuses_a_huge_n_in_one_line() -> None:
     r = dpbayes(
         "audit", "--model", "beta-bernoulli", "--mechanism", "laplace", "--n", "1000000000000"

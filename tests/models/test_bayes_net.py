@@ -100,7 +100,7 @@ def test_unknown_category_and_missing() -> None:
     bn, df = chain(), chain_data()
     bad = df.copy()
     bad.loc[3, "b"] = "huge"
-    with pytest.raises(ValueError, match="unknown category 'huge'"):
+    with pytest.raises(ValueError, match="'b' has a value that is not a category"):
         bn.statistics(bad)
     nan = df.astype({"a": float})
     nan.loc[0, "a"] = np.nan
@@ -152,7 +152,7 @@ def test_naive_bayes_predictive_matches_bayes_rule() -> None:
     joint = py * p1[:, df.f1[i]] * p2[:, f2]
     np.testing.assert_allclose(proba[i], joint / joint.sum(), rtol=1e-12)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
-    with pytest.raises(ValueError, match="unknown category 'purple'"):
+    with pytest.raises(ValueError, match="'f2' has a value that is not a category"):
         nb.exact_posterior(df).predict_proba(pd.DataFrame({"f1": [0], "f2": ["purple"]}))
     with pytest.raises(ValueError, match="must not also be a feature"):
         NaiveBayes("y", [0, 1], {"y": [0, 1]})
@@ -200,7 +200,7 @@ def test_counts_through_the_data_layer_match(tmp_path: object) -> None:
     bad = df.copy()
     bad.loc[0, "b"] = "huge"
     bad.to_csv(path, index=False)
-    with pytest.raises(ValueError, match="unknown category 'huge'"):
+    with pytest.raises(ValueError, match="'b' has a value that is not a category"):
         bn.statistics(str(path))
     df.drop(columns="c").to_csv(path, index=False)
     with pytest.raises(ValueError, match="no column 'c'"):

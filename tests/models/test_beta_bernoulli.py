@@ -63,15 +63,16 @@ def test_posterior_from_noisy_real_counts() -> None:
     ("data", "match"),
     [
         ([1, 0, np.nan], "contains missing values"),
-        ([1, 2, 0], "value 2"),
-        ([0.5, 1.0], "value 0.5"),
-        (["1", "0"], "value '"),
-        ([-1, 0], "value -1"),
+        ([1, 2, 0], "got another value"),
+        ([0.5, 1.0], "got another value"),
+        (["1", "0"], "got another value"),
+        ([-1, 0], "got another value"),
     ],
 )
 def test_bad_data(data: object, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match) as info:
         BetaBernoulli().statistics(data)
+    assert not any(str(v) in str(info.value) for v in (2, 0.5, "'1'", -1))  # data: not quoted
 
 
 def test_empty_data_have_zero_counts() -> None:

@@ -72,7 +72,9 @@ def _read_column(path: Path, column: str, *, as_text: bool) -> Any:
     if column not in header:
         raise ValueError(f"--column {column!r} is not in {path.name} (columns: {header})")
     dtype = {column: str} if as_text else None
-    return pd.read_csv(path, usecols=[column], dtype=dtype)[column]
+    # blank lines are rows (a missing value, refused), not skipped: skipping them changed
+    # the number of rows released and misaligned the output with the input
+    return pd.read_csv(path, usecols=[column], dtype=dtype, skip_blank_lines=False)[column]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"column {args.column!r} must be numeric for the {args.mechanism} mechanism"
             )
+        if col.isna().any():
+            raise ValueError(f"column {args.column!r} has missing values; privatise complete data")
         result = privatize(
             col.to_numpy(dtype=float),
             mechanism=args.mechanism,

@@ -183,11 +183,9 @@ class BayesNet:
                 raise ValueError(f"data has no column {name!r} (model variable)")
             values = frame[name].to_numpy()
             idx = self._category_codes(name, values)
-            if np.any(idx < 0):
-                bad = values[np.flatnonzero(idx < 0)[0]]
-                bad = bad.item() if isinstance(bad, np.generic) else bad
+            if np.any(idx < 0):  # the value itself is data: the message does not quote it
                 raise ValueError(
-                    f"data column {name!r} has unknown category {bad!r}; "
+                    f"data column {name!r} has a value that is not a category; "
                     f"the model declares {list(self.variables[name])}"
                 )
             out[:, j] = idx

@@ -45,8 +45,8 @@ def category_index(model: BayesNet, name: str, value: Any) -> int:
     try:
         return model.variables[name].index(value)
     except ValueError:
-        raise ValueError(
-            f"data column {name!r} has unknown category {value!r}; "
+        raise ValueError(  # the value itself is data: the message does not quote it
+            f"data column {name!r} has a value that is not a category; "
             f"the model declares {list(model.variables[name])}"
         ) from None
 

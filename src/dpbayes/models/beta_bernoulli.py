@@ -25,8 +25,8 @@ def _binary(value: Any) -> int:
         return int(value)
     if isinstance(value, numbers.Real) and float(value) in (0.0, 1.0):
         return int(float(value))
-    raise ValueError(
-        f"data must be 0/1 or boolean for the beta-bernoulli model, got value {value!r}"
+    raise ValueError(  # the value itself is data: the message does not quote it
+        "data must be 0/1 or boolean for the beta-bernoulli model, got another value"
     )
 
 

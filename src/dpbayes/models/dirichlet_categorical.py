@@ -106,8 +106,8 @@ class DirichletCategorical:
             try:
                 i = self._index[_plain(value)]
             except (KeyError, TypeError):
-                raise ValueError(
-                    f"{src.name} contains value {value!r} which is not one of the categories "
+                raise ValueError(  # the value itself is data: the message does not quote it
+                    f"{src.name} contains a value which is not one of the categories "
                     f"{list(self.categories)!r}"
                 ) from None
             counts[i] += int(count)

@@ -90,11 +90,8 @@ def privatize(
         cats = _categories(categories)
         index = {c: i for i, c in enumerate(cats)}
         raw = list(np.asarray(values, dtype=object).ravel())
-        unknown = [v for v in raw if v not in index]
-        if unknown:
-            raise ValueError(
-                f"values must be among categories {list(cats)!r}, found {unknown[0]!r}"
-            )
+        if any(v not in index for v in raw):  # the value itself is data: not quoted
+            raise ValueError(f"values must be among categories {list(cats)!r}, found another")
         rr = RandomizedResponse(epsilon=epsilon, k=len(cats))
         noisy = rr.release(np.array([index[v] for v in raw], dtype=np.int64), rng=rng)
         out = np.array([cats[i] for i in np.asarray(noisy.value)], dtype=object)
