@@ -18,6 +18,7 @@ from dpbayes.release.counts._kernels import betainc_cf
 
 __all__ = [
     "grid_log_z",
+    "log_add_exp",
     "log_beta_cdf",
     "log_beta_tails",
     "log_mass_between",
@@ -84,7 +85,7 @@ def log_quad(c, d, w0, w1):  # type: ignore[no-untyped-def]
                 top = g
             else:
                 acc += math.exp(g - top)
-        total = _log_add_exp(total, top + math.log(acc))
+        total = log_add_exp(total, top + math.log(acc))
         w += width
         rest = -d * w - math.log(d) + max(0.0, (c - 1.0) * math.log1p(-math.exp(-w)))
         if rest < total - 41.5:  # e^-41.5 < 1e-18
@@ -108,7 +109,7 @@ def log_mass_between(a, b, x0, y0, x1, y1, log_beta):  # type: ignore[no-untyped
     us, vs = -math.log(xs), -math.log(ys)
     left = log_quad(b, a, max(lu1, us), lu0) if x0 < xs else -math.inf
     right = log_quad(a, b, max(lv0, vs), lv1) if x1 > xs else -math.inf
-    return _log_add_exp(left, right) - log_beta
+    return log_add_exp(left, right) - log_beta
 
 
 @njit(cache=True)
@@ -122,11 +123,12 @@ def _log_far_tail(a, b, log_y, log_beta):  # type: ignore[no-untyped-def]
     lxs, lys = math.log(xs), math.log(ys)
     near = _log_near_tail(a, b, xs, lxs, lys, log_beta)
     far = log_quad(a, b, -lys, -log_y) - log_beta
-    return min(_log_add_exp(near, far), 0.0)
+    return min(log_add_exp(near, far), 0.0)
 
 
 @njit(cache=True)
-def _log_add_exp(x, y):  # type: ignore[no-untyped-def]
+def log_add_exp(x, y):  # type: ignore[no-untyped-def]
+    """log(e^x + e^y)."""
     top = max(x, y)
     if top == -math.inf:
         return top

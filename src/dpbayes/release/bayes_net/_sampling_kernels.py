@@ -31,7 +31,11 @@ import math
 import numpy as np
 from numba import njit
 
-from dpbayes.release.bayes_net._normaliser_kernels import log_beta_tails, log_mass_between
+from dpbayes.release.bayes_net._normaliser_kernels import (
+    log_add_exp,
+    log_beta_tails,
+    log_mass_between,
+)
 
 __all__ = [
     "log_interval_mass",
@@ -52,15 +56,6 @@ def _log_diff(big, small):  # type: ignore[no-untyped-def]
     if small == -math.inf:
         return big
     return big + math.log1p(-math.exp(min(small - big, 0.0)))
-
-
-@njit(cache=True)
-def _log_add(x, y):  # type: ignore[no-untyped-def]
-    """log(e^x + e^y)."""
-    top = max(x, y)
-    if top == -math.inf:
-        return top
-    return top + math.log1p(math.exp(min(x, y) - top))
 
 
 @njit(cache=True)
@@ -157,9 +152,9 @@ def truncated_beta_ppf(a, b, lo, hi_c, u, fbuf, ibuf):  # type: ignore[no-untype
     if not lm > -math.inf or not left < right:
         return math.nan, math.nan
     if side == 0:
-        target = _log_add(base, math.log(u) + lm)
+        target = log_add_exp(base, math.log(u) + lm)
     elif side == 1:
-        target = _log_add(base, math.log1p(-u) + lm)
+        target = log_add_exp(base, math.log1p(-u) + lm)
     else:
         target = math.log(u) + lm
     # invariant: the condition fails at `left` (lo itself: F(lo) + u M > F(lo)) and
