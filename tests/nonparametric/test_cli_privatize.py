@@ -63,7 +63,7 @@ def test_privatize_bad_arguments_exit_2_in_process(tmp_path, capsys, monkeypatch
     monkeypatch.chdir(tmp_path)
     base = ["privatize", "--data", "in.csv", "--out", "out.csv", "--epsilon", "1"]
     for extra, needle in (
-        (["--column", "y", "--r", "1"], "finite"),
+        (["--column", "y", "--r", "1"], "missing values"),
         (["--column", "nope", "--r", "1"], "nope"),
         (["--column", "x", "--r", "0"], "r must be > 0"),
         (["--column", "x"], "r (the clipping bound)"),
