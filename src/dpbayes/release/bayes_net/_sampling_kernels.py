@@ -19,6 +19,10 @@ Proof and error analysis: ``PROOF_sampling.md`` (§3, §4) beside this file.
   above), accepted when the stick lies in the region: rejection from the product law
   conditioned on the box, so an accepted draw has exactly the product law conditioned on
   the region. For k = 2 the box is the region and the first proposal is accepted.
+* Side 2 of :func:`truncated_beta_ppf`: when the interval's mass M is below 2^-10 of both
+  outer tails (a U-shaped row of a tiny prior), F(lo) + u M would round to F(lo); the
+  condition is then log int_lo^x f >= log u + log M with both integrals summed directly
+  (:func:`~._normaliser_kernels.log_mass_between`).
 
 No randomness is drawn here: the kernels receive uniforms drawn by a noise source
 (``dpbayes.privacy.noise``).
@@ -136,9 +140,10 @@ def truncated_beta_ppf(a, b, lo, hi_c, u, fbuf, ibuf):  # type: ignore[no-untype
     """The u-quantile of Beta(a, b) restricted to [lo, 1 - hi_c] (module docstring), as
     the pair (x, 1 - x) with the smaller of the two exact: the smallest point of the
     double grid (doubles below 1/2 and one minus doubles below 1/2, so both ends are
-    resolved) whose restricted cdf is >= u. (NaN, NaN) when the interval's computed mass
-    is 0 (empty interval, or a mass below the incomplete beta's precision relative to its
-    base; proof, §3). ``fbuf``/``ibuf``: one float64 and its int64 view (scratch)."""
+    resolved) whose restricted cdf is >= u, from the tails (sides 0 and 1) or, when the
+    tails' difference would cancel, by integrating [lo, x] directly (side 2; proof,
+    §3.1). (NaN, NaN) only for an empty interval or a mass that underflows even in logs.
+    ``fbuf``/``ibuf``: one float64 and its int64 view (scratch)."""
     lo_x, lo_y = _pair(lo, -1.0)
     hi_x, hi_y = _pair(0.0, hi_c)
     lm, side, base = _interval(a, b, lo_x, lo_y, hi_x, hi_y)
