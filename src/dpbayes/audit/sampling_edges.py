@@ -182,6 +182,10 @@ def beta_edge_grid() -> list[tuple[float, float, float]]:
         (5.0 + 1e-16, 1e-16),
         (1e-12, 3.0 + 1e-12),
         (1e-5, 1e-5),
+        # large counts in one row: the front factor x^a y^b / B(a, b) without the rounding
+        # of a log x and of the lgamma sum (cdf errors 1e-9 ... 3e-7 before)
+        (1e6 + 1.0, 1e6),
+        (3.65e6, 1e6),
     ]
     return [(a, b, p) for a, b in ab for p in (0.499, 0.4, 0.01, 1e-22)]
 

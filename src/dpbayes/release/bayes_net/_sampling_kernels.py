@@ -37,6 +37,7 @@ from numba import njit
 
 from dpbayes.release.bayes_net._normaliser_kernels import (
     log_add_exp,
+    log_beta_fn,
     log_beta_tails,
     log_mass_between,
 )
@@ -99,7 +100,7 @@ def log_interval_mass(a, b, lo, hi_c):  # type: ignore[no-untyped-def]
     x1, y1 = _pair(0.0, hi_c)
     lm, _, base = _interval(a, b, x0, y0, x1, y1)
     if lm < base - LOG_DIRECT:
-        log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+        log_beta = log_beta_fn(a, b)
         return log_mass_between(a, b, x0, y0, x1, y1, log_beta)
     return lm
 
@@ -147,7 +148,7 @@ def truncated_beta_ppf(a, b, lo, hi_c, u, fbuf, ibuf):  # type: ignore[no-untype
     lo_x, lo_y = _pair(lo, -1.0)
     hi_x, hi_y = _pair(0.0, hi_c)
     lm, side, base = _interval(a, b, lo_x, lo_y, hi_x, hi_y)
-    log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    log_beta = log_beta_fn(a, b)
     if lm < base - LOG_DIRECT:  # M below 2^-10 of both outer tails: integrate [lo, x]
         lm = log_mass_between(a, b, lo_x, lo_y, hi_x, hi_y, log_beta)
         side = 2
