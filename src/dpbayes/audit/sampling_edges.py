@@ -38,6 +38,7 @@ __all__ = [
     "exact_one_node_epsilon",
     "exact_regression_1d_epsilon",
     "exact_trimmed_beta_cdf",
+    "exact_trimmed_beta_quantile_error",
     "exact_truncated_normal_cdf",
     "regression_edge_cases",
     "regression_reproduction",
@@ -187,7 +188,17 @@ def beta_edge_grid() -> list[tuple[float, float, float]]:
         (1e6 + 1.0, 1e6),
         (3.65e6, 1e6),
     ]
-    return [(a, b, p) for a, b in ab for p in (0.499, 0.4, 0.01, 1e-22)]
+    grid = [(a, b, p) for a, b in ab for p in (0.499, 0.4, 0.01, 1e-22)]
+    # a review's cases: counts to 1e9, the mass near 1 - 1.5e-7 (carried as its complement),
+    # the narrowest interval the samplers accept
+    return [
+        *grid,
+        (4.1e7, 6.0, 1e-22),
+        (1e9 + 1.0, 1e9, 0.4999995),
+        (1e6, 1e6, 0.4999995),
+        (1e9, 2e9, 0.3333),
+        (1e9, 6911.82, 9.84e-9),
+    ]
 
 
 def dirichlet_edge_grid() -> list[tuple[np.ndarray, float]]:
@@ -285,6 +296,30 @@ def exact_trimmed_beta_cdf(
     mp.mp.dps = 40
     xx = 1 - mp.mpf(xc) if xc is not None else mp.mpf(x)
     return float(mp.exp(_beta_log_mass(a, b, lo, hi_c, xx) - _beta_log_whole(a, b, lo, hi_c)))
+
+
+def exact_trimmed_beta_quantile_error(
+    a: float, b: float, lo: float, hi_c: float, u: float, x: float, xc: float
+) -> float:
+    """How far u lies outside (F(x-), F(x)], the u-interval that the exact law rounded
+    up to the sampler's grid maps to the grid point x (doubles x <= 1/2, and 1 - xc for
+    doubles xc < 1/2; ``xc`` = 1 - x, exact when x > 1/2); 0 for an exact quantile.
+    F(x) - F(x-) is the step's mass, the density at x times the step's width (the
+    density's relative change over one step is below 1e-7 on the edge grid)."""
+    import mpmath as mp
+
+    mp.mp.dps = 40
+    if x <= 0.5:
+        xx = mp.mpf(x)
+        width = xx - mp.mpf(float(np.nextafter(x, 0.0)))
+    else:
+        xx = 1 - mp.mpf(xc)
+        width = mp.mpf(float(np.nextafter(xc, 1.0))) - mp.mpf(xc)
+    cdf = mp.exp(_beta_log_mass(a, b, lo, hi_c, xx) - _beta_log_whole(a, b, lo, hi_c))
+    a_, b_ = mp.mpf(a), mp.mpf(b)
+    log_f = (a_ - 1) * mp.log(xx) + (b_ - 1) * mp.log(1 - xx)
+    step = mp.exp(log_f - _beta_log_whole(a, b, lo, hi_c)) * width
+    return float(max(mp.mpf(0), u - cdf, cdf - step - u))
 
 
 @functools.lru_cache(maxsize=256)

@@ -17,6 +17,7 @@ from numba import njit
 from dpbayes.release.counts._kernels import betainc_cf
 
 __all__ = [
+    "beta_lambda",
     "grid_log_z",
     "log_add_exp",
     "log_beta_cdf",
@@ -76,30 +77,122 @@ def log_beta_fn(a, b):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _rlog1(e):  # type: ignore[no-untyped-def]
+    """e - log(1 + e) (e > -1) without cancellation: for |e| < 0.1 the series
+    sum_{k >= 2} (-1)^k e^k / k (17 terms, truncation below 1e-18 relative), where the
+    direct difference of two numbers of size e loses ~1e-16 / e of its value."""
+    if abs(e) >= 0.1:
+        return e - math.log1p(e)
+    acc = 0.0
+    for k in range(18, 1, -1):
+        acc = acc * -e + 1.0 / k
+    return acc * e * e
+
+
+@njit(cache=True)
 def log_front(a, b, x, y, log_x, log_y, log_beta):  # type: ignore[no-untyped-def]
     """log(x^a y^b / B(a, b)), y = 1 - x. For a, b >= 20 as in TOMS 708's ``brcomp``:
-    with x0 = a / (a + b) and lambda = a y - b x, a log(x/x0) + b log(y/y0) =
-    -(a u + b v), u = e1 - log1p(e1), e1 = -lambda / a, v likewise with e2 = lambda / b,
-    and log(x0^a y0^b / B(a, b)) = log(ab / (a + b)) / 2 - log(2 pi) / 2 - (del(a) +
-    del(b) - del(a + b)): no term of size a log x, whose rounding (~1e-16 a) made the
-    tails of large-count rows inexact. Otherwise a log x + b log y - ``log_beta``."""
+    with x0 = a / (a + b) and lambda = a y - b x (:func:`beta_lambda`), a log(x/x0) +
+    b log(y/y0) = -(a u + b v), u = e1 - log1p(e1) (:func:`_rlog1`), e1 = -lambda / a,
+    v likewise with e2 = lambda / b, and log(x0^a y0^b / B(a, b)) = log(ab / (a + b)) / 2
+    - log(2 pi) / 2 - (del(a) + del(b) - del(a + b)): no term of size a log x, whose
+    rounding (~1e-16 a) made the tails of large-count rows inexact. Otherwise
+    a log x + b log y - ``log_beta``."""
     if a < STIRLING_MIN or b < STIRLING_MIN:
         return a * log_x + b * log_y - log_beta
-    lam = a * y - b * x
-    e1 = -lam / a
-    e2 = lam / b
-    u = e1 - math.log1p(e1)
-    v = e2 - math.log1p(e2)
+    lam = beta_lambda(a, b, x, y)
+    u = _rlog1(-lam / a)
+    v = _rlog1(lam / b)
     corr = _stirling_del(a) + _stirling_del(b) - _stirling_del(a + b)
     return -(a * u + b * v) + 0.5 * (math.log(a * b / (a + b)) - LOG_2PI) - corr
 
 
 @njit(cache=True)
 def _log_near_tail(a, b, x, y, log_x, log_y, log_beta):  # type: ignore[no-untyped-def]
-    """log I_x(a, b) for x below the switch (a + 1) / (a + b + 2), by the continued
-    fraction (where it converges fast)."""
+    """log I_x(a, b) for x below the switch (a + 1) / (a + b + 2), by a continued
+    fraction (where it converges fast): for a, b > 1 TOMS 708's ``bfrac``
+    (:func:`_bfrac`), whose coefficients take x only as a factor and 1 + lambda, lambda
+    = a - (a + b) x, from :func:`beta_lambda`; otherwise Numerical Recipes' ``betacf``.
+    ``betacf`` starts from 1 - (a + b) x / (a + 1) = (1 + lambda) / (a + 1), which for a
+    large a and x near 1 cancels: the rounding of x (1e-16) then cost a relative error
+    ~1e-16 (a + 1) / (1 + lambda), 4e-9 for Beta(4.1e7, 6)."""
     front = log_front(a, b, x, y, log_x, log_y, log_beta)
+    if a > 1.0 and b > 1.0:
+        return min(front + math.log(_bfrac(a, b, x, y, beta_lambda(a, b, x, y))), 0.0)
     return min(front - math.log(a) + math.log(_betacf(a, b, x)), 0.0)
+
+
+@njit(cache=True)
+def _split(v):  # type: ignore[no-untyped-def]
+    """Dekker's split of v into hi + lo, each with at most 26 significant bits."""
+    c = 134217729.0 * v  # 2^27 + 1
+    hi = c - (c - v)
+    return hi, v - hi
+
+
+@njit(cache=True)
+def _two_prod(u, v):  # type: ignore[no-untyped-def]
+    """(p, e) with p = fl(u v) and p + e = u v exactly (Dekker; no fused multiply-add)."""
+    p = u * v
+    uh, ul = _split(u)
+    vh, vl = _split(v)
+    return p, ((uh * vh - p) + uh * vl + ul * vh) + ul * vl
+
+
+@njit(cache=True)
+def beta_lambda(a, b, x, y):  # type: ignore[no-untyped-def]
+    """lambda = a - (a + b) x = (a + b) y - b for the pair (x, y = 1 - x) whose smaller
+    member is exact, from that member, with a + b and its product by it carried to twice
+    the working precision (two-sum, two-product): relative error ~1e-16 even where lambda
+    is small against a (x near the mean a / (a + b)), where a y - b x lost ~1e-16 a."""
+    s = a + b
+    e = (a - (s - (s - a))) + (b - (s - a))  # s + e = a + b exactly (Knuth's two-sum)
+    if x <= y:
+        p, q = _two_prod(s, x)
+        return ((a - p) - q) - e * x
+    p, q = _two_prod(s, y)
+    return ((p - b) + q) + e * y
+
+
+@njit(cache=True)
+def _bfrac(a, b, x, y, lam):  # type: ignore[no-untyped-def]
+    """The continued fraction r of I_x(a, b) = x^a y^b / B(a, b) r, for a, b > 1 and
+    x below (a + 1) / (a + b + 2) (1 + lambda > 0 there: lambda >= (a - b) / (a + b +
+    2) > -1): TOMS 708's ``bfrac`` (Didonato & Morris 1992), evaluated as its
+    recurrence of numerators and denominators, rescaled each step; stops when a step
+    changes r by at most 1e-16 r."""
+    c = lam + 1.0
+    c0 = b / a
+    c1 = 1.0 / a + 1.0
+    yp1 = y + 1.0
+    n = 0.0
+    p = 1.0
+    s = a + 1.0
+    an, bn, anp1, bnp1 = 0.0, 1.0, 1.0, c / c1
+    r = c1 / c
+    for _ in range(100000):
+        n += 1.0
+        t = n / a
+        w = n * (b - n) * x
+        e = a / s
+        alpha = p * (p + c0) * e * e * (w * x)
+        e = (t + 1.0) / (c1 + t + t)
+        beta = n + w / s + e * (c + n * yp1)
+        p = t + 1.0
+        s += 2.0
+        t = alpha * an + beta * anp1
+        an, anp1 = anp1, t
+        t = alpha * bn + beta * bnp1
+        bn, bnp1 = bnp1, t
+        r0 = r
+        r = anp1 / bnp1
+        if abs(r - r0) <= 1e-16 * r:
+            break
+        an /= bnp1
+        bn /= bnp1
+        anp1 = r
+        bnp1 = 1.0
+    return r
 
 
 @njit(cache=True)
