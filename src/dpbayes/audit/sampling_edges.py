@@ -190,7 +190,7 @@ def beta_edge_grid() -> list[tuple[float, float, float]]:
     ]
     grid = [(a, b, p) for a, b in ab for p in (0.499, 0.4, 0.01, 1e-22)]
     # a review's cases: counts to 1e9, the mass near 1 - 1.5e-7 (carried as its complement),
-    # the narrowest interval the samplers accept
+    # the narrowest interval the samplers accept, rows far outside the interval
     return [
         *grid,
         (4.1e7, 6.0, 1e-22),
@@ -198,6 +198,11 @@ def beta_edge_grid() -> list[tuple[float, float, float]]:
         (1e6, 1e6, 0.4999995),
         (1e9, 2e9, 0.3333),
         (1e9, 6911.82, 9.84e-9),
+        # rows far from the interval (log tails ~ -1e7 ... -1e9 at both ends)
+        (4.1e7, 6.0, 0.499),
+        (6.0, 4.1e7, 0.4),
+        (1e9, 6911.82, 0.4),
+        (1e9, 6911.82, 0.01),
     ]
 
 

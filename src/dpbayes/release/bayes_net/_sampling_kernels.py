@@ -23,6 +23,10 @@ Proof and error analysis: ``PROOF_sampling.md`` (§3, §4) beside this file.
   outer tails (a U-shaped row of a tiny prior), F(lo) + u M would round to F(lo); the
   condition is then log int_lo^x f >= log u + log M with both integrals summed directly
   (:func:`~._normaliser_kernels.log_mass_between`).
+* Sides 3 and 4: when the row lies far from the interval (log M < -1000), tails of size
+  e^-1000 and below would round in their logs; the condition of side 1 (0) is taken on
+  the ratio S(x) / S(lo) (F(x) / F(hi)) instead
+  (:func:`~._normaliser_kernels.log_near_tail_ratio`; proof, §3.5).
 
 No randomness is drawn here: the kernels receive uniforms drawn by a noise source
 (``dpbayes.privacy.noise``).
@@ -40,6 +44,7 @@ from dpbayes.release.bayes_net._normaliser_kernels import (
     log_beta_fn,
     log_beta_tails,
     log_mass_between,
+    log_near_tail_ratio,
 )
 
 __all__ = [
@@ -53,6 +58,9 @@ LOG_HALF = -0.6931471805599453
 # Below M = 2^-10 min(F(lo), S(hi)) the tails' difference keeps less than ~1e-13 of M: the
 # mass and the condition are integrated directly (``log_mass_between``; proof, §3.3).
 LOG_DIRECT = 10.0 * math.log(2.0)
+# Beyond |log M| = 1000 a log tail's rounding (|L| 2^-53) would exceed 1e-13 of the
+# restricted cdf: the condition is taken on tail ratios instead (proof, §3.5).
+LOG_RELATIVE = 1000.0
 
 
 @njit(cache=True)
@@ -163,6 +171,19 @@ def truncated_beta_ppf(a, b, lo, hi_c, u, fbuf, ibuf):  # type: ignore[no-untype
         target = log_add_exp(base, math.log1p(-u) + lm)
     else:
         target = math.log(u) + lm
+    if side < 2 and lm < -LOG_RELATIVE:
+        # the row lies far from the interval: log tails of size |lm| round by |lm| 2^-53,
+        # so the condition is taken on ratios to the tail at the interval's heavy end
+        # (proof, §3.5); the tail on base's side is the continued fraction's on all of it
+        switch = (a + 1.0) / (a + b + 2.0)
+        if side == 1 and lo_x >= switch:  # S(x) / S(lo) <= 1 - u q, q = M / S(lo)
+            r_end = log_near_tail_ratio(b, a, hi_y, hi_x, lo_y, lo_x)
+            target = math.log1p(u * math.expm1(r_end))
+            side = 3
+        elif side == 0 and hi_x < switch:  # F(x) / F(hi) >= 1 - (1 - u) q, q = M / F(hi)
+            r_end = log_near_tail_ratio(a, b, lo_x, lo_y, hi_x, hi_y)
+            target = math.log1p((1.0 - u) * math.expm1(r_end))
+            side = 4
     # invariant: the condition fails at `left` (lo itself: F(lo) + u M > F(lo)) and
     # holds at `right` (hi: the whole mass); at most 64 halvings of the key range
     while right - left > 1:
@@ -170,6 +191,10 @@ def truncated_beta_ppf(a, b, lo, hi_c, u, fbuf, ibuf):  # type: ignore[no-untype
         x, y = _point(mid, half, fbuf, ibuf)
         if side == 2:
             holds = log_mass_between(a, b, lo_x, lo_y, x, y, log_beta) >= target
+        elif side == 3:
+            holds = log_near_tail_ratio(b, a, y, x, lo_y, lo_x) <= target
+        elif side == 4:
+            holds = log_near_tail_ratio(a, b, x, y, hi_x, hi_y) >= target
         else:
             lf, ls = log_beta_tails(a, b, x, y)
             holds = (lf >= target) if side == 0 else (ls <= target)
