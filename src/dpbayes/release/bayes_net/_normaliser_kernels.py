@@ -14,6 +14,7 @@ import math
 import numpy as np
 from numba import njit
 
+from dpbayes.models.lgamma_differences import stirling_tail
 from dpbayes.release.counts._kernels import betainc_cf
 
 __all__ = [
@@ -51,15 +52,9 @@ LOG_2PI = 1.8378770664093453
 STIRLING_MIN = 20.0  # Stirling's correction below is exact to ~1e-17 from here
 
 
-@njit(cache=True)
-def _stirling_del(x):  # type: ignore[no-untyped-def]
-    """lgamma(x) - ((x - 1/2) log x - x + log(2 pi) / 2) for x >= 20 (Stirling's series to
-    x^-9; the next term is below 1e-17)."""
-    t = 1.0 / x
-    t2 = t * t
-    return t * (
-        1.0 / 12.0 - t2 * (1.0 / 360.0 - t2 * (1.0 / 1260.0 - t2 * (1.0 / 1680.0 - t2 / 1188.0)))
-    )
+# Stirling's correction lgamma(x) - ((x - 1/2) log x - x + log(2 pi) / 2) for x >= 20
+# (series to x^-9, below 1e-17 from there), compiled from its one definition
+_stirling_del = njit(cache=True)(stirling_tail)
 
 
 @njit(cache=True)

@@ -31,25 +31,23 @@ import math
 import numpy as np
 from numba import njit
 
+from dpbayes.models.lgamma_differences import STIRLING_TAIL_TERMS, stirling_tail
+
 __all__ = ["coin_hellinger_scores", "dirichlet_hellinger_scores", "jensen_lgamma_scalar"]
 
 _STIRLING_MIN = 20.0  # lgamma_differences._STIRLING_MIN
 _SERIES_T = 0.02  # lgamma_differences._SERIES_T
 SURE_ONE = -50.0  # log BC bound below which H rounds to exactly 1
-# Stirling tail coefficients c_k of x^-k (k = 1, 3, 5, 7), and for each k the binomials
-# C(k + 2j - 1, 2j), j = 1..4, of the Taylor series of the tails' Jensen gap in t
-_TAIL_K = np.array([1.0, 3.0, 5.0, 7.0])
-_TAIL_C = np.array([1 / 12, -1 / 360, 1 / 1260, -1 / 1680])
+# Stirling tail coefficients c_k of x^-k (k = 1, 3, ..., 9: those of
+# lgamma_differences.stirling_tail), and for each k the binomials C(k + 2j - 1, 2j),
+# j = 1..4, of the Taylor series of the tails' Jensen gap in t
+_TAIL_K = np.array([float(k) for k, _ in STIRLING_TAIL_TERMS])
+_TAIL_C = np.array([c for _, c in STIRLING_TAIL_TERMS])
 _TAIL_B = np.array(
-    [[float(math.comb(k + 2 * j - 1, 2 * j)) for j in range(1, 5)] for k in (1, 3, 5, 7)]
+    [[float(math.comb(k + 2 * j - 1, 2 * j)) for j in range(1, 5)] for k, _ in STIRLING_TAIL_TERMS]
 )
 
-
-@njit(cache=True, nogil=True)
-def _stirling_tail(x: float) -> float:
-    r = 1.0 / x
-    r2 = r * r
-    return r * (1 / 12 - r2 * (1 / 360 - r2 * (1 / 1260 - r2 / 1680)))
+_stirling_tail = njit(cache=True, nogil=True)(stirling_tail)
 
 
 @njit(cache=True, nogil=True)
@@ -60,7 +58,7 @@ def _jensen_tail(m: float, t: float) -> float:
     r2 = 1.0 / (m * m)
     t2 = t * t
     series = 0.0
-    for i in range(4):
+    for i in range(_TAIL_K.shape[0]):
         br = 0.0
         for j in range(3, -1, -1):
             br = (br + _TAIL_B[i, j]) * t2
