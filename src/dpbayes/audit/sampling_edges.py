@@ -203,6 +203,13 @@ def beta_edge_grid() -> list[tuple[float, float, float]]:
         (6.0, 4.1e7, 0.4),
         (1e9, 6911.82, 0.4),
         (1e9, 6911.82, 0.01),
+        # one parameter below 1 against counts near 1e9, ends near the switch (a second
+        # review: errors to 2e-7 before the switch was a consistent (x, 1 - x) pair)
+        (1e-3, 1e9 + 1e-3, 9.00899998196398e-10),
+        (5.634354325613161e-07, 1054433946.9019951, 8.535390083267699e-10),
+        (2469157684.5811296, 0.9557112052488261, 7.920560873850518e-10),
+        (7937266148.240846, 2.1066969765024963e-10, 3.87390667121618e-21),
+        (1e-12, 1e9, 1e-12),
     ]
 
 

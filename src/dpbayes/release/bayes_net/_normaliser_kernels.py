@@ -270,19 +270,32 @@ def log_quad(c, d, w0, w1):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _switch_pair(a, b):  # type: ignore[no-untyped-def]
+    """The switch s = (a + 1) / (a + b + 2) as a consistent pair (x, y = 1 - x, log x,
+    log y) whose smaller member is exact (rounded once) and the other derived from it:
+    s and 1 - s rounded separately disagree by up to 1.1e-16, and the log of the member
+    near 1 (~1e-9 for a row with counts near 1e9) would carry a relative error ~1e-7
+    into a log x or into the split of an integral."""
+    if a <= b:
+        xs = (a + 1.0) / (a + b + 2.0)
+        return xs, 1.0 - xs, math.log(xs), math.log1p(-xs)
+    ys = (b + 1.0) / (a + b + 2.0)
+    return 1.0 - ys, ys, math.log1p(-ys), math.log(ys)
+
+
+@njit(cache=True)
 def log_mass_between(a, b, x0, y0, x1, y1, log_beta):  # type: ignore[no-untyped-def]
     """log P(x0 <= X <= x1) for X ~ Beta(a, b), each end given as (x, 1 - x) with the
     smaller exact, by :func:`log_quad` (no cancellation: a sum of positive terms), split
     at the switch s = (a + 1) / (a + b + 2): [x0, s] in u = -log t, [s, x1] in v =
     -log(1 - t). For densities that are smooth on the log scales (small a or b); peaked
     ones are the continued fraction's domain."""
-    xs = (a + 1.0) / (a + b + 2.0)
-    ys = (b + 1.0) / (a + b + 2.0)
+    xs, _, lxs, lys = _switch_pair(a, b)
     lu0 = -(math.log(x0) if x0 <= y0 else math.log1p(-y0))
     lu1 = -(math.log(x1) if x1 <= y1 else math.log1p(-y1))
     lv0 = -(math.log(y0) if y0 <= x0 else math.log1p(-x0))
     lv1 = -(math.log(y1) if y1 <= x1 else math.log1p(-x1))
-    us, vs = -math.log(xs), -math.log(ys)
+    us, vs = -lxs, -lys
     left = log_quad(b, a, max(lu1, us), lu0) if x0 < xs else -math.inf
     right = log_quad(a, b, max(lv0, vs), lv1) if x1 > xs else -math.inf
     return log_add_exp(left, right) - log_beta
@@ -294,9 +307,7 @@ def _log_far_tail(a, b, log_y, log_beta):  # type: ignore[no-untyped-def]
     as a sum of positive terms: I_s(a, b) (continued fraction at s) plus the mass of
     [s, x] (:func:`log_quad` in v = -log(1 - t), where a tail piled against 1 is
     smooth)."""
-    xs = (a + 1.0) / (a + b + 2.0)
-    ys = (b + 1.0) / (a + b + 2.0)
-    lxs, lys = math.log(xs), math.log(ys)
+    xs, ys, lxs, lys = _switch_pair(a, b)
     near = _log_near_tail(a, b, xs, ys, lxs, lys, log_beta)
     far = log_quad(a, b, -lys, -log_y) - log_beta
     return min(log_add_exp(near, far), 0.0)
