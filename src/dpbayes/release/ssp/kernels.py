@@ -48,25 +48,53 @@ def _backward(lo, rhs, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _chol_into(a, out):  # type: ignore[no-untyped-def]
-    """Lower Cholesky factor of a into out; False if a is not positive definite."""
+def _chol_from(a, out, r0):  # type: ignore[no-untyped-def]
+    """Rows r0.. of the lower Cholesky factor of a into out, given its rows < r0 in out
+    (they depend on a's leading r0 x r0 block only); False if a is not positive definite.
+    Column by column, each entry's sum in the order k = 0, 1, ..; four rows of a column at
+    once (independent sums, so the same rounding as one row at a time)."""
     d = a.shape[0]
     for j in range(d):
-        s = a[j, j]
-        for k in range(j):
-            s -= out[j, k] * out[j, k]
-        if not s > 0.0:
-            return False
-        dj = math.sqrt(s)
-        out[j, j] = dj
-        for i in range(j + 1, d):
+        if j >= r0:
+            s = a[j, j]
+            for k in range(j):
+                s -= out[j, k] * out[j, k]
+            if not s > 0.0:
+                return False
+            out[j, j] = math.sqrt(s)
+            for i in range(j):
+                out[i, j] = 0.0
+        dj = out[j, j]
+        i = max(j + 1, r0)
+        while i + 3 < d:
+            s0 = a[i, j]
+            s1 = a[i + 1, j]
+            s2 = a[i + 2, j]
+            s3 = a[i + 3, j]
+            for k in range(j):
+                ojk = out[j, k]
+                s0 -= out[i, k] * ojk
+                s1 -= out[i + 1, k] * ojk
+                s2 -= out[i + 2, k] * ojk
+                s3 -= out[i + 3, k] * ojk
+            out[i, j] = s0 / dj
+            out[i + 1, j] = s1 / dj
+            out[i + 2, j] = s2 / dj
+            out[i + 3, j] = s3 / dj
+            i += 4
+        while i < d:
             s = a[i, j]
             for k in range(j):
                 s -= out[i, k] * out[j, k]
             out[i, j] = s / dj
-        for i in range(j):
-            out[i, j] = 0.0
+            i += 1
     return True
+
+
+@njit(cache=True)
+def _chol_into(a, out):  # type: ignore[no-untyped-def]
+    """Lower Cholesky factor of a into out; False if a is not positive definite."""
+    return _chol_from(a, out, 0)
 
 
 @njit(cache=True)
@@ -118,16 +146,19 @@ def collapsed_loglik_stack(c, n, s_obs, rows, cols, omega):  # type: ignore[no-u
 
 
 @njit(cache=True)
-def _lgl(lsig, g11, gx, out_m, out_v, tmp):  # type: ignore[no-untyped-def]
-    """M = L G11 L' and v = L g for the lower-triangular L (tmp: d x d scratch)."""
+def _lgl_from(lsig, g11, gx, out_m, out_v, tmp, r0):  # type: ignore[no-untyped-def]
+    """Rows and columns r0.. of M = L G11 L' and rows r0.. of v = L g for the
+    lower-triangular L, given the rest of M and v (they depend on L's rows < r0 only;
+    tmp: d x d scratch, its rows r0.. written)."""
     d = lsig.shape[0]
-    tmp[:, :] = 0.0
-    for i in range(d):
+    for i in range(r0, d):
+        for j in range(d):
+            tmp[i, j] = 0.0
         for k in range(i + 1):
             lik = lsig[i, k]
             for j in range(d):
                 tmp[i, j] += lik * g11[k, j]
-    for i in range(d):
+    for i in range(r0, d):
         for j in range(i + 1):
             s = 0.0
             for k in range(j + 1):
@@ -138,6 +169,12 @@ def _lgl(lsig, g11, gx, out_m, out_v, tmp):  # type: ignore[no-untyped-def]
         for k in range(i + 1):
             s += lsig[i, k] * gx[k]
         out_v[i] = s
+
+
+@njit(cache=True)
+def _lgl(lsig, g11, gx, out_m, out_v, tmp):  # type: ignore[no-untyped-def]
+    """M = L G11 L' and v = L g for the lower-triangular L (tmp: d x d scratch)."""
+    _lgl_from(lsig, g11, gx, out_m, out_v, tmp, 0)
 
 
 @njit(cache=True)
@@ -290,12 +327,19 @@ def _noncentred_chain(  # type: ignore[no-untyped-def]
             sig_b[j, i] = new
             ok = (i != j) or new > 0.0
             if ok:
-                ok = _chol_into(sig_b, lprop)
+                # rows < j of the factor, M and v are those of the current state
+                lprop[:j, :] = lsig[:j, :]
+                ok = _chol_from(sig_b, lprop, j)
             if ok:
-                lp_new = _log_prior_sigma(sig_b, lprop, kind, var_max, tr_max, nu0, psi0)
+                if kind == 0 and i != j:  # the bounded prior depends on the diagonal only
+                    lp_new = lp
+                else:
+                    lp_new = _log_prior_sigma(sig_b, lprop, kind, var_max, tr_max, nu0, psi0)
                 ok = lp_new > -np.inf
             if ok:
-                _lgl(lprop, g11, gx, mprop, vprop, tmp)
+                mprop[:j, :j] = mm[:j, :j]
+                vprop[:j] = v[:j]
+                _lgl_from(lprop, g11, gx, mprop, vprop, tmp, j)
                 _nc_statistics(sig_b, w, mprop, vprop, gyy, n, sig, pos, sprop)
                 ll_new = _gauss_ll(s_obs, sprop, om)
                 ok = math.log(u_s[e]) < ll_new - ll + lp_new - lp
