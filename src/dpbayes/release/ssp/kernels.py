@@ -110,8 +110,7 @@ def _isserlis_chol(cb, n, rows, cols, om, kk, a, lb):  # type: ignore[no-untyped
             val = n * (cb[i, k] * cb[j, l] + cb[i, l] * cb[j, k])
             kk[u, v] = val
             kk[v, u] = val
-            a[u, v] = val
-            a[v, u] = val
+            a[u, v] = val  # the lower triangle: all the factorisation reads
         a[u, u] += om[u]
     if not _chol_into(a, lb):
         raise np.linalg.LinAlgError("n K(C) + diag omega is not positive definite")
@@ -240,15 +239,6 @@ def _log_prior_sigma(sx, lsig, kind, var_max, tr_max, nu0, psi0):  # type: ignor
 
 
 @njit(cache=True)
-def _accept(lsig, lprop, mm, mprop, v, vprop, s, sprop):  # type: ignore[no-untyped-def]
-    """The proposed factor, M, v and statistics become the state."""
-    lsig[:, :] = lprop
-    mm[:, :] = mprop
-    v[:] = vprop
-    s[:] = sprop
-
-
-@njit(cache=True)
 def _noncentred_chain(  # type: ignore[no-untyped-def]
     w, sig_b, g11, gx, gyy, om, s_obs, pos, n, sig, lam, kind, var_max, tr_max, nu0, psi0,
     scale_s, z_w, u_w, z_s, u_s, acc_s, s_in, out_s,
@@ -275,6 +265,7 @@ def _noncentred_chain(  # type: ignore[no-untyped-def]
     oxy = np.empty(d)
     row = np.empty(d)
     tmp = np.empty((d, d))
+    sxx = np.empty((d, d))
     if not _chol_into(sig_b, lsig):  # numerically singular: no move for this chain
         out_s[:] = s_in
         return 0
@@ -283,18 +274,18 @@ def _noncentred_chain(  # type: ignore[no-untyped-def]
     # independence proposal accepted on the y'y entry's likelihood ratio
     for i in range(d):
         oxy[i] = om[pos[i, d]]
+        for k in range(d):
+            sxx[i, k] = n * sig_b[i, k] + rn * mm[i, k]
     for i in range(d):
-        for j in range(d):
+        for j in range(i + 1):  # the precision is symmetric (x * y = y * x exactly)
             acc = 0.0
             for k in range(d):
-                sik = n * sig_b[i, k] + rn * mm[i, k]
-                sjk = n * sig_b[j, k] + rn * mm[j, k]
-                acc += sik * sjk / oxy[k]
+                acc += sxx[i, k] * sxx[j, k] / oxy[k]
             prec[i, j] = acc + (lam if i == j else 0.0)
+            prec[j, i] = prec[i, j]
         r = 0.0
         for k in range(d):
-            sik = n * sig_b[i, k] + rn * mm[i, k]
-            r += sik * (s_obs[pos[k, d]] - rn * sig * v[k]) / oxy[k]
+            r += sxx[i, k] * (s_obs[pos[k, d]] - rn * sig * v[k]) / oxy[k]
         rhs[i] = r
     if not _chol_into(prec, lprec):
         raise ValueError("w precision is not positive definite")
@@ -345,7 +336,12 @@ def _noncentred_chain(  # type: ignore[no-untyped-def]
                 ok = math.log(u_s[e]) < ll_new - ll + lp_new - lp
             if ok:
                 ll, lp = ll_new, lp_new
-                _accept(lsig, lprop, mm, mprop, v, vprop, s, sprop)
+                # the proposed factor, M, v and statistics become the state (the old
+                # state's arrays are the next proposal's scratch)
+                lsig, lprop = lprop, lsig
+                mm, mprop = mprop, mm
+                v, vprop = vprop, v
+                s, sprop = sprop, s
                 acc_s[e] += 1
             else:
                 sig_b[i, j] = old
@@ -381,7 +377,10 @@ def _noncentred_chain(  # type: ignore[no-untyped-def]
             ok = math.log(u_s[e]) < log_a
         if ok:
             ll, lp = ll_new, lp_new
-            _accept(lsig, lprop, mm, mprop, v, vprop, s, sprop)
+            lsig, lprop = lprop, lsig
+            mm, mprop = mprop, mm
+            v, vprop = vprop, v
+            s, sprop = sprop, s
             acc_s[e] += 1
         else:
             sig_b[j, :] = row
@@ -493,11 +492,26 @@ def statistics_draw(cb, n, s_obs, rows, cols, om, kk, lb, z_g, z_e, lc, out):  #
         resid[u] = s_obs[u] - prior[u] - math.sqrt(om[u]) * z_e[u]
     _forward(lb, resid, resid)
     _backward(lb, resid, resid)
-    for u in range(p):
+    u = 0
+    while u + 3 < p:  # out = prior + K resid, four rows at once (independent sums)
+        a0 = a1 = a2 = a3 = 0.0
+        for v in range(p):
+            rv = resid[v]
+            a0 += kk[u, v] * rv
+            a1 += kk[u + 1, v] * rv
+            a2 += kk[u + 2, v] * rv
+            a3 += kk[u + 3, v] * rv
+        out[u] = prior[u] + a0
+        out[u + 1] = prior[u + 1] + a1
+        out[u + 2] = prior[u + 2] + a2
+        out[u + 3] = prior[u + 3] + a3
+        u += 4
+    while u < p:
         acc = 0.0
         for v in range(p):
             acc += kk[u, v] * resid[v]
         out[u] = prior[u] + acc
+        u += 1
 
 
 @njit(cache=True)
