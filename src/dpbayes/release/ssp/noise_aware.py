@@ -448,20 +448,28 @@ class _NoncentredMoves:
         self.log_scale[-d:] = math.log(0.1)
         self.accepted = np.zeros(self.log_scale.size)
         self.tried = 0
+        self._buffers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def draws(
         self, nc: int, gen: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The random inputs of one Gibbs step's sweeps for nc chains, sweep by sweep:
-        normals and uniforms of the w move, of the random walks and scale moves."""
+        normals and uniforms of the w move, of the random walks and scale moves (into
+        arrays reused from step to step: each step's are used before the next draws)."""
         d, q = self.d, self.log_scale.size
-        z_w, u_w = np.empty((self.SWEEPS, nc, d)), np.empty((self.SWEEPS, nc))
-        z_s, u_s = np.empty((self.SWEEPS, nc, q)), np.empty((self.SWEEPS, nc, q))
+        if self._buffers is None or self._buffers[1].shape[1] != nc:
+            self._buffers = (
+                np.empty((self.SWEEPS, nc, d)),
+                np.empty((self.SWEEPS, nc)),
+                np.empty((self.SWEEPS, nc, q)),
+                np.empty((self.SWEEPS, nc, q)),
+            )
+        z_w, u_w, z_s, u_s = self._buffers
         for sw in range(self.SWEEPS):
-            z_w[sw] = gen.standard_normal((nc, d))
-            u_w[sw] = gen.random(nc)
-            z_s[sw] = gen.standard_normal((nc, q))
-            u_s[sw] = gen.random((nc, q))
+            gen.standard_normal(out=z_w[sw])
+            gen.random(out=u_w[sw])
+            gen.standard_normal(out=z_s[sw])
+            gen.random(out=u_s[sw])
         return z_w, u_w, z_s, u_s
 
     def adapt(self, it: int, accepted: np.ndarray, nc: int) -> None:
@@ -539,6 +547,7 @@ def linear_ssp_noise_aware(
     s_obs = obs[rows, cols]
     kind, sd = _noise_sd(rec, m)
     b = sd[rows, cols] / math.sqrt(2.0)  # Laplace scales (used for Laplace noise only)
+    ig_shape = 1.0 / (b * b)  # the shape of 1 / omega_k | e_k (step 4)
     lam, sig2 = model.prior_precision, model.noise_variance
     bx = float(rec.bounds[0])
     gen = noise_source(rng).generator()
@@ -587,7 +596,7 @@ def linear_ssp_noise_aware(
             theta = np.ascontiguousarray(theta, dtype=float)
             sx = np.ascontiguousarray(sx, dtype=float)
             # the random inputs of steps 1-3, in the order the steps use them
-            z_g, z_e = gen.standard_normal((nc, p)), gen.standard_normal((nc, p))
+            z_g, z_e = gen.standard_normal((2, nc, p))  # the same draws as two calls
             if noncentred is not None:
                 nc_draws = noncentred.draws(nc, gen)
                 scale_s = np.exp(noncentred.log_scale)
@@ -610,7 +619,7 @@ def linear_ssp_noise_aware(
             # 4. omega | e (Laplace noise as a scale mixture of normals)
             if kind == "laplace":
                 e = np.maximum(np.abs(s_obs - s), 1e-12)
-                omega = 1.0 / gen.wald(1.0 / (b * e), 1.0 / (b * b))
+                omega = 1.0 / gen.wald(1.0 / (b * e), ig_shape)
             moves.record(it, theta)
             if it >= burn:
                 keep_means.append(wmean.copy())
