@@ -15,6 +15,10 @@ from engine_data import BOUNDS, EXTREMES, engine_frame, reference_bounded
 import dpbayes as dpb
 from dpbayes.data import SQLAlchemyTable, Table, as_source, load_bundled
 
+# one worker for this module: its fixtures replace shared PostgreSQL tables, which two
+# workers doing at once collide on (CREATE TABLE races in the catalog)
+pytestmark = pytest.mark.xdist_group("engines")
+
 COLUMNS = ("user", "k", "b", "s", "x", "e")
 NUMERIC = ("k", "x", "e")
 

@@ -21,6 +21,10 @@ from dpbayes.models import BayesNet, NaiveBayes
 from dpbayes.release.bayes_net import laplace as _alg1  # noqa: F401  (registers the mechanisms)
 from dpbayes.release.bayes_net.laplace import laplace_sensitivity
 
+# one worker for this module: its PostgreSQL fixture replaces a shared table (two workers
+# doing it at once collide in the catalog)
+pytestmark = pytest.mark.xdist_group("engines")
+
 K = 2
 VARIABLES = {"age": [0, 1, 2, 3], "smoker": [False, True], "health": ["poor", "fair", "good"]}
 EDGES = [("age", "smoker"), ("age", "health"), ("smoker", "health")]

@@ -13,6 +13,10 @@ import pytest
 import dpbayes as dpb
 from dpbayes.data import Table
 
+# one worker for this module: its PostgreSQL fixture replaces a shared table (two workers
+# doing it at once collide in the catalog)
+pytestmark = pytest.mark.xdist_group("engines")
+
 
 def frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
     g = np.random.default_rng(seed)
