@@ -408,6 +408,9 @@ async function connect(ev) {
 
 async function ask(ev) {
   ev.preventDefault();
+  // the refresh below prices the current query; a debounced quote still waiting would
+  // otherwise fire after it and leave the price "pending" once Ask is enabled again
+  clearTimeout(priceTimer);
   showError("");
   const btn = $("ask");
   btn.disabled = true; // enabled again once the answer, budget and history are all shown
