@@ -33,6 +33,7 @@ __all__ = [
     "bregman_lgamma",
     "jensen_lgamma",
     "log1pmx",
+    "log1pmx_series",
     "stirling_tail",
 ]
 
@@ -40,15 +41,27 @@ _TAYLOR_MAX = 0.02  # below 20: |half-difference| < 0.02 m (J), |difference| < 0
 _STIRLING_MIN = 20.0  # Stirling's series (to x^-9) is accurate to ~1e-17 absolute from here
 
 
+# coefficients (-1)^(k+1)/k of u^k in log(1 + u) - u, highest first (k = 18 .. 2)
+_LOG1PMX_TERMS = tuple((-1.0) ** (k + 1) / k for k in range(18, 1, -1))
+
+
+def log1pmx_series(u: Any) -> Any:
+    """log(1 + u) - u by its series to u^18, for |u| < 0.1 (truncation below 1e-18
+    relative; the direct difference of two numbers of size u loses ~1e-16 / u of its
+    value). Plain arithmetic, so it serves scalars and arrays alike, and the compiled
+    kernels of the release families compile this one definition
+    (``numba.njit(log1pmx_series)``)."""
+    acc = 0.0 * u
+    for c in _LOG1PMX_TERMS:  # -u^2/2 + u^3/3 - ... by Horner, 17 terms
+        acc = acc * u + c
+    return acc * u * u
+
+
 def log1pmx(u: np.ndarray) -> np.ndarray:
-    """log(1 + u) - u without cancellation (series for |u| < 0.1)."""
+    """log(1 + u) - u without cancellation (:func:`log1pmx_series` for |u| < 0.1)."""
     u = np.asarray(u, dtype=float)
     small = np.abs(u) < 0.1
-    us = np.where(small, u, 0.0)
-    acc = np.zeros_like(us)
-    for k in range(18, 1, -1):  # -u^2/2 + u^3/3 - ... by Horner, 17 terms
-        acc = acc * us + (-1.0) ** (k + 1) / k
-    series = acc * us * us
+    series = log1pmx_series(np.where(small, u, 0.0))
     with np.errstate(divide="ignore", invalid="ignore"):
         direct = np.log1p(u) - u
     return np.where(small, series, direct)

@@ -14,7 +14,7 @@ import math
 import numpy as np
 from numba import njit
 
-from dpbayes.models.lgamma_differences import stirling_tail
+from dpbayes.models.lgamma_differences import log1pmx_series, stirling_tail
 from dpbayes.release.counts._kernels import betainc_cf
 
 __all__ = [
@@ -55,6 +55,7 @@ STIRLING_MIN = 20.0  # Stirling's correction below is exact to ~1e-17 from here
 # Stirling's correction lgamma(x) - ((x - 1/2) log x - x + log(2 pi) / 2) for x >= 20
 # (series to x^-9, below 1e-17 from there), compiled from its one definition
 _stirling_del = njit(cache=True)(stirling_tail)
+_log1pmx_series = njit(cache=True)(log1pmx_series)
 
 
 @njit(cache=True)
@@ -74,15 +75,11 @@ def log_beta_fn(a, b):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _rlog1(e):  # type: ignore[no-untyped-def]
-    """e - log(1 + e) (e > -1) without cancellation: for |e| < 0.1 the series
-    sum_{k >= 2} (-1)^k e^k / k (17 terms, truncation below 1e-18 relative), where the
-    direct difference of two numbers of size e loses ~1e-16 / e of its value."""
+    """e - log(1 + e) (e > -1) without cancellation: minus the series
+    :func:`~dpbayes.models.lgamma_differences.log1pmx_series` for |e| < 0.1."""
     if abs(e) >= 0.1:
         return e - math.log1p(e)
-    acc = 0.0
-    for k in range(18, 1, -1):
-        acc = acc * -e + 1.0 / k
-    return acc * e * e
+    return -_log1pmx_series(e)
 
 
 @njit(cache=True)
