@@ -28,6 +28,25 @@ def test_jensen_against_mpmath(m: float) -> None:
     np.testing.assert_array_equal(jensen_lgamma(m, -d), got)  # even in d
 
 
+@pytest.mark.parametrize("tiny", [1e-300, 1e-40, 1e-17, 1e-14, 1e-9])
+def test_jensen_takes_a_smaller_argument_below_the_rounding_of_m(tiny: float) -> None:
+    """lo = the smaller argument, given exactly: m - |d| from the rounded midpoint and
+    half-difference of (tiny, a2) is 0 or a rounding error once tiny is below m's
+    rounding unit; with lo the value is the 40-digit one (every branch: m < 1, m >= 1
+    below 20, lo near and above 20)."""
+    for a2 in (0.3, 1.0, 3.0, 7.5, 19.0, 45.0, 1e7):
+        m, d = (tiny + a2) / 2, (a2 - tiny) / 2
+        got = float(jensen_lgamma(m, d, tiny))
+        ta, ha = mp.mpf(tiny), mp.mpf(a2)
+        ref = mp.loggamma((ta + ha) / 2) - (mp.loggamma(ta) + mp.loggamma(ha)) / 2
+        assert got == pytest.approx(float(ref), rel=1e-12), (tiny, a2)
+    for lo, hi in ((20.0 + tiny, 1e7), (21.0, 40.0), (0.5, 0.5 + tiny)):
+        m, d = (lo + hi) / 2, (hi - lo) / 2
+        assert float(jensen_lgamma(m, d, lo)) == pytest.approx(
+            float(jensen_lgamma(m, d)), rel=1e-12
+        )
+
+
 @pytest.mark.parametrize("x", BASES)
 def test_bregman_against_mpmath(x: float) -> None:
     delta = np.array([s * x * r for r in RELS for s in (-1.0, 1.0)] + [3.0 * x])

@@ -101,10 +101,10 @@ def test_jensen_gap_matches_numpy_and_the_bound() -> None:
     for m in ms:
         for frac in (0.0, 1e-9, 1e-3, 0.01, 0.019, 0.021, 0.3, 0.5, 0.51, 0.9, 0.999):
             d = frac * m
-            got = ek.jensen_lgamma_scalar(float(m), float(d))
+            got = ek.jensen_lgamma_scalar(float(m), float(d), float(m - d))
             ref = float(jensen_lgamma(m, d))
             assert got == pytest.approx(ref, rel=1e-11, abs=1e-300), (m, d)
-            assert got == ek.jensen_lgamma_scalar(float(m), float(-d))
+            assert got == ek.jensen_lgamma_scalar(float(m), float(-d), float(m - d))
             # the shortcut's bound: J(m, d) <= -d^2 / (2 (m + |d|)), with 50-digit J
             exact = mp_jensen(m, d)
             assert float(exact) <= -(d * d) / (2 * (m + d)) * (1 - 1e-12) + 1e-300
@@ -137,3 +137,30 @@ def test_scores_do_not_fail_at_k_equal_n_with_a_tiny_prior(beta: float) -> None:
     out = np.empty(n + 1)
     ek.coin_hellinger_scores(1.0, beta, n, n, out)
     assert np.all(np.isfinite(out)) and out[n] == 0.0
+
+
+@pytest.mark.parametrize("tiny", [1e-300, 1e-100, 1e-17, 1e-14])
+def test_scores_keep_a_parameter_below_the_rounding_of_the_other(tiny: float) -> None:
+    """Against Beta(tiny + k, .) the midpoint m = (a1 + a2) / 2 and half-difference d
+    round to the same double once tiny is below m's rounding unit, so m - d, the smaller
+    argument whose lgamma is the largest term, was 0 (log BC = -inf) or a rounding error
+    (up to 50% off at 1e-14). The kernels and the vectorised formulas now take it
+    exactly: 50-digit values, and the two agree."""
+    for x, y in (
+        ([tiny, 1.0], [1.0, 1.0]),
+        ([tiny, 3.0], [2.0, 2.0]),
+        ([tiny, 5.0], [3.0, 4.0]),
+        ([1.0, tiny + 1.0], [tiny, 2.0]),
+    ):
+        want = mp_hellinger(x, y)
+        assert ek._hellinger_beta_exact(x[0], x[1], y[0], y[1]) == pytest.approx(want, rel=1e-14)
+        assert float(hellinger_beta(x[0], x[1], y[0], y[1])) == pytest.approx(want, rel=1e-14)
+    post = np.array([tiny, 2.0, 3.0])
+    cands = np.array([[1.0, 1.0, 3.0], [0.0, 2.0, 3.0], [2.0, 0.0, 3.0]])
+    out = np.empty(len(cands))
+    ek.dirichlet_hellinger_scores(np.array([tiny, 1.0, 1.0]), post, cands, out)
+    for r, c in enumerate(cands):
+        x2 = [tiny + c[0], 1.0 + c[1], 1.0 + c[2]]
+        want = mp_hellinger(list(post), x2)
+        assert -out[r] == pytest.approx(want, rel=1e-14), r
+        assert float(hellinger_dirichlet(post, np.array(x2))) == pytest.approx(want, rel=1e-14)

@@ -90,7 +90,12 @@ def _rowwise_chunked(fn: Callable[..., Any], x1: Any, x2: Any) -> np.ndarray:
 def _log_affinity_beta_core(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> Any:
     ma, da = (a1 + a2) / 2, (a2 - a1) / 2
     mb, db = (b1 + b2) / 2, (b2 - b1) / 2
-    out = jensen_lgamma(ma, da) + jensen_lgamma(mb, db) - jensen_lgamma(ma + mb, da + db)
+    # each J with its smaller argument exact (jensen_lgamma: lost in m - |d| when tiny)
+    out = (
+        jensen_lgamma(ma, da, np.minimum(a1, a2))
+        + jensen_lgamma(mb, db, np.minimum(b1, b2))
+        - jensen_lgamma(ma + mb, da + db, np.minimum(a1 + b1, a2 + b2))
+    )
     return np.minimum(out, 0.0)
 
 
@@ -114,8 +119,9 @@ def hellinger_beta(a1: Any, b1: Any, a2: Any, b2: Any) -> Any:
 
 def _log_affinity_dirichlet_core(x1: np.ndarray, x2: np.ndarray) -> Any:
     m, d = (x1 + x2) / 2, (x2 - x1) / 2
-    out = np.sum(jensen_lgamma(m, d), axis=-1) - jensen_lgamma(
-        np.sum(m, axis=-1), np.sum(d, axis=-1)
+    lo_total = np.minimum(np.sum(x1, axis=-1), np.sum(x2, axis=-1))
+    out = np.sum(jensen_lgamma(m, d, np.minimum(x1, x2)), axis=-1) - jensen_lgamma(
+        np.sum(m, axis=-1), np.sum(d, axis=-1), lo_total
     )
     return np.minimum(out, 0.0)
 

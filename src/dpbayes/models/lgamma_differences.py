@@ -123,25 +123,35 @@ def _jensen_big(m: np.ndarray, d: np.ndarray) -> np.ndarray:
     return -0.5 * ((m - 0.5) * l1mt2 + 2.0 * d * at) + _jensen_tail(m, t)
 
 
-def _log_one_minus_t2(m: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """log(1 - (d/m)^2) for 0 <= d < m, by log1p near 0 and from m - d, m + d near 1."""
+def _log_one_minus_t2(m: np.ndarray, d: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """log(1 - (d/m)^2) for 0 <= d < m, by log1p near 0 and from lo = m - d, m + d near 1."""
     t = d / m
-    out = np.log1p(-t * t)
     far = t > 0.5
+    out = np.log1p(-t * np.where(far, 0.0, t))
     if np.any(far):
         mf, df = m[far], d[far]
-        out[far] = np.log((mf - df) / mf) + np.log((mf + df) / mf)
+        out[far] = np.log(lo[far] / mf) + np.log((mf + df) / mf)
     return np.asarray(out)
 
 
-def jensen_lgamma(m: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """J = lgamma(m) - (lgamma(m - d) + lgamma(m + d)) / 2  (<= 0), for m > |d|."""
-    m, d = np.broadcast_arrays(np.asarray(m, dtype=float), np.asarray(d, dtype=float))
+def jensen_lgamma(m: Any, d: Any, lo: Any = None) -> np.ndarray:
+    """J = lgamma(m) - (lgamma(m - d) + lgamma(m + d)) / 2  (<= 0), for m > |d|.
+
+    ``lo``: the smaller argument m - |d|, exact, where the caller has it (the smaller of
+    the two parameters). Formed as m - |d| from rounded m and d it is lost when it is
+    below m's rounding unit (Beta(1e-300, .) against Beta(1, .): m = d = 0.5), and then
+    lgamma(lo), the largest term, with it."""
+    m, d, lo_in = np.broadcast_arrays(
+        np.asarray(m, dtype=float),
+        np.asarray(d, dtype=float),
+        np.asarray(np.nan if lo is None else lo, dtype=float),
+    )
     shape = m.shape
     m, ad = m.ravel(), np.abs(d).ravel()
     if not np.any(ad):  # equal arguments (e.g. candidates with a common a + b): J = 0
         return np.zeros(shape)
-    big = (m - ad) >= _STIRLING_MIN
+    low = m - ad if lo is None else lo_in.ravel()
+    big = low >= _STIRLING_MIN
     if np.all(big):
         return np.minimum(_jensen_big(m, ad), 0.0).reshape(shape)
     out = np.empty(m.shape)
@@ -154,8 +164,8 @@ def jensen_lgamma(m: np.ndarray, d: np.ndarray) -> np.ndarray:
         # lgamma(x) = lgamma(x + 1) - log x: J(m, d) = J(m + 1, d) + log((m-d)(m+d)/m^2) / 2,
         # every term finite however small m (the series' polygamma(k, m) overflowed at
         # m ~ 1e-35 and made 0 * inf = NaN scores for an empty category)
-        ms, ds = m[small], ad[small]
-        out[small] = jensen_lgamma(ms + 1.0, ds) + 0.5 * _log_one_minus_t2(ms, ds)
+        ms, ds, ls = m[small], ad[small], low[small]
+        out[small] = jensen_lgamma(ms + 1.0, ds, ls + 1.0) + 0.5 * _log_one_minus_t2(ms, ds, ls)
     if np.any(near):  # J = -sum_k d^(2k) psi^(2k-1)(m) / (2k)!, ratio of terms ~ (d/m)^2
         mn, dn = m[near], ad[near]
         d2 = dn * dn
@@ -166,7 +176,7 @@ def jensen_lgamma(m: np.ndarray, d: np.ndarray) -> np.ndarray:
     if np.any(rest):
         ms, ds = m[rest], ad[rest]
         out[rest] = special.gammaln(ms) - 0.5 * (
-            special.gammaln(ms - ds) + special.gammaln(ms + ds)
+            special.gammaln(low[rest]) + special.gammaln(ms + ds)
         )
     return np.minimum(out, 0.0).reshape(shape)
 

@@ -82,21 +82,23 @@ def _jensen_big(m: float, d: float) -> float:
 
 
 @njit(cache=True, nogil=True)
-def jensen_lgamma_scalar(m: float, d: float) -> float:
-    """J(m, d) = lgamma(m) - (lgamma(m - d) + lgamma(m + d)) / 2 (<= 0), for m > |d|."""
+def jensen_lgamma_scalar(m: float, d: float, lo: float) -> float:
+    """J(m, d) = lgamma(m) - (lgamma(m - d) + lgamma(m + d)) / 2 (<= 0), for m > |d|, with
+    lo = m - |d| exact (``lgamma_differences.jensen_lgamma``: the smaller argument, lost in
+    m - |d| when it is below m's rounding unit)."""
     ad = abs(d)
     if ad == 0.0:
         return 0.0
-    if m - ad >= _STIRLING_MIN:
+    if lo >= _STIRLING_MIN:
         out = _jensen_big(m, ad)
     else:
-        shift = math.ceil(_STIRLING_MIN - (m - ad))
+        shift = math.ceil(_STIRLING_MIN - lo)
         acc = 0.0
         for i in range(shift):
             x = m + i
             u = ad / x
             if u > 0.5:
-                acc += 0.5 * (math.log((x - ad) / x) + math.log((x + ad) / x))
+                acc += 0.5 * (math.log((lo + i) / x) + math.log((x + ad) / x))
             else:
                 acc += 0.5 * math.log1p(-u * u)
         out = _jensen_big(m + shift, ad) + acc
@@ -137,8 +139,8 @@ def _beta_bound(a1: float, b1: float, a2: float, b2: float) -> float:
 def _hellinger_beta_exact(a1: float, b1: float, a2: float, b2: float) -> float:
     ma, da = (a1 + a2) / 2, (a2 - a1) / 2
     mb, db = (b1 + b2) / 2, (b2 - b1) / 2
-    out = jensen_lgamma_scalar(ma, da) + jensen_lgamma_scalar(mb, db)
-    out -= jensen_lgamma_scalar(ma + mb, da + db)
+    out = jensen_lgamma_scalar(ma, da, min(a1, a2)) + jensen_lgamma_scalar(mb, db, min(b1, b2))
+    out -= jensen_lgamma_scalar(ma + mb, da + db, min(a1 + b1, a2 + b2))
     return _hellinger(min(out, 0.0))
 
 
@@ -187,21 +189,28 @@ def dirichlet_hellinger_scores(
     cats = alpha.size
     m = np.empty(cats)
     d = np.empty(cats)
+    lo = np.empty(cats)  # the smaller arguments, exact (jensen_lgamma_scalar)
+    post_total = 0.0
+    for i in range(cats):
+        post_total += post[i]
     for r in range(candidates.shape[0]):
         mt = 0.0
         dt = 0.0
+        x2_total = 0.0
         bound = 0.0
         for i in range(cats):
             x2 = alpha[i] + candidates[r, i]
             m[i] = (post[i] + x2) / 2
             d[i] = (x2 - post[i]) / 2
+            lo[i] = min(post[i], x2)
             mt += m[i]
             dt += d[i]
+            x2_total += x2
             bound -= d[i] * d[i] / (2.0 * (m[i] + abs(d[i])))
         if bound + _total_bound(mt, dt) < SURE_ONE:
             out[r] = -1.0
             continue
-        log_bc = -jensen_lgamma_scalar(mt, dt)
+        log_bc = -jensen_lgamma_scalar(mt, dt, min(post_total, x2_total))
         for i in range(cats):
-            log_bc += jensen_lgamma_scalar(m[i], d[i])
+            log_bc += jensen_lgamma_scalar(m[i], d[i], lo[i])
         out[r] = -_hellinger(min(log_bc, 0.0))
