@@ -210,6 +210,9 @@ def beta_edge_grid() -> list[tuple[float, float, float]]:
         (2469157684.5811296, 0.9557112052488261, 7.920560873850518e-10),
         (7937266148.240846, 2.1066969765024963e-10, 3.87390667121618e-21),
         (1e-12, 1e9, 1e-12),
+        # the upper end exactly at the switch with a > b: a rounded x = 1 - y equal to the
+        # switch sent points below it to the far tail's empty quadrature (7.7e-9 before)
+        (1.07e8, 1.75e-4, (1.75e-4 + 1.0) / (1.07e8 + 1.75e-4 + 2.0)),
     ]
 
 
