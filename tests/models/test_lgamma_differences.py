@@ -71,3 +71,22 @@ def test_shapes_broadcast() -> None:
     assert jensen_lgamma(m, d).shape == (3, 4)
     assert bregman_lgamma(m, d).shape == (3, 4)
     assert np.ndim(jensen_lgamma(30.0, 1.0)) == 0
+
+
+@pytest.mark.parametrize("lo", [1e-300, 0.3, 5.0, 19.999999, 20.0, 21.0, 60.0])
+def test_jensen_at_extreme_scale_ratios(lo: float) -> None:
+    """The larger argument up to 1e18 against a small one: plain gammaln cancelled at
+    m ~ 1e11 (lgamma(m) against lgamma(m + d)), and lo taken as m - d from the rounded
+    midpoint erred with m's rounding unit; once d rounded to m, 1 - d/m = 0 gave NaN
+    (log1p(-1) against atanh(1)) or a ZeroDivisionError in the compiled kernel."""
+    from importlib import import_module
+
+    kernel = import_module("dpbayes.release.expmech._kernels").jensen_lgamma_scalar
+    for hi in (20.5, 1e3, 1e9, 1e12, 1e16, 1e18):
+        if hi <= lo:
+            continue
+        m, d = (lo + hi) / 2, (hi - lo) / 2
+        lo_, hi_ = mp.mpf(lo), mp.mpf(hi)
+        ref = float(mp.loggamma((lo_ + hi_) / 2) - (mp.loggamma(lo_) + mp.loggamma(hi_)) / 2)
+        assert float(jensen_lgamma(m, d, lo)) == pytest.approx(ref, rel=1e-13), (lo, hi)
+        assert kernel(m, d, lo) == pytest.approx(ref, rel=1e-13), (lo, hi)

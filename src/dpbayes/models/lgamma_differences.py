@@ -8,13 +8,25 @@ Two quantities carry every closed-form divergence of Beta and Dirichlet distribu
 
 Subtracting ``lgamma`` values of size ``x log x`` loses about ``log10(x log x)`` digits,
 which for parameters near 1e7 leaves a relative error of ~1e-2 in the Hellinger distance
-of neighbouring posteriors. Here each is computed by one of three routes:
+of neighbouring posteriors. Here they are computed as follows.
 
-* both arguments >= 20: Stirling's series, with the leading terms rearranged into
-  ``log1p``/``atanh``/``log1p(u) - u`` forms and the differences of the series tails
-  taken from their own Taylor expansion when the arguments are close;
-* arguments < 20 and close (relative difference below 0.02 for J, 0.005 for D): the
-  Taylor series in ``d`` with polygamma coefficients;
+J, from the smaller argument lo = m - |d| (exact where the caller has it):
+
+* lo >= 20: Stirling's series, with the leading terms rearranged into ``log1p``/``atanh``
+  forms (from lo itself when d is near m) and the differences of the series tails taken
+  from their own Taylor expansion when the arguments are close;
+* lo < 20 <= m: the exact shift J(m, d) = J(m + N, d) + 1/2 sum_{i<N} log(1 - (d/(m+i))^2),
+  N = ceil(20 - lo), every term of one sign, however large m is (the compiled kernels use
+  it for every lo < 20);
+* m < 1: the shift by one, J(m, d) = J(m + 1, d) + log(1 - (d/m)^2) / 2;
+* m < 20 and |d| < 0.02 m: the Taylor series in ``d`` with polygamma coefficients;
+* otherwise (m < 20): plain ``gammaln`` (no catastrophic cancellation there).
+
+D, from x and x + delta:
+
+* both arguments >= 20: Stirling's series as for J, with ``log1p(u) - u`` forms;
+* arguments < 20 and close (relative difference below 0.005): the Taylor series in
+  ``delta`` with polygamma coefficients;
 * otherwise: plain ``gammaln``/``digamma`` (no catastrophic cancellation there).
 
 All functions broadcast their arguments and use no Python loops over elements.
@@ -91,9 +103,10 @@ _TAIL_C = STIRLING_TAIL_TERMS
 _SERIES_T = 0.02  # |t| below which differences of tails are taken from their Taylor series
 
 
-def _jensen_tail(m: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Tail part of J: s(m) - (s(m(1-t)) + s(m(1+t)))/2 for Stirling's tail s."""
-    out = stirling_tail(m) - 0.5 * (stirling_tail(m * (1 - t)) + stirling_tail(m * (1 + t)))
+def _jensen_tail(m: np.ndarray, t: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """Tail part of J: s(m) - (s(lo) + s(m + d))/2 for Stirling's tail s, t = d/m, lo = m - d
+    (exact, not m (1 - t), which is 0 once d rounds to m)."""
+    out = stirling_tail(m) - 0.5 * (stirling_tail(lo) + stirling_tail(m * (1 + t)))
     small = t < _SERIES_T
     if np.any(small):  # the direct difference cancels; use its Taylor series in t
         ms, t2 = m[small], t[small] ** 2
@@ -110,17 +123,16 @@ def _jensen_tail(m: np.ndarray, t: np.ndarray) -> np.ndarray:
     return out
 
 
-def _jensen_big(m: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """J for m - d >= 20 (d >= 0): Stirling's series with log1p/atanh, no cancellation."""
+def _jensen_big(m: np.ndarray, d: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """J for lo = m - d >= 20 (d >= 0, lo exact): Stirling's series with log1p/atanh, no
+    cancellation."""
     t = d / m
-    with np.errstate(divide="ignore"):
-        l1mt2, at = np.log1p(-t * t), np.arctanh(t)
+    l1mt2 = _log_one_minus_t2(m, d, lo)
     far = t > 0.5
-    if np.any(far):  # 1 - t loses digits: use the arguments themselves
-        mf, lo, hi = m[far], m[far] - d[far], m[far] + d[far]
-        l1mt2[far] = np.log(lo / mf) + np.log(hi / mf)
-        at[far] = 0.5 * np.log(hi / lo)
-    return -0.5 * ((m - 0.5) * l1mt2 + 2.0 * d * at) + _jensen_tail(m, t)
+    at = np.arctanh(np.where(far, 0.0, t))
+    if np.any(far):  # 1 - t loses digits (and is 0 once d rounds to m): use lo itself
+        at[far] = 0.5 * np.log((m[far] + d[far]) / lo[far])
+    return -0.5 * ((m - 0.5) * l1mt2 + 2.0 * d * at) + _jensen_tail(m, t, lo)
 
 
 def _log_one_minus_t2(m: np.ndarray, d: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -134,13 +146,29 @@ def _log_one_minus_t2(m: np.ndarray, d: np.ndarray, lo: np.ndarray) -> np.ndarra
     return np.asarray(out)
 
 
+def _jensen_shifted(m: np.ndarray, d: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """J for lo = m - d < 20 by the exact shift lgamma(x) = lgamma(x + N) - sum_{i<N} log(x + i):
+    J(m, d) = J(m + N, d) + 1/2 sum_{i<N} log(1 - (d/(m + i))^2), N = ceil(20 - lo), so that
+    the shifted gap has lo + N >= 20. Every term has one sign, so nothing cancels, however
+    large m (plain gammaln cancelled there: lgamma(m) against lgamma(m + d) at m ~ 1e11).
+    The compiled kernels (``release/expmech/_kernels.jensen_lgamma_scalar``) make the same
+    steps, scalar, for every lo < 20 (here m < 20 takes faster routes, accurate there)."""
+    n = np.ceil(_STIRLING_MIN - lo)
+    acc = np.zeros_like(m)
+    for i in range(int(n.max())):
+        live = i < n
+        acc[live] += 0.5 * _log_one_minus_t2(m[live] + i, d[live], lo[live] + i)
+    return _jensen_big(m + n, d, lo + n) + acc
+
+
 def jensen_lgamma(m: Any, d: Any, lo: Any = None) -> np.ndarray:
     """J = lgamma(m) - (lgamma(m - d) + lgamma(m + d)) / 2  (<= 0), for m > |d|.
 
     ``lo``: the smaller argument m - |d|, exact, where the caller has it (the smaller of
     the two parameters). Formed as m - |d| from rounded m and d it is lost when it is
     below m's rounding unit (Beta(1e-300, .) against Beta(1, .): m = d = 0.5), and then
-    lgamma(lo), the largest term, with it."""
+    lgamma(lo), the largest term, with it; and where m is large it carries m's rounding
+    error into every term that needs lo."""
     m, d, lo_in = np.broadcast_arrays(
         np.asarray(m, dtype=float),
         np.asarray(d, dtype=float),
@@ -153,13 +181,16 @@ def jensen_lgamma(m: Any, d: Any, lo: Any = None) -> np.ndarray:
     low = m - ad if lo is None else lo_in.ravel()
     big = low >= _STIRLING_MIN
     if np.all(big):
-        return np.minimum(_jensen_big(m, ad), 0.0).reshape(shape)
+        return np.minimum(_jensen_big(m, ad, low), 0.0).reshape(shape)
     out = np.empty(m.shape)
-    small = ~big & (m < 1.0)
-    near = ~big & ~small & (ad < _TAYLOR_MAX * m)
-    rest = ~big & ~small & ~near
+    wide = ~big & (m >= _STIRLING_MIN)  # lo < 20 <= m: lgamma(m) and lgamma(m + d) cancel
+    small = ~big & ~wide & (m < 1.0)
+    near = ~big & ~wide & ~small & (ad < _TAYLOR_MAX * m)
+    rest = ~big & ~wide & ~small & ~near
     if np.any(big):
-        out[big] = _jensen_big(m[big], ad[big])
+        out[big] = _jensen_big(m[big], ad[big], low[big])
+    if np.any(wide):
+        out[wide] = _jensen_shifted(m[wide], ad[wide], low[wide])
     if np.any(small):
         # lgamma(x) = lgamma(x + 1) - log x: J(m, d) = J(m + 1, d) + log((m-d)(m+d)/m^2) / 2,
         # every term finite however small m (the series' polygamma(k, m) overflowed at
@@ -173,7 +204,7 @@ def jensen_lgamma(m: Any, d: Any, lo: Any = None) -> np.ndarray:
         for k in range(5, 0, -1):
             acc = acc * d2 + special.polygamma(2 * k - 1, mn) / math.factorial(2 * k)
         out[near] = -acc * d2
-    if np.any(rest):
+    if np.any(rest):  # m < 20, so the lgamma values are below ~110: nothing cancels badly
         ms, ds = m[rest], ad[rest]
         out[rest] = special.gammaln(ms) - 0.5 * (
             special.gammaln(low[rest]) + special.gammaln(ms + ds)

@@ -6,12 +6,11 @@ J(m, d) = lgamma(m) - (lgamma(m - d) + lgamma(m + d))/2: the formulas of
 :mod:`dpbayes.models.divergence` and :mod:`dpbayes.models.lgamma_differences`, evaluated
 per candidate in one compiled loop instead of ~30 numpy passes over chunks.
 
-* m - |d| >= 20: Stirling's series with ``log1p``/``atanh`` (the same operations as
-  ``lgamma_differences._jensen_big``);
-* m - |d| < 20: the exact shift J(m, d) = J(m + N, d) + 1/2 sum_{i<N} log(1 - (d/(m+i))^2)
-  with m + N - |d| >= 20 (lgamma(x) = lgamma(x + N) - sum log(x + i)); every term has one
-  sign, so nothing cancels. (The numpy version uses polygamma Taylor series or plain
-  ``gammaln`` there; the two agree to rounding.)
+* lo = m - |d| >= 20 (lo exact: the smaller parameter): Stirling's series with
+  ``log1p``/``atanh`` (the same operations as ``lgamma_differences._jensen_big``);
+* lo < 20: the exact shift J(m, d) = J(m + N, d) + 1/2 sum_{i<N} log(1 - (d/(m+i))^2)
+  with lo + N >= 20 (lgamma(x) = lgamma(x + N) - sum log(x + i)); every term has one
+  sign, so nothing cancels (``lgamma_differences._jensen_shifted``, the same steps).
 
 **Candidates far from the posterior.** J is -1/2 the integral of (d - s)(psi'(m + s) +
 psi'(m - s)) over s in [0, |d|] and psi'(x) > 1/x, so J(m, d) <= -d^2 / (2 (m + |d|));
@@ -51,9 +50,9 @@ _stirling_tail = njit(cache=True, nogil=True)(stirling_tail)
 
 
 @njit(cache=True, nogil=True)
-def _jensen_tail(m: float, t: float) -> float:
-    if t >= _SERIES_T:
-        return _stirling_tail(m) - 0.5 * (_stirling_tail(m * (1 - t)) + _stirling_tail(m * (1 + t)))
+def _jensen_tail(m: float, t: float, lo: float) -> float:
+    if t >= _SERIES_T:  # lo exact: m (1 - t) is 0 once d rounds to m
+        return _stirling_tail(m) - 0.5 * (_stirling_tail(lo) + _stirling_tail(m * (1 + t)))
     r = 1.0 / m
     r2 = 1.0 / (m * m)
     t2 = t * t
@@ -68,40 +67,40 @@ def _jensen_tail(m: float, t: float) -> float:
 
 
 @njit(cache=True, nogil=True)
-def _jensen_big(m: float, d: float) -> float:
-    """J for m - d >= 20, d >= 0 (``lgamma_differences._jensen_big``)."""
+def _log_one_minus_t2(m: float, d: float, lo: float) -> float:
+    """log(1 - (d/m)^2), 0 <= d < m, lo = m - d exact (``lgamma_differences._log_one_minus_t2``)."""
     t = d / m
     if t > 0.5:
-        lo, hi = m - d, m + d
-        l1mt2 = math.log(lo / m) + math.log(hi / m)
-        at = 0.5 * math.log(hi / lo)
-    else:
-        l1mt2 = math.log1p(-t * t)
-        at = math.atanh(t)
-    return -0.5 * ((m - 0.5) * l1mt2 + 2.0 * d * at) + _jensen_tail(m, t)
+        return math.log(lo / m) + math.log((m + d) / m)
+    return math.log1p(-t * t)
+
+
+@njit(cache=True, nogil=True)
+def _jensen_big(m: float, d: float, lo: float) -> float:
+    """J for lo = m - d >= 20, d >= 0, lo exact (``lgamma_differences._jensen_big``)."""
+    t = d / m
+    l1mt2 = _log_one_minus_t2(m, d, lo)
+    at = 0.5 * math.log((m + d) / lo) if t > 0.5 else math.atanh(t)
+    return -0.5 * ((m - 0.5) * l1mt2 + 2.0 * d * at) + _jensen_tail(m, t, lo)
 
 
 @njit(cache=True, nogil=True)
 def jensen_lgamma_scalar(m: float, d: float, lo: float) -> float:
     """J(m, d) = lgamma(m) - (lgamma(m - d) + lgamma(m + d)) / 2 (<= 0), for m > |d|, with
     lo = m - |d| exact (``lgamma_differences.jensen_lgamma``: the smaller argument, lost in
-    m - |d| when it is below m's rounding unit)."""
+    m - |d| when it is below m's rounding unit, and rounded with m when m is large); the
+    steps of ``lgamma_differences._jensen_big`` and ``_jensen_shifted``, scalar."""
     ad = abs(d)
     if ad == 0.0:
         return 0.0
     if lo >= _STIRLING_MIN:
-        out = _jensen_big(m, ad)
+        out = _jensen_big(m, ad, lo)
     else:
         shift = math.ceil(_STIRLING_MIN - lo)
         acc = 0.0
         for i in range(shift):
-            x = m + i
-            u = ad / x
-            if u > 0.5:
-                acc += 0.5 * (math.log((lo + i) / x) + math.log((x + ad) / x))
-            else:
-                acc += 0.5 * math.log1p(-u * u)
-        out = _jensen_big(m + shift, ad) + acc
+            acc += 0.5 * _log_one_minus_t2(m + i, ad, lo + i)
+        out = _jensen_big(m + shift, ad, lo + shift) + acc
     return min(out, 0.0)
 
 
