@@ -145,7 +145,11 @@ def _moves(c: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-@pytest.mark.parametrize("alpha", [[1.0, 1.0, 1.0], [0.5, 2.0, 1.3], [0.4, 0.9, 2.0, 1.0]])
+# a prior below 1e-16 (lost in (w + 1) - 1: the pair distance came out 1, not 1 - 2.5e-9)
+@pytest.mark.parametrize(
+    "alpha",
+    [[1.0, 1.0, 1.0], [0.5, 2.0, 1.3], [0.4, 0.9, 2.0, 1.0], [1e-17, 1.0, 2.0], [1e-13, 0.3, 5.0]],
+)
 def test_dirichlet_sensitivities_equal_brute_force(alpha: list[float]) -> None:
     al = np.array(alpha)
     n = 4 if al.size == 4 else 6

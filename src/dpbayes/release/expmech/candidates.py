@@ -217,11 +217,13 @@ def lattice_counts(n: int, m: int, resolution: int) -> np.ndarray:
     return np.unique(base, axis=0)
 
 
-def _pair_distance(u: np.ndarray | float, v: np.ndarray | float) -> np.ndarray:
+def _pair_distance(w: np.ndarray | float, v: np.ndarray | float) -> np.ndarray:
     """H between Dir posteriors differing by one record moved from a category with
-    parameter u (-> u - 1) to one with parameter v (-> v + 1); other components cancel."""
-    uu, vv = np.asarray(u, dtype=float), np.asarray(v, dtype=float)
-    return np.asarray(hellinger_beta(uu, vv, uu - 1.0, vv + 1.0))
+    parameter w + 1 (-> w) to one with parameter v (-> v + 1); other components cancel.
+    The smaller parameter w is given, not formed as (w + 1) - 1, which loses a prior below
+    1e-16 (the distance then came out 1, an over-estimate of the sensitivity)."""
+    ww, vv = np.asarray(w, dtype=float), np.asarray(v, dtype=float)
+    return np.asarray(hellinger_beta(ww + 1.0, vv, ww, vv + 1.0))
 
 
 def dirichlet_scores(alpha: np.ndarray, counts: np.ndarray, candidates: np.ndarray) -> np.ndarray:
@@ -246,7 +248,7 @@ def dirichlet_global_sensitivity(alpha: np.ndarray, n: int) -> tuple[float, tupl
     al = np.asarray(alpha, dtype=float)
     best, arg = -1.0, (0, 1)
     for i, l in ((i, l) for i in range(al.size) for l in range(al.size) if i != l):
-        h = float(_pair_distance(al[i] + 1.0, al[l]))
+        h = float(_pair_distance(al[i], al[l]))
         if h > best:
             best, arg = h, (i, l)
     return best, arg
@@ -254,12 +256,12 @@ def dirichlet_global_sensitivity(alpha: np.ndarray, n: int) -> tuple[float, tupl
 
 def dirichlet_local_sensitivity(alpha: np.ndarray, counts: np.ndarray) -> float:
     """LS(c) = max over moves of one record (i -> l, c_i >= 1) of H(post(c), post(c'))."""
-    post = np.asarray(alpha, dtype=float) + np.asarray(counts, dtype=float)
-    c = np.asarray(counts)
+    al = np.asarray(alpha, dtype=float)
+    c = np.asarray(counts, dtype=np.int64)
     best = 0.0
     for i, l in ((i, l) for i in range(c.size) for l in range(c.size) if i != l):
         if c[i] >= 1:
-            best = max(best, float(_pair_distance(post[i], post[l])))
+            best = max(best, float(_pair_distance(al[i] + (c[i] - 1), al[l] + c[l])))
     return best
 
 
@@ -278,7 +280,7 @@ def dirichlet_smooth_sensitivity(alpha: np.ndarray, counts: np.ndarray, beta: fl
     n = int(c.sum())
     best = dirichlet_local_sensitivity(al, c)
     for i, l in combinations_all(c.size):
-        top = float(_pair_distance(al[i] + 1.0, al[l]))
+        top = float(_pair_distance(al[i], al[l]))
         if top <= best:
             continue
         window = math.floor(math.log(top / best) / beta) + 1 if best > 0 else n
@@ -289,7 +291,7 @@ def dirichlet_smooth_sensitivity(alpha: np.ndarray, counts: np.ndarray, beta: fl
         ok = ss + tt <= n
         di, dl = ss - c[i], tt - c[l]
         dist = 0.5 * (np.abs(di) + np.abs(dl) + np.abs(di + dl))
-        val = _pair_distance(al[i] + ss, al[l] + tt) * np.exp(-beta * dist)
+        val = _pair_distance(al[i] + (ss - 1), al[l] + tt) * np.exp(-beta * dist)
         if np.any(ok):
             best = max(best, float(np.max(val[ok])))
     return best
