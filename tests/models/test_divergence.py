@@ -368,3 +368,34 @@ def test_all_branches_against_high_precision() -> None:
         case = (a1[i], b1[i], a2[i], b2[i])
         assert h[i] ** 2 == pytest.approx(float(-mp.expm1(log_bc)), rel=1e-13 * cond_h), case
         assert k[i] == pytest.approx(float(kl_ref), rel=1e-13 * cond_k), case
+
+
+# (a1, b1, a2, b2, tolerance): the tolerance is ~1e-16 times b log a over |log BC|, the
+# rounding of the log-beta assembly's terms
+@pytest.mark.parametrize(
+    ("a1", "b1", "a2", "b2", "tol"),
+    [
+        (1e12, 1000.0, 19.999999, 0.5, 1e-12),  # a second review's case
+        (19.999999, 1e-10, 1e12, 1e6, 1e-9),
+        (3.0, 1e3, 1e9, 1e6, 1e-12),
+        (0.5, 2.0, 1e16, 20.0, 1e-12),
+        (25.0, 0.5, 1e12, 30.0, 1e-12),
+        (0.5, 0.5, 1e12, 1e3, 1e-11),
+    ],
+)
+def test_far_apart_betas_against_high_precision(a1, b1, a2, b2, tol) -> None:  # type: ignore[no-untyped-def]
+    """Parameters 1e6 to 1e16 apart: each Jensen gap is of size m log 2 and their sum
+    cancels to a few units (1e-4 absolute left at 1e12), so the log affinity is assembled
+    from log-beta values instead where their terms are smaller (b log a)."""
+    import mpmath as mp  # test-only dependency: 60-digit reference values
+
+    mp.mp.dps = 60
+    x = [mp.mpf(v) for v in (a1, b1, a2, b2)]
+
+    def lbeta(p: object, q: object) -> object:
+        return mp.loggamma(p) + mp.loggamma(q) - mp.loggamma(p + q)  # type: ignore[operator]
+
+    lbc = lbeta((x[0] + x[2]) / 2, (x[1] + x[3]) / 2) - (lbeta(x[0], x[1]) + lbeta(x[2], x[3])) / 2
+    assert log_affinity_beta(a1, b1, a2, b2) == pytest.approx(float(lbc), rel=tol)
+    assert log_affinity_beta(a2, b2, a1, b1) == pytest.approx(float(lbc), rel=tol)
+    assert hellinger_beta(a1, b1, a2, b2) == pytest.approx(float(mp.sqrt(-mp.expm1(lbc))), rel=tol)

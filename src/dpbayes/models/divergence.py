@@ -7,7 +7,9 @@ both are assembled from per-coordinate pieces of ``lgamma`` that are computed wi
 cancellation:
 
 * the Hellinger log affinity is ``sum_i J(x_i, y_i) - J(sum x, sum y)`` with the Jensen
-  gap ``J(x, y) = lgamma((x+y)/2) - (lgamma(x) + lgamma(y))/2``;
+  gap ``J(x, y) = lgamma((x+y)/2) - (lgamma(x) + lgamma(y))/2`` (for Betas whose J's
+  cancel, parameters ~1e6 or more apart, from log-beta values split into
+  ``lgamma(b) - D(a, b) - b digamma(a)`` where those terms are smaller);
 * KL is ``sum_i D(x_i, y_i) - D(sum x, sum y)`` with the Bregman divergence
   ``D(x, y) = lgamma(y) - lgamma(x) - (y - x) digamma(x)``;
 
@@ -87,16 +89,45 @@ def _rowwise_chunked(fn: Callable[..., Any], x1: Any, x2: Any) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- vectorised API
+def _log_beta_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """log B(a, b) = lgamma(lo) - D(hi, lo) - lo psi(hi) (lo <= hi, D the Bregman gap of
+    lgamma), and the sum of its terms' sizes (its rounding error is ~1e-16 times that)."""
+    hi, lo = np.maximum(a, b), np.minimum(a, b)
+    terms = (special.gammaln(lo), bregman_lgamma(hi, lo), lo * special.digamma(hi))
+    return terms[0] - terms[1] - terms[2], sum(np.abs(t) for t in terms)
+
+
+_FAR_SIZE = 1e3  # J sizes above which the log-beta assembly is tried (see below) ...
+_CANCELLED = 1e-3  # ... if their sum has cancelled to below this share of them
+
+
 def _log_affinity_beta_core(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> Any:
+    shape = np.shape(a1)  # the four are broadcast already (_elementwise_chunked)
+    a1, b1, a2, b2 = (np.ravel(x) for x in (a1, b1, a2, b2))
     ma, da = (a1 + a2) / 2, (a2 - a1) / 2
     mb, db = (b1 + b2) / 2, (b2 - b1) / 2
     # each J with its smaller argument exact (jensen_lgamma: lost in m - |d| when tiny)
-    out = (
-        jensen_lgamma(ma, da, np.minimum(a1, a2))
-        + jensen_lgamma(mb, db, np.minimum(b1, b2))
-        - jensen_lgamma(ma + mb, da + db, np.minimum(a1 + b1, a2 + b2))
+    parts = (
+        jensen_lgamma(ma, da, np.minimum(a1, a2)),
+        jensen_lgamma(mb, db, np.minimum(b1, b2)),
+        -jensen_lgamma(ma + mb, da + db, np.minimum(a1 + b1, a2 + b2)),
     )
-    return np.minimum(out, 0.0)
+    out = parts[0] + parts[1] + parts[2]
+    # Far-apart pairs (Beta(20, 0.5) against Beta(1e12, 1000)): each J is of size
+    # m log 2 ~ 1e11 and their sum cancels to a few units, leaving ~1e-16 |J| ~ 1e-4. The
+    # assembly log B(m_a, m_b) - (log B(a1, b1) + log B(a2, b2)) / 2 has terms of size
+    # b log a there (~1e4); take whichever has the smaller terms. Tried only where the
+    # J's cancel (candidates far from a posterior have |log BC| of the size of the J's).
+    size = np.abs(parts[0]) + np.abs(parts[1]) + np.abs(parts[2])
+    far = (size > _FAR_SIZE) & (np.abs(out) < _CANCELLED * size)
+    if np.any(far):
+        f1, f2, f3, f4 = a1[far], b1[far], a2[far], b2[far]
+        lm, sm = _log_beta_terms((f1 + f3) / 2, (f2 + f4) / 2)
+        l1, s1 = _log_beta_terms(f1, f2)
+        l2, s2 = _log_beta_terms(f3, f4)
+        better = sm + (s1 + s2) / 2 < size[far]
+        out[far] = np.where(better, lm - (l1 + l2) / 2, out[far])
+    return np.minimum(out, 0.0).reshape(shape)
 
 
 def log_affinity_beta(a1: Any, b1: Any, a2: Any, b2: Any) -> Any:
