@@ -13,14 +13,13 @@ of neighbouring posteriors. Here they are computed as follows.
 J, from the smaller argument lo = m - |d| (exact where the caller has it):
 
 * lo >= 20: Stirling's series, with the leading terms rearranged into ``log1p``/``atanh``
-  forms (from lo itself when d is near m) and the differences of the series tails taken
-  from their own Taylor expansion when the arguments are close;
-* lo < 20 <= m: the exact shift J(m, d) = J(m + N, d) + 1/2 sum_{i<N} log(1 - (d/(m+i))^2),
-  N = ceil(20 - lo), every term of one sign, however large m is (the compiled kernels use
-  it for every lo < 20);
+  forms (from lo itself when d is near m, where 1 - d/m loses digits or is 0) and the
+  differences of the series tails taken from their own Taylor expansion when the
+  arguments are close;
 * m < 1: the shift by one, J(m, d) = J(m + 1, d) + log(1 - (d/m)^2) / 2;
-* m < 20 and |d| < 0.02 m: the Taylor series in ``d`` with polygamma coefficients;
-* otherwise (m < 20): plain ``gammaln`` (no catastrophic cancellation there).
+* lo < 20 and |d| < 0.02 m: the Taylor series in ``d`` with polygamma coefficients;
+* otherwise: plain ``gammaln`` (at most about four digits cancel there: |J| is of the
+  size of the lgamma values when d is near m, and above 1e-4 of them at |d| = 0.02 m).
 
 D, from x and x + delta:
 
@@ -146,21 +145,6 @@ def _log_one_minus_t2(m: np.ndarray, d: np.ndarray, lo: np.ndarray) -> np.ndarra
     return np.asarray(out)
 
 
-def _jensen_shifted(m: np.ndarray, d: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """J for lo = m - d < 20 by the exact shift lgamma(x) = lgamma(x + N) - sum_{i<N} log(x + i):
-    J(m, d) = J(m + N, d) + 1/2 sum_{i<N} log(1 - (d/(m + i))^2), N = ceil(20 - lo), so that
-    the shifted gap has lo + N >= 20. Every term has one sign, so nothing cancels, however
-    large m (plain gammaln cancelled there: lgamma(m) against lgamma(m + d) at m ~ 1e11).
-    The compiled kernels (``release/expmech/_kernels.jensen_lgamma_scalar``) make the same
-    steps, scalar, for every lo < 20 (here m < 20 takes faster routes, accurate there)."""
-    n = np.ceil(_STIRLING_MIN - lo)
-    acc = np.zeros_like(m)
-    for i in range(int(n.max())):
-        live = i < n
-        acc[live] += 0.5 * _log_one_minus_t2(m[live] + i, d[live], lo[live] + i)
-    return _jensen_big(m + n, d, lo + n) + acc
-
-
 def jensen_lgamma(m: Any, d: Any, lo: Any = None) -> np.ndarray:
     """J = lgamma(m) - (lgamma(m - d) + lgamma(m + d)) / 2  (<= 0), for m > |d|.
 
@@ -168,7 +152,7 @@ def jensen_lgamma(m: Any, d: Any, lo: Any = None) -> np.ndarray:
     the two parameters). Formed as m - |d| from rounded m and d it is lost when it is
     below m's rounding unit (Beta(1e-300, .) against Beta(1, .): m = d = 0.5), and then
     lgamma(lo), the largest term, with it; and where m is large it carries m's rounding
-    error into every term that needs lo."""
+    error into the terms that need lo."""
     m, d, lo_in = np.broadcast_arrays(
         np.asarray(m, dtype=float),
         np.asarray(d, dtype=float),
@@ -183,14 +167,11 @@ def jensen_lgamma(m: Any, d: Any, lo: Any = None) -> np.ndarray:
     if np.all(big):
         return np.minimum(_jensen_big(m, ad, low), 0.0).reshape(shape)
     out = np.empty(m.shape)
-    wide = ~big & (m >= _STIRLING_MIN)  # lo < 20 <= m: lgamma(m) and lgamma(m + d) cancel
-    small = ~big & ~wide & (m < 1.0)
-    near = ~big & ~wide & ~small & (ad < _TAYLOR_MAX * m)
-    rest = ~big & ~wide & ~small & ~near
+    small = ~big & (m < 1.0)
+    near = ~big & ~small & (ad < _TAYLOR_MAX * m)
+    rest = ~big & ~small & ~near
     if np.any(big):
         out[big] = _jensen_big(m[big], ad[big], low[big])
-    if np.any(wide):
-        out[wide] = _jensen_shifted(m[wide], ad[wide], low[wide])
     if np.any(small):
         # lgamma(x) = lgamma(x + 1) - log x: J(m, d) = J(m + 1, d) + log((m-d)(m+d)/m^2) / 2,
         # every term finite however small m (the series' polygamma(k, m) overflowed at
@@ -204,7 +185,7 @@ def jensen_lgamma(m: Any, d: Any, lo: Any = None) -> np.ndarray:
         for k in range(5, 0, -1):
             acc = acc * d2 + special.polygamma(2 * k - 1, mn) / math.factorial(2 * k)
         out[near] = -acc * d2
-    if np.any(rest):  # m < 20, so the lgamma values are below ~110: nothing cancels badly
+    if np.any(rest):  # lo < 20 and |d| >= 0.02 m: at most ~4 digits cancel (module doc)
         ms, ds = m[rest], ad[rest]
         out[rest] = special.gammaln(ms) - 0.5 * (
             special.gammaln(low[rest]) + special.gammaln(ms + ds)

@@ -10,7 +10,8 @@ per candidate in one compiled loop instead of ~30 numpy passes over chunks.
   ``log1p``/``atanh`` (the same operations as ``lgamma_differences._jensen_big``);
 * lo < 20: the exact shift J(m, d) = J(m + N, d) + 1/2 sum_{i<N} log(1 - (d/(m+i))^2)
   with lo + N >= 20 (lgamma(x) = lgamma(x + N) - sum log(x + i)); every term has one
-  sign, so nothing cancels (``lgamma_differences._jensen_shifted``, the same steps).
+  sign, so nothing cancels. (The numpy version uses polygamma Taylor series or plain
+  ``gammaln`` there; the two agree to rounding.)
 
 **Candidates far from the posterior.** J is -1/2 the integral of (d - s)(psi'(m + s) +
 psi'(m - s)) over s in [0, |d|] and psi'(x) > 1/x, so J(m, d) <= -d^2 / (2 (m + |d|));
@@ -88,8 +89,7 @@ def _jensen_big(m: float, d: float, lo: float) -> float:
 def jensen_lgamma_scalar(m: float, d: float, lo: float) -> float:
     """J(m, d) = lgamma(m) - (lgamma(m - d) + lgamma(m + d)) / 2 (<= 0), for m > |d|, with
     lo = m - |d| exact (``lgamma_differences.jensen_lgamma``: the smaller argument, lost in
-    m - |d| when it is below m's rounding unit, and rounded with m when m is large); the
-    steps of ``lgamma_differences._jensen_big`` and ``_jensen_shifted``, scalar."""
+    m - |d| when it is below m's rounding unit, and rounded with m when m is large)."""
     ad = abs(d)
     if ad == 0.0:
         return 0.0
