@@ -7,9 +7,10 @@ both are assembled from per-coordinate pieces of ``lgamma`` that are computed wi
 cancellation:
 
 * the Hellinger log affinity is ``sum_i J(x_i, y_i) - J(sum x, sum y)`` with the Jensen
-  gap ``J(x, y) = lgamma((x+y)/2) - (lgamma(x) + lgamma(y))/2`` (for Betas whose J's
-  cancel, parameters ~1e6 or more apart, from log-beta values split into
-  ``lgamma(b) - D(a, b) - b digamma(a)`` where those terms are smaller);
+  gap ``J(x, y) = lgamma((x+y)/2) - (lgamma(x) + lgamma(y))/2`` (where the J's cancel,
+  parameters ~1e6 or more apart, from log-beta values split into
+  ``sum_{i != top} lgamma(x_i) - D(x_top, r) - r digamma(x_top)``, r the sum of the
+  parameters but the largest, when those terms are smaller);
 * KL is ``sum_i D(x_i, y_i) - D(sum x, sum y)`` with the Bregman divergence
   ``D(x, y) = lgamma(y) - lgamma(x) - (y - x) digamma(x)``;
 
@@ -89,16 +90,40 @@ def _rowwise_chunked(fn: Callable[..., Any], x1: Any, x2: Any) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- vectorised API
-def _log_beta_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """log B(a, b) = lgamma(lo) - D(hi, lo) - lo psi(hi) (lo <= hi, D the Bregman gap of
-    lgamma), and the sum of its terms' sizes (its rounding error is ~1e-16 times that)."""
-    hi, lo = np.maximum(a, b), np.minimum(a, b)
-    terms = (special.gammaln(lo), bregman_lgamma(hi, lo), lo * special.digamma(hi))
-    return terms[0] - terms[1] - terms[2], sum(np.abs(t) for t in terms)
+def _log_beta_terms(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """log B(x) = sum_i lgamma(x_i) - lgamma(sum x) over the last axis, as
+    sum_{i != top} lgamma(x_i) - D(x_top, r) - r psi(x_top), x_top the largest parameter,
+    r the sum of the others, D the Bregman gap of lgamma; and the sum of the terms' sizes
+    (its rounding error is ~1e-16 times that). Nothing of size x_top log x_top is formed."""
+    top = np.argmax(x, axis=-1)
+    is_top = np.arange(x.shape[-1]) == top[..., None]
+    hi = np.max(x, axis=-1)
+    r = np.sum(np.where(is_top, 0.0, x), axis=-1)
+    lg = np.where(is_top, 0.0, special.gammaln(x))
+    d_term, psi_term = bregman_lgamma(hi, r), r * special.digamma(hi)
+    value = np.sum(lg, axis=-1) - d_term - psi_term
+    return value, np.sum(np.abs(lg), axis=-1) + np.abs(d_term) + np.abs(psi_term)
 
 
 _FAR_SIZE = 1e3  # J sizes above which the log-beta assembly is tried (see below) ...
 _CANCELLED = 1e-3  # ... if their sum has cancelled to below this share of them
+
+
+def _far_apart(out: np.ndarray, size: np.ndarray, x1: np.ndarray, x2: np.ndarray) -> None:
+    """Far-apart pairs (Beta(20, 0.5) against Beta(1e12, 1000)): each J is of size
+    m log 2 ~ 1e11 and their sum cancels to a few units, leaving ~1e-16 |J| ~ 1e-4. The
+    assembly log B((x1 + x2)/2) - (log B(x1) + log B(x2)) / 2 has terms of size b log a
+    there (~1e4); where it has the smaller terms it replaces ``out`` (in place). Tried
+    only where the J's cancel: candidates far from a posterior have |log BC| of the size
+    of the J's. ``x1``, ``x2``: (rows, categories); ``out``, ``size``: (rows,)."""
+    far = (size > _FAR_SIZE) & (np.abs(out) < _CANCELLED * size)
+    if np.any(far):
+        f1, f2 = x1[far], x2[far]
+        lm, sm = _log_beta_terms((f1 + f2) / 2)
+        l1, s1 = _log_beta_terms(f1)
+        l2, s2 = _log_beta_terms(f2)
+        better = sm + (s1 + s2) / 2 < size[far]
+        out[far] = np.where(better, lm - (l1 + l2) / 2, out[far])
 
 
 def _log_affinity_beta_core(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> Any:
@@ -113,20 +138,8 @@ def _log_affinity_beta_core(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: 
         -jensen_lgamma(ma + mb, da + db, np.minimum(a1 + b1, a2 + b2)),
     )
     out = parts[0] + parts[1] + parts[2]
-    # Far-apart pairs (Beta(20, 0.5) against Beta(1e12, 1000)): each J is of size
-    # m log 2 ~ 1e11 and their sum cancels to a few units, leaving ~1e-16 |J| ~ 1e-4. The
-    # assembly log B(m_a, m_b) - (log B(a1, b1) + log B(a2, b2)) / 2 has terms of size
-    # b log a there (~1e4); take whichever has the smaller terms. Tried only where the
-    # J's cancel (candidates far from a posterior have |log BC| of the size of the J's).
     size = np.abs(parts[0]) + np.abs(parts[1]) + np.abs(parts[2])
-    far = (size > _FAR_SIZE) & (np.abs(out) < _CANCELLED * size)
-    if np.any(far):
-        f1, f2, f3, f4 = a1[far], b1[far], a2[far], b2[far]
-        lm, sm = _log_beta_terms((f1 + f3) / 2, (f2 + f4) / 2)
-        l1, s1 = _log_beta_terms(f1, f2)
-        l2, s2 = _log_beta_terms(f3, f4)
-        better = sm + (s1 + s2) / 2 < size[far]
-        out[far] = np.where(better, lm - (l1 + l2) / 2, out[far])
+    _far_apart(out, size, np.stack([a1, b1], axis=-1), np.stack([a2, b2], axis=-1))
     return np.minimum(out, 0.0).reshape(shape)
 
 
@@ -149,12 +162,15 @@ def hellinger_beta(a1: Any, b1: Any, a2: Any, b2: Any) -> Any:
 
 
 def _log_affinity_dirichlet_core(x1: np.ndarray, x2: np.ndarray) -> Any:
+    shape, k = x1.shape[:-1], x1.shape[-1]  # broadcast already (_rowwise_chunked)
+    x1, x2 = x1.reshape(-1, k), x2.reshape(-1, k)
     m, d = (x1 + x2) / 2, (x2 - x1) / 2
     lo_total = np.minimum(np.sum(x1, axis=-1), np.sum(x2, axis=-1))
-    out = np.sum(jensen_lgamma(m, d, np.minimum(x1, x2)), axis=-1) - jensen_lgamma(
-        np.sum(m, axis=-1), np.sum(d, axis=-1), lo_total
-    )
-    return np.minimum(out, 0.0)
+    parts = jensen_lgamma(m, d, np.minimum(x1, x2))
+    total = jensen_lgamma(np.sum(m, axis=-1), np.sum(d, axis=-1), lo_total)
+    out = np.sum(parts, axis=-1) - total
+    _far_apart(out, np.sum(np.abs(parts), axis=-1) + np.abs(total), x1, x2)
+    return np.minimum(out, 0.0).reshape(shape)
 
 
 def log_affinity_dirichlet(alpha1: Any, alpha2: Any) -> Any:
