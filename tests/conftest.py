@@ -23,6 +23,23 @@ def unavailable(what: str, script: str) -> NoReturn:
     pytest.skip(reason)
 
 
+@pytest.fixture(autouse=True)
+def _xdist_group_is_honoured(request: pytest.FixtureRequest) -> None:
+    """Under ``--dist loadgroup`` (the default addopts) a test marked ``xdist_group`` must
+    carry the group in its node id, or pytest-xdist spreads the group over workers: the
+    engine tests then share one PostgreSQL database from two processes and start Spark
+    twice. A pytest/pytest-xdist pair that drops the mark fails those tests here."""
+    item = request.node
+    if getattr(request.config.option, "loadgroup", False) and "@" not in item.nodeid:
+        if item.get_closest_marker("xdist_group") is not None:
+            pytest.fail(
+                f"xdist_group marks are ignored by pytest {pytest.__version__} with this "
+                "pytest-xdist (the group is missing from the node id); install the versions "
+                "of pyproject.toml's test extra",
+                pytrace=False,
+            )
+
+
 @pytest.fixture(scope="session")
 def require() -> Callable[[str, str], NoReturn]:
     """The helper :func:`unavailable`, for conftest fixtures in any test folder."""
