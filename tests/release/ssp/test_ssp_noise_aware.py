@@ -132,7 +132,8 @@ def test_auto_iterations_continue_the_chains_until_they_mix() -> None:
     assert auto.diagnostics.ok
     # the same chains continued: the default keeps the steps from a quarter of its total
     # on, and those before step 1,000 are the last ones iterations=1000 kept
-    start = auto.diagnostics.draws // 3  # total / 4
+    kept = auto.diagnostics.draws  # total - total // 4
+    start = next(t // 4 for t in range(kept, 2 * kept) if t - t // 4 == kept)
     assert auto.diagnostics.draws > 750 and 250 < start < 1000
     assert np.array_equal(
         auto.draws.reshape(4, -1, 10)[:, : 1000 - start],
@@ -482,3 +483,88 @@ def test_compiled_weights_step_and_psd_projection_are_the_closed_forms() -> None
     assert np.allclose(cov, np.linalg.inv(prec), atol=1e-12)
     assert np.allclose(mean, np.linalg.solve(prec, sxy / 0.25), atol=1e-12)
     assert np.allclose(w, mean + np.linalg.solve(np.linalg.cholesky(prec).T, z), atol=1e-12)
+
+
+def test_inverse_gaussian_step_is_numpys_wald_without_its_cancellation() -> None:
+    """Step 4's compiled inverse-Gaussian draw takes numpy's ``Generator.wald`` algorithm
+    (one normal, then one uniform): from the same stream it returns numpy's draw where
+    numpy's formula does not cancel, and the 50-digit value of the same formula where
+    it does (mean * z^2 far above the shape: tiny noise residuals); a KS test against
+    scipy's law at a moderate setting."""
+    import mpmath
+    from scipy import stats
+
+    from dpbayes.release.ssp.kernels import _inverse_gaussian
+
+    for seed in range(200):
+        mean, shape = 10 ** (seed % 7 - 3.0), 10 ** (seed % 5 - 2.0)
+        want = np.random.default_rng(seed).wald(mean, shape)
+        gen = np.random.default_rng(seed)
+        z = gen.standard_normal()
+        got = _inverse_gaussian(mean, shape, z, gen.random())
+        assert got == pytest.approx(want, rel=1e-8)
+    mpmath.mp.dps = 50
+    for mean, shape, z in [(1e10, 1e-4, 1.3), (1e6, 1e-6, -0.7), (3e12, 2.0, 2.1)]:
+        m, s, zz = mpmath.mpf(mean), mpmath.mpf(shape), mpmath.mpf(z)
+        y = m * zz * zz
+        x = m + m / (2 * s) * (y - mpmath.sqrt(4 * s * y + y * y))
+        assert _inverse_gaussian(mean, shape, z, 0.0) == pytest.approx(float(x), rel=1e-13)
+        assert _inverse_gaussian(mean, shape, z, 1.0) == pytest.approx(float(m * m / x), rel=1e-13)
+    gen = np.random.default_rng(3)
+    draws = [_inverse_gaussian(2.0, 0.5, gen.standard_normal(), gen.random()) for _ in range(4000)]
+    assert stats.kstest(draws, stats.invgauss(2.0 / 0.5, scale=0.5).cdf).pvalue > 1e-3
+
+
+def test_a_compiled_block_of_steps_is_those_steps_one_by_one() -> None:
+    """``gibbs_block`` runs k Gibbs steps of every chain in one call; with the same random
+    inputs it ends in the same state (w, Sigma_x, omega), writes the same per-step
+    records and counts the same acceptances as k calls of one step each (Laplace noise,
+    so step 4 runs; two non-centred sweeps)."""
+    from dpbayes.release.ssp.kernels import gibbs_block
+
+    d, nc, k, sweeps, n = 2, 3, 5, 2, 60.0
+    m = d + 1
+    rows, cols = np.triu_indices(m)
+    p, q = rows.size, d * (d + 1) // 2 + d
+    pos = np.zeros((m, m), dtype=np.int64)
+    pos[rows, cols] = pos[cols, rows] = np.arange(p)
+    gen = np.random.default_rng(4)
+    s_obs = n * np.array([0.3, 0.05, 0.1, 0.25, -0.05, 0.4]) + gen.normal(0, 2.0, p)
+    lap_b = np.full(p, 2.0)
+    psi0 = np.eye(d) / 3
+    draws = (
+        gen.standard_normal((k, nc, p)), gen.standard_normal((k, nc, p)),
+        gen.standard_normal((k, sweeps, nc, d)), gen.random((k, sweeps, nc)),
+        gen.standard_normal((k, sweeps, nc, q)), gen.random((k, sweeps, nc, q)),
+        gen.standard_normal((k, nc, d)), gen.standard_normal((k, nc, d, d)),
+        gen.chisquare(n + d + 2 - np.arange(d), size=(k, nc, d)), gen.random((k, nc)),
+        gen.standard_normal((k, nc, p)), gen.random((k, nc, p)),
+    )  # fmt: skip
+
+    def start() -> list[np.ndarray]:
+        return [np.full((nc, d), 0.2), np.broadcast_to(0.3 * np.eye(d), (nc, d, d)).copy(),
+                np.full((nc, p), 8.0)]  # fmt: skip
+
+    def outputs(steps: int) -> list[np.ndarray]:
+        return [np.zeros(q), np.empty((nc, steps, d)), np.empty((nc, steps, d)),
+                np.empty((nc, steps, d, d)), np.empty((nc, steps))]  # fmt: skip
+
+    def run(state: list[np.ndarray], rnd: tuple[np.ndarray, ...], out: list[np.ndarray]) -> None:
+        gibbs_block(
+            *state, s_obs, rows, cols, pos, n, 0.25, 1.0, sweeps, 0, 1.0, 2.0, d + 2.0, psi0,
+            np.full(q, 0.05), lap_b, *rnd, *out,
+        )  # fmt: skip
+
+    block_state, block_out = start(), outputs(k)
+    run(block_state, draws, block_out)
+    one_state, acc = start(), np.zeros(q)
+    for t in range(k):
+        out = outputs(1)
+        run(one_state, tuple(x[t : t + 1] for x in draws), out)
+        acc += out[0]
+        for got, want in zip(out[1:], block_out[1:], strict=True):
+            assert np.array_equal(got[:, 0], want[:, t])
+    for got, want in zip(one_state, block_state, strict=True):
+        assert np.array_equal(got, want)
+    assert np.array_equal(acc, block_out[0]) and acc.sum() > 0
+    assert not np.array_equal(block_state[2], start()[2])  # step 4 moved omega

@@ -20,7 +20,7 @@ from numba import njit
 __all__ = [
     "collapsed_loglik_stack",
     "covariance_stack",
-    "gibbs_step",
+    "gibbs_block",
     "noncentred_moves",
     "standardise",
     "statistics_stack",
@@ -635,54 +635,98 @@ def covariance_draw(a, n, sx, kind, var_max, tr_max, nu0, psi0, z_b, chi2, u):  
 
 
 @njit(cache=True)
-def gibbs_step(  # type: ignore[no-untyped-def]
+def _inverse_gaussian(mean, shape, z, u):  # type: ignore[no-untyped-def]
+    """A draw of InverseGaussian(mean, shape) from a standard normal z and a uniform u
+    (Michael, Schucany & Haas 1976, the algorithm of numpy's ``Generator.wald``):
+    y = mean z^2, x = mean (r - y) / (r + y) with r = sqrt(4 shape y + y^2), written
+    as mean 4 shape y / (r + y)^2 (no cancellation when y >> shape); x with probability
+    mean / (mean + x), else mean^2 / x."""
+    y = mean * z * z
+    if y == 0.0:
+        return mean
+    r = math.sqrt(4.0 * shape * y + y * y)
+    x = mean * (4.0 * shape * y / (r + y)) / (r + y)
+    if u <= mean / (mean + x):
+        return x
+    return mean * (mean / x)
+
+
+@njit(cache=True)
+def gibbs_block(  # type: ignore[no-untyped-def]
     theta, sx, omega, s_obs, rows, cols, pos, n, sig2, lam, sweeps, kind, var_max, tr_max,
-    nu0, psi0, scale_s, z_g, z_e, z_w, u_w, z_s, u_s, z_theta, z_b, chi2, u_sx,
-    acc_s, s_out, mean_out, cov_out, tr_out,
+    nu0, psi0, scale_s, lap_b, z_g, z_e, z_w, u_w, z_s, u_s, z_theta, z_b, chi2, u_sx,
+    z_ig, u_ig, acc_s, w_out, mean_out, cov_out, tr_out,
 ):  # fmt: skip
-    """Steps 1, 1b (``sweeps`` > 0), 2 and 3 of the linear noise-aware Gibbs sampler
-    (:func:`dpbayes.release.ssp.noise_aware.linear_ssp_noise_aware`) for every chain, in
-    place on theta and sx; the statistics s into s_out, the mean and covariance of the
-    conditional of w (step 2) into mean_out and cov_out, tr X'X into tr_out. The random
-    inputs, per chain: z_g, z_e (step 1), z_w, u_w, z_s, u_s (step 1b, one set per sweep),
-    z_theta (step 2), z_b, chi2, u_sx (step 3); acceptances of step 1b add into acc_s."""
+    """``k`` Gibbs steps of every chain (k = z_g.shape[0]): steps 1, 1b (``sweeps`` > 0),
+    2, 3 and, when ``lap_b`` is not empty (Laplace noise with scales lap_b), 4 of the
+    linear noise-aware sampler (:func:`dpbayes.release.ssp.noise_aware.linear_ssp_noise_aware`),
+    in place on theta, sx and omega. Per step t and chain b it writes the weights into
+    w_out[b, t], the mean and covariance of the conditional of w (step 2) into
+    mean_out[b, t] and cov_out[b, t], and tr X'X into tr_out[b, t]; acceptances of step
+    1b add into acc_s. The random inputs, indexed [t, b] (step 1b's [t, sweep, b]):
+    z_g, z_e (step 1), z_w, u_w, z_s, u_s (step 1b), z_theta (step 2), z_b, chi2, u_sx
+    (step 3), z_ig, u_ig (step 4: one inverse-Gaussian draw per entry of s). The random
+    walk scales scale_s are fixed within the block."""
+    k_steps = z_g.shape[0]
     nc, d = theta.shape
     m = d + 1
     p = rows.size
     sig = math.sqrt(sig2)
+    laplace = lap_b.size > 0
     c = np.empty((m, m))
     kk = np.empty((p, p))
     scratch = np.empty((p, p))
     lb = np.empty((p, p))
     lc = np.zeros((m, m))
     g = np.empty((m, m))
+    s = np.empty(p)
     s_prev = np.empty(p)
     smat = np.empty((m, m))
     a = np.empty((d, d))
-    for b in range(nc):
-        joint_covariance_into(sx[b], theta[b], sig2, c)
-        _isserlis_chol(c, n, rows, cols, omega[b], kk, scratch, lb)
-        s = s_out[b]
-        statistics_draw(c, n, s_obs, rows, cols, omega[b], kk, lb, z_g[b], z_e[b], lc, s)
-        if sweeps > 0:
-            standardise(c, s, rows, cols, n, lc, g)
-            for sw in range(sweeps):
-                s_prev[:] = s
-                _noncentred_chain(
-                    theta[b], sx[b], g[:d, :d], g[:d, d], g[d, d], omega[b], s_obs, pos, n,
-                    sig, lam, kind, var_max, tr_max, nu0, psi0, scale_s, z_w[sw, b],
-                    u_w[sw, b], z_s[sw, b], u_s[sw, b], acc_s, s_prev, s,
-                )  # fmt: skip
-        for u in range(p):
-            smat[rows[u], cols[u]] = s[u]
-            smat[cols[u], rows[u]] = s[u]
-        psd_into(smat[:d, :d], a)
-        weights_draw(a, smat[:d, d], lam, sig2, z_theta[b], theta[b], mean_out[b], cov_out[b])
-        covariance_draw(a, n, sx[b], kind, var_max, tr_max, nu0, psi0, z_b[b], chi2[b], u_sx[b])
-        tr = 0.0
-        for i in range(d):
-            tr += a[i, i]
-        tr_out[b] = tr
+    for t in range(k_steps):
+        for b in range(nc):
+            # 1. s | w, Sigma_x, omega
+            joint_covariance_into(sx[b], theta[b], sig2, c)
+            _isserlis_chol(c, n, rows, cols, omega[b], kk, scratch, lb)
+            statistics_draw(c, n, s_obs, rows, cols, omega[b], kk, lb, z_g[t, b], z_e[t, b], lc, s)
+            # 1b. (w, Sigma_x) | G, omega, then s = s(w, Sigma_x, G)
+            if sweeps > 0:
+                standardise(c, s, rows, cols, n, lc, g)
+                for sw in range(sweeps):
+                    s_prev[:] = s
+                    _noncentred_chain(
+                        theta[b], sx[b], g[:d, :d], g[:d, d], g[d, d], omega[b], s_obs,
+                        pos, n, sig, lam, kind, var_max, tr_max, nu0, psi0, scale_s,
+                        z_w[t, sw, b], u_w[t, sw, b], z_s[t, sw, b], u_s[t, sw, b], acc_s,
+                        s_prev, s,
+                    )  # fmt: skip
+            # 2. w | X'X, X'y; 3. Sigma_x | X'X
+            for u in range(p):
+                smat[rows[u], cols[u]] = s[u]
+                smat[cols[u], rows[u]] = s[u]
+            psd_into(smat[:d, :d], a)
+            weights_draw(
+                a, smat[:d, d], lam, sig2, z_theta[t, b], theta[b], mean_out[b, t],
+                cov_out[b, t],
+            )  # fmt: skip
+            covariance_draw(
+                a, n, sx[b], kind, var_max, tr_max, nu0, psi0, z_b[t, b], chi2[t, b],
+                u_sx[t, b],
+            )  # fmt: skip
+            tr = 0.0
+            for i in range(d):
+                tr += a[i, i]
+            tr_out[b, t] = tr
+            for i in range(d):
+                w_out[b, t, i] = theta[b, i]
+            # 4. omega | e: 1 / omega_k ~ InverseGaussian(1 / (b_k |e_k|), 1 / b_k^2)
+            if laplace:
+                for u in range(p):
+                    e = max(abs(s_obs[u] - s[u]), 1e-12)
+                    bu = lap_b[u]
+                    mean = 1.0 / (bu * e)
+                    ig = _inverse_gaussian(mean, 1.0 / (bu * bu), z_ig[t, b, u], u_ig[t, b, u])
+                    omega[b, u] = 1.0 / ig
 
 
 @njit(cache=True)

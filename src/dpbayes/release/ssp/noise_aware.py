@@ -6,9 +6,10 @@ with covariance C(w, Sigma_x), and the upper triangle s of S = sum v v' is appro
 (central limit theorem) N(n vech C, n K(C)) with K from Isserlis' theorem,
 Cov(v_i v_j, v_k v_l) = C_ik C_jl + C_il C_jk. The release is s~ = s + e. Gibbs sampler,
 several chains, each step an exact draw given the others or a
-Metropolis-Hastings step that leaves that conditional invariant (steps 1-3 compiled,
-one call per Gibbs step for all chains: :func:`dpbayes.release.ssp.kernels.gibbs_step`,
-given the normals and uniforms drawn here from the chain's generator):
+Metropolis-Hastings step that leaves that conditional invariant (steps 1-4 compiled,
+one call per block of up to 25 Gibbs steps for all chains:
+:func:`dpbayes.release.ssp.kernels.gibbs_block`, given the normals and uniforms drawn
+here from the chain's generator):
 
 0. (optional, ``collapsed_moves=True``) (w, Sigma_x) | omega, s~ with s integrated out
    (s~ ~ N(n vech C, n K(C) + diag omega)): Metropolis-Hastings moves of w and of the
@@ -75,7 +76,7 @@ from dpbayes.release.mcmc import Diagnostics, diagnose, diagnostics_rows, measur
 from dpbayes.release.ssp.kernels import (
     collapsed_loglik_stack,
     covariance_stack,
-    gibbs_step,
+    gibbs_block,
     joint_covariance_into,
 )
 from dpbayes.release.ssp.mechanism import entry_noise_sd_from
@@ -90,7 +91,7 @@ __all__ = [
 ]
 
 # iterations="auto": the first run's length and the cap of its extensions (4 chains at
-# d = 10: about 1 s per 1,000 steps)
+# d = 10: about 0.95 s per 1,000 steps)
 AUTO_FIRST_ITERATIONS = 1000
 AUTO_MAX_ITERATIONS = 4000
 
@@ -274,21 +275,22 @@ class FeatureCovariancePrior:
         return 0 if self.kind == "bounded" else 1
 
     def draws(
-        self, n: int, nc: int, d: int, gen: np.random.Generator
+        self, n: int, shape: tuple[int, ...], d: int, gen: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The random inputs of one step for nc chains: Bartlett's normals and chi-square
-        draws (nu0 + n - j degrees of freedom) of the IW(nu0 + n, psi0 + X'X) proposal and,
-        for the bounded prior, the uniforms of its acceptance (ones otherwise, unused)."""
-        z_b = gen.standard_normal((nc, d, d))
-        chi2 = gen.chisquare(self.nu0 + n - np.arange(d), size=(nc, d))
-        u = gen.random(nc) if self.kind == "bounded" else np.ones(nc)
+        """The random inputs of steps of shape ``shape`` (chains, or steps x chains):
+        Bartlett's normals and chi-square draws (nu0 + n - j degrees of freedom) of the
+        IW(nu0 + n, psi0 + X'X) proposal and, for the bounded prior, the uniforms of its
+        acceptance (ones otherwise, unused)."""
+        z_b = gen.standard_normal((*shape, d, d))
+        chi2 = gen.chisquare(self.nu0 + n - np.arange(d), size=(*shape, d))
+        u = gen.random(shape) if self.kind == "bounded" else np.ones(shape)
         return z_b, chi2, u
 
     def step(self, a: np.ndarray, n: int, sx: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         """One Gibbs step of Sigma_x given X'X = a (stacks over chains), from sx
         (compiled: :func:`dpbayes.release.ssp.kernels.covariance_draw`)."""
         nc, d, _ = a.shape
-        z_b, chi2, u = self.draws(n, nc, d, gen)
+        z_b, chi2, u = self.draws(n, (nc,), d, gen)
         out = np.array(sx, dtype=float, order="C")
         covariance_stack(
             np.ascontiguousarray(a, dtype=float), float(n), out, self.code, self.var_max,
@@ -448,37 +450,30 @@ class _NoncentredMoves:
         self.log_scale[-d:] = math.log(0.1)
         self.accepted = np.zeros(self.log_scale.size)
         self.tried = 0
-        self._buffers: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def draws(
-        self, nc: int, gen: np.random.Generator
+        self, steps: int, nc: int, gen: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The random inputs of one Gibbs step's sweeps for nc chains, sweep by sweep:
-        normals and uniforms of the w move, of the random walks and scale moves (into
-        arrays reused from step to step: each step's are used before the next draws)."""
-        d, q = self.d, self.log_scale.size
-        if self._buffers is None or self._buffers[1].shape[1] != nc:
-            self._buffers = (
-                np.empty((self.SWEEPS, nc, d)),
-                np.empty((self.SWEEPS, nc)),
-                np.empty((self.SWEEPS, nc, q)),
-                np.empty((self.SWEEPS, nc, q)),
-            )
-        z_w, u_w, z_s, u_s = self._buffers
-        for sw in range(self.SWEEPS):
-            gen.standard_normal(out=z_w[sw])
-            gen.random(out=u_w[sw])
-            gen.standard_normal(out=z_s[sw])
-            gen.random(out=u_s[sw])
+        """The random inputs of the sweeps of ``steps`` Gibbs steps for nc chains, indexed
+        [step, sweep, chain]: normals and uniforms of the w move, of the random walks and
+        scale moves."""
+        d, q, sw = self.d, self.log_scale.size, self.SWEEPS
+        z_w = gen.standard_normal((steps, sw, nc, d))
+        u_w = gen.random((steps, sw, nc))
+        z_s = gen.standard_normal((steps, sw, nc, q))
+        u_s = gen.random((steps, sw, nc, q))
         return z_w, u_w, z_s, u_s
 
-    def adapt(self, it: int, accepted: np.ndarray, nc: int) -> None:
+    def adapt(self, it: int, steps: int, accepted: np.ndarray, nc: int) -> None:
         """Move the random-walk scales towards acceptance ``TARGET`` (burn-in only), from
-        the acceptances of one Gibbs step summed over chains and sweeps."""
+        the acceptances of ``steps`` Gibbs steps from step ``it`` summed over chains, steps
+        and sweeps. The caller's blocks of steps end at every multiple of
+        ``ADAPT_EVERY`` and at the end of the burn-in, so the scales change where they
+        would step by step."""
         if it >= self.burn:
             return
         self.accepted += accepted / (nc * self.SWEEPS)
-        self.tried += 1
+        self.tried += steps
         if self.tried >= self.ADAPT_EVERY:
             self.log_scale += self.accepted / self.tried - self.TARGET
             self.accepted[:] = 0.0
@@ -547,7 +542,6 @@ def linear_ssp_noise_aware(
     s_obs = obs[rows, cols]
     kind, sd = _noise_sd(rec, m)
     b = sd[rows, cols] / math.sqrt(2.0)  # Laplace scales (used for Laplace noise only)
-    ig_shape = 1.0 / (b * b)  # the shape of 1 / omega_k | e_k (step 4)
     lam, sig2 = model.prior_precision, model.noise_variance
     bx = float(rec.bounds[0])
     gen = noise_source(rng).generator()
@@ -575,61 +569,70 @@ def linear_ssp_noise_aware(
     pos = obs_rel.pos  # entry (i, j) of S -> its index in s
     sweeps = noncentred.SWEEPS if noncentred is not None else 0
     q = d * (d + 1) // 2 + d
-    no_sweeps = (
-        np.empty((0, nc, d)),
-        np.empty((0, nc)),
-        np.empty((0, nc, q)),
-        np.empty((0, nc, q)),
-    )
     scale_s = np.ones(q)
-    s = np.empty((nc, p))
-    wmean = np.empty((nc, d))
-    wcov = np.empty((nc, d, d))
-    tr_a = np.empty(nc)
+    lap_b = np.ascontiguousarray(b) if kind == "laplace" else np.empty(0)
     names = [f"w[{i}]" for i in range(d)] + ["tr X'X"]
+    block = _NoncentredMoves.ADAPT_EVERY
     it, total = 0, its
     while True:
         while it < total:
-            # 0. (w, Sigma_x) | omega with s integrated out: Metropolis-Hastings moves
+            # a block of steps in one compiled call: up to the next multiple of
+            # ADAPT_EVERY (where the proposals adapt) and not across the burn-in's end
+            k = min(block - it % block, total - it)
+            if it < burn:
+                k = min(k, burn - it)
+            # 0. (w, Sigma_x) | omega with s integrated out: Metropolis-Hastings moves,
+            # step by step
             if collapsed_moves:
+                k = 1
                 theta, sx, _ = moves.step(it, theta, sx, omega, gen)
-            theta = np.ascontiguousarray(theta, dtype=float)
-            sx = np.ascontiguousarray(sx, dtype=float)
-            # the random inputs of steps 1-3, in the order the steps use them
-            z_g, z_e = gen.standard_normal((2, nc, p))  # the same draws as two calls
+                theta = np.ascontiguousarray(theta, dtype=float)
+                sx = np.ascontiguousarray(sx, dtype=float)
+            # the random inputs of steps 1-4, in the order the steps use them
+            z_g, z_e = gen.standard_normal((2, k, nc, p))
             if noncentred is not None:
-                nc_draws = noncentred.draws(nc, gen)
+                nc_draws = noncentred.draws(k, nc, gen)
                 scale_s = np.exp(noncentred.log_scale)
             else:
-                nc_draws = no_sweeps
-            z_theta = gen.standard_normal((nc, d))
-            z_b, chi2, u_sx = cov_prior.draws(n_rec, nc, d, gen)
+                nc_draws = (
+                    np.empty((0, 0, 0, 0)), np.empty((0, 0, 0)),
+                    np.empty((0, 0, 0, 0)), np.empty((0, 0, 0, 0)),
+                )  # fmt: skip
+            z_theta = gen.standard_normal((k, nc, d))
+            z_b, chi2, u_sx = cov_prior.draws(n_rec, (k, nc), d, gen)
+            if kind == "laplace":
+                z_ig, u_ig = gen.standard_normal((k, nc, p)), gen.random((k, nc, p))
+            else:
+                z_ig = u_ig = np.empty((0, 0, 0))
             accepted = np.zeros(q)
+            w_blk, mean_blk = np.empty((nc, k, d)), np.empty((nc, k, d))
+            cov_blk, tr_blk = np.empty((nc, k, d, d)), np.empty((nc, k))
             # 1. s | w, Sigma_x, omega (CLT prior N(n vech C, n K(C)) times the noise);
             # 1b. (w, Sigma_x) | G, omega (non-centred moves, then s = s(w, Sigma_x, G));
-            # 2. w | X'X, X'y (conjugate); 3. Sigma_x | X'X: compiled, chain by chain
-            gibbs_step(
+            # 2. w | X'X, X'y (conjugate); 3. Sigma_x | X'X; 4. omega | e (Laplace noise
+            # as a scale mixture of normals): compiled, step by step and chain by chain
+            gibbs_block(
                 theta, sx, omega, s_obs, rows, cols, pos, float(n_rec), sig2, lam, sweeps,
                 cov_prior.code, cov_prior.var_max, cov_prior.tr_max, cov_prior.nu0, psi0,
-                scale_s, z_g, z_e, *nc_draws, z_theta, z_b, chi2, u_sx, accepted, s, wmean, wcov,
-                tr_a,
+                scale_s, lap_b, z_g, z_e, *nc_draws, z_theta, z_b, chi2, u_sx, z_ig, u_ig,
+                accepted, w_blk, mean_blk, cov_blk, tr_blk,
             )  # fmt: skip
             if noncentred is not None:
-                noncentred.adapt(it, accepted, nc)
-            # 4. omega | e (Laplace noise as a scale mixture of normals)
-            if kind == "laplace":
-                e = np.maximum(np.abs(s_obs - s), 1e-12)
-                omega = 1.0 / gen.wald(1.0 / (b * e), ig_shape)
-            moves.record(it, theta)
+                noncentred.adapt(it, k, accepted, nc)
+            if collapsed_moves:
+                moves.record(it, theta)
             if it >= burn:
-                keep_means.append(wmean.copy())
-                keep_covs.append(wcov.copy())
-                keep_w.append(theta.copy())
-                keep_tr.append(tr_a.copy())
-            it += 1
+                keep_means.append(mean_blk)
+                keep_covs.append(cov_blk)
+                keep_w.append(w_blk)
+                keep_tr.append(tr_blk)
+            it += k
         first = total // 4 - burn  # the kept steps: all but the first quarter of all steps
         series = np.concatenate(
-            [np.stack(keep_w[first:], axis=1), np.stack(keep_tr[first:], axis=1)[:, :, None]],
+            [
+                np.concatenate(keep_w, axis=1)[:, first:],
+                np.concatenate(keep_tr, axis=1)[:, first:, None],
+            ],
             axis=2,
         )
         if not auto or total >= AUTO_MAX_ITERATIONS or measure_mixing(series, names).ok:
@@ -637,8 +640,8 @@ def linear_ssp_noise_aware(
         # continue the chains (the proposals stay fixed after the warm-up) by half again
         total = min(total + total // 2, AUTO_MAX_ITERATIONS)
     diag_ = diagnose(series, names, what="noise-aware SSP linear-regression posterior")
-    means = np.stack(keep_means[first:], axis=1)
-    covs = np.stack(keep_covs[first:], axis=1).reshape(-1, d, d)
+    means = np.concatenate(keep_means, axis=1)[:, first:]
+    covs = np.concatenate(keep_covs, axis=1)[:, first:].reshape(-1, d, d)
     return SSPNoiseAwarePosterior(
         means.reshape(-1, d),
         (covs + np.swapaxes(covs, 1, 2)) / 2,
