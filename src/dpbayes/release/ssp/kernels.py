@@ -28,6 +28,21 @@ __all__ = [
 
 
 @njit(cache=True)
+def _copy(src, dst, r):  # type: ignore[no-untyped-def]
+    """dst[:r] = src[:r] (a loop: numba's slice assignment compiles far more slowly)."""
+    for i in range(r):
+        dst[i] = src[i]
+
+
+@njit(cache=True)
+def _copy_block(src, dst, r, c):  # type: ignore[no-untyped-def]
+    """dst[:r, :c] = src[:r, :c]."""
+    for i in range(r):
+        for j in range(c):
+            dst[i, j] = src[i, j]
+
+
+@njit(cache=True)
 def _forward(lo, rhs, out):  # type: ignore[no-untyped-def]
     """out = L^-1 rhs for a lower-triangular L (out may be rhs)."""
     for u in range(rhs.size):
@@ -232,7 +247,9 @@ def _log_prior_sigma(sx, lsig, kind, var_max, tr_max, nu0, psi0):  # type: ignor
     y = np.empty(d)
     acc = 0.0
     for col in range(d):
-        _forward(lsig, psi0[:, col].copy(), x)
+        for i in range(d):
+            y[i] = psi0[i, col]
+        _forward(lsig, y, x)
         _backward(lsig, x, y)
         acc += y[col]
     return -0.5 * (nu0 + d + 1) * logdet - 0.5 * acc
@@ -267,7 +284,7 @@ def _noncentred_chain(  # type: ignore[no-untyped-def]
     tmp = np.empty((d, d))
     sxx = np.empty((d, d))
     if not _chol_into(sig_b, lsig):  # numerically singular: no move for this chain
-        out_s[:] = s_in
+        _copy(s_in, out_s, s_in.size)
         return 0
     _lgl(lsig, g11, gx, mm, v, tmp)
     # (a) w: the exact Gaussian conditional of everything but the y'y entry, as an
@@ -319,7 +336,7 @@ def _noncentred_chain(  # type: ignore[no-untyped-def]
             ok = (i != j) or new > 0.0
             if ok:
                 # rows < j of the factor, M and v are those of the current state
-                lprop[:j, :] = lsig[:j, :]
+                _copy_block(lsig, lprop, j, d)
                 ok = _chol_from(sig_b, lprop, j)
             if ok:
                 if kind == 0 and i != j:  # the bounded prior depends on the diagonal only
@@ -328,8 +345,8 @@ def _noncentred_chain(  # type: ignore[no-untyped-def]
                     lp_new = _log_prior_sigma(sig_b, lprop, kind, var_max, tr_max, nu0, psi0)
                 ok = lp_new > -np.inf
             if ok:
-                mprop[:j, :j] = mm[:j, :j]
-                vprop[:j] = v[:j]
+                _copy_block(mm, mprop, j, j)
+                _copy(v, vprop, j)
                 _lgl_from(lprop, g11, gx, mprop, vprop, tmp, j)
                 _nc_statistics(sig_b, w, mprop, vprop, gyy, n, sig, pos, sprop)
                 ll_new = _gauss_ll(s_obs, sprop, om)
@@ -354,10 +371,10 @@ def _noncentred_chain(  # type: ignore[no-untyped-def]
     for j in range(d):
         delta = scale_s[e] * z_s[e]
         f = math.exp(delta)
-        row[:] = sig_b[j]
-        lprop[:, :] = lsig
-        mprop[:, :] = mm
-        vprop[:] = v
+        _copy(sig_b[j], row, d)
+        _copy_block(lsig, lprop, d, d)
+        _copy_block(mm, mprop, d, d)
+        _copy(v, vprop, d)
         for k in range(d):
             sig_b[j, k] *= f
             sig_b[k, j] *= f
@@ -383,11 +400,12 @@ def _noncentred_chain(  # type: ignore[no-untyped-def]
             s, sprop = sprop, s
             acc_s[e] += 1
         else:
-            sig_b[j, :] = row
-            sig_b[:, j] = row
+            for k in range(d):
+                sig_b[j, k] = row[k]
+                sig_b[k, j] = row[k]
             w[j] = wj_old
         e += 1
-    out_s[:] = s
+    _copy(s, out_s, p)
     return acc_w
 
 
@@ -610,28 +628,57 @@ def covariance_draw(a, n, sx, kind, var_max, tr_max, nu0, psi0, z_b, chi2, u):  
     decomposition (z_b: its strictly lower normals, chi2: its chi-square draws with
     nu0 + n - j degrees of freedom); kind 1 (IW prior) takes it, kind 0 (bounded prior)
     accepts it by independence Metropolis-Hastings with uniform u (the ratio of the
-    bounded and IW prior densities at the proposal and the current value)."""
+    bounded and IW prior densities at the proposal and the current value).
+
+    With B lower triangular (sqrt(chi2) on the diagonal, z_b below), B B' ~ Wishart(nu, I);
+    with L L' = psi0 + a, A W A' ~ Wishart(nu, A S A') for any A gives
+    W = L^-T B B' L^-1 ~ Wishart(nu, (psi0 + a)^-1), so the proposal
+    W^-1 = M M', M = L B^-T, is IW(nu, psi0 + a): two triangular factors, no inverse of
+    a full matrix."""
     d = a.shape[0]
-    scale = np.linalg.inv(psi0 + a)
-    sym = 0.5 * (scale + scale.T)
-    lchol = np.zeros((d, d))
-    if not _chol_into(sym, lchol):
-        raise np.linalg.LinAlgError("the Wishart scale is not positive definite")
+    pm = np.empty((d, d))
+    for i in range(d):
+        for j in range(d):
+            pm[i, j] = psi0[i, j] + 0.5 * (a[i, j] + a[j, i])
+    lp = np.zeros((d, d))
+    if not _chol_into(pm, lp):
+        raise np.linalg.LinAlgError("psi0 + X'X is not positive definite")
     bart = np.zeros((d, d))
     for i in range(d):
         for j in range(i):
             bart[i, j] = z_b[i, j]
         bart[i, i] = math.sqrt(chi2[i])
-    la = lchol @ bart
-    prop = np.linalg.inv(la @ la.T)
-    prop = 0.5 * (prop + prop.T)
+    binv = np.zeros((d, d))  # B^-1 (lower triangular), column by column
+    e = np.zeros(d)
+    col = np.empty(d)
+    for j in range(d):
+        e[j] = 1.0
+        _forward(bart, e, col)
+        e[j] = 0.0
+        for i in range(j, d):
+            binv[i, j] = col[i]
+    mm = np.empty((d, d))  # M = L B^-T: M_ij = sum_k L_ik (B^-1)_jk, k <= min(i, j)
+    for i in range(d):
+        for j in range(d):
+            acc = 0.0
+            for k in range(min(i, j) + 1):
+                acc += lp[i, k] * binv[j, k]
+            mm[i, j] = acc
+    prop = np.empty((d, d))  # M M', symmetric by construction
+    for i in range(d):
+        for j in range(i + 1):
+            acc = 0.0
+            for k in range(d):
+                acc += mm[i, k] * mm[j, k]
+            prop[i, j] = acc
+            prop[j, i] = acc
     if kind == 1:
-        sx[:, :] = prop
+        _copy_block(prop, sx, d, d)
         return
-    r_prop = _log_prior_ratio(prop, var_max, tr_max, nu0, psi0, lchol)
-    r_cur = _log_prior_ratio(sx, var_max, tr_max, nu0, psi0, lchol)
+    r_prop = _log_prior_ratio(prop, var_max, tr_max, nu0, psi0, lp)
+    r_cur = _log_prior_ratio(sx, var_max, tr_max, nu0, psi0, lp)
     if math.log(u) < r_prop - r_cur:
-        sx[:, :] = prop
+        _copy_block(prop, sx, d, d)
 
 
 @njit(cache=True)
