@@ -343,3 +343,51 @@ def test_numpy_and_duckdb_agree_on_random_data(values, lower, width):
     assert a.clamped_sum_of_squares(lower, upper) == b.clamped_sum_of_squares(lower, upper)
     if a.null_count() < a.n():
         assert (a.min(), a.max()) == (b.min(), b.max())
+
+
+_SCALARS = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.text(max_size=3),
+    st.none(),
+    st.integers(-(2**63), 2**63 - 1).map(np.int64),
+    st.floats(allow_nan=True).map(np.float64),
+    st.integers(-100, 100).map(np.int32),
+    st.booleans().map(np.bool_),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.lists(st.integers(-(2**63), 2**63 - 1), max_size=20),
+        st.lists(st.one_of(st.integers(-(2**40), 2**40), st.floats()), max_size=20),
+        st.lists(st.booleans(), max_size=20),
+        st.lists(st.text(max_size=3), max_size=20),
+        st.lists(_SCALARS, max_size=8),
+    )
+)
+def test_lists_of_one_kind_take_the_fast_path_to_the_same_values(values):
+    """A list whose values share one kind is converted without a Python-level pass over
+    them; the typed values, their dtype (and signed zeros) and the NULL count equal those
+    of the general element-by-element path, and a list the fast path declines (NULL
+    objects, mixed kinds, other numpy types) gets the general path's result or error."""
+    from dpbayes.data.source import _from_homogeneous, _from_objects
+
+    objects = np.empty(len(values), dtype=object)
+    objects[:] = values
+    try:
+        want = _from_objects(objects, "x")
+    except (TypeError, ValueError) as e:
+        assert _from_homogeneous(values) is None
+        with pytest.raises(type(e)):
+            ArraySource(values, name="x")
+        return
+    got = _from_homogeneous(values)
+    src = ArraySource(values, name="x")
+    for vals, nulls in ([got] if got is not None else []) + [(src.values, src.null_count())]:
+        assert vals.dtype == want[0].dtype and nulls == want[1]
+        assert np.array_equal(vals, want[0])
+        if vals.dtype.kind == "f":
+            assert np.array_equal(np.signbit(vals), np.signbit(want[0]))

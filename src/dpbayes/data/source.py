@@ -134,6 +134,31 @@ def _from_objects(items: np.ndarray, name: str) -> tuple[np.ndarray, int]:
     )
 
 
+def _from_homogeneous(data: list[Any] | tuple[Any, ...]) -> tuple[np.ndarray, int] | None:
+    """The non-NULL values and NULL count of a list whose values are all of one kind
+    (ints, floats, or ints and floats; bools; strings; Python's or numpy's 64-bit
+    scalars) without a Python-level pass over them: the same result as
+    :func:`_from_objects`. None for anything else (NULL objects, other types, mixed
+    kinds, ints beyond int64), which the general path decides."""
+    types = set(map(type, data))
+    if not types:
+        return None
+    if types <= {bool, np.bool_}:
+        return np.array(data, dtype=bool), 0
+    if types <= {str}:
+        return np.array(data, dtype=str), 0
+    if types <= {int, np.int64}:
+        try:
+            return np.array(data, dtype=np.int64), 0
+        except OverflowError:
+            return None
+    if types <= {int, float, np.int64, np.float64}:
+        arr = np.array(data, dtype=np.float64)
+        mask = np.isnan(arr)  # NaN is NULL
+        return arr[~mask], int(mask.sum())
+    return None
+
+
 class ArraySource(Source):
     """A column held in memory as a 1-d numpy array (from a list, tuple or array).
 
@@ -143,6 +168,10 @@ class ArraySource(Source):
 
     def __init__(self, data: Any, *, name: str | None = None) -> None:
         label = name or ("array" if isinstance(data, np.ndarray) else type(data).__name__)
+        fast = _from_homogeneous(data) if isinstance(data, list | tuple) else None
+        if fast is not None:
+            self._set(label, len(data), *fast)
+            return
         if isinstance(data, list | tuple):
             arr = np.empty(len(data), dtype=object)
             try:
@@ -168,8 +197,11 @@ class ArraySource(Source):
             raise TypeError(
                 f"{label} must hold numbers, booleans or strings, got numpy dtype {arr.dtype}"
             )
+        self._set(label, int(arr.size), values, nulls)
+
+    def _set(self, label: str, n: int, values: np.ndarray, nulls: int) -> None:
         self.name = label
-        self._n = int(arr.size)
+        self._n = n
         self._nulls = int(nulls)
         self._values = values
         k = values.dtype.kind
