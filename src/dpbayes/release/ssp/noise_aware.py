@@ -72,7 +72,14 @@ from dpbayes.models.logistic_regression import BayesianLogisticRegression, psd_p
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_int, check_probability
 from dpbayes.release.base import Release, register_noise_aware
-from dpbayes.release.mcmc import Diagnostics, diagnose, diagnostics_rows, measure_mixing
+from dpbayes.release.mcmc import (
+    ESS_MIN,
+    RHAT_MAX,
+    Diagnostics,
+    diagnose,
+    diagnostics_rows,
+    measure_mixing,
+)
 from dpbayes.release.ssp.kernels import (
     collapsed_loglik_stack,
     covariance_stack,
@@ -480,6 +487,18 @@ class _NoncentredMoves:
             self.tried = 0
 
 
+def _next_total(total: int, mixing: Diagnostics) -> int:
+    """The next length of ``iterations="auto"`` chains that mix poorly at ``total`` steps:
+    half as long again while an R-hat is above its bound; when only an ESS is short, the
+    length at which the smallest ESS, growing in proportion to the kept draws, would reach
+    1.1 x ``ESS_MIN`` (at least a tenth more, at most half again). Rounded up to a
+    multiple of 100, so that the dropped first quarter is a whole number of steps."""
+    grow = 1.5
+    if mixing.max_rhat <= RHAT_MAX and mixing.min_ess > 0.0:
+        grow = min(1.5, max(1.1, 1.1 * ESS_MIN / mixing.min_ess))
+    return math.ceil(total * grow / 100.0) * 100
+
+
 def linear_ssp_noise_aware(
     rel: Release,
     *,
@@ -496,8 +515,9 @@ def linear_ssp_noise_aware(
     ``n``: number of records (default: the release's public n; required under add/remove);
     ``iterations``: Gibbs steps per chain (the first quarter warm-up, in which the proposals
     adapt; the rest kept), or ``"auto"`` (default): 1,000 steps, then the chains continue
-    by half their length again (the first quarter of all steps dropped) while max R-hat >
-    1.01 or min ESS < 400, up to ``AUTO_MAX_ITERATIONS``; ``chains`` >= 2;
+    (the first quarter of all steps dropped) while max R-hat > 1.01 or min ESS < 400, up
+    to ``AUTO_MAX_ITERATIONS``: by half their length again while R-hat is too high, else
+    to the length the ESS asks for (:func:`_next_total`); ``chains`` >= 2;
     ``feature_prior``: the prior of the feature covariance Sigma_x, ``"bounded"`` (default;
     uniform feature variances within the public bounds, step 3b of the module doc) or
     ``"inverse-wishart"`` (IW(d + 2, (B^2 / 3) I), conjugate); ``collapsed_moves`` and
@@ -635,10 +655,13 @@ def linear_ssp_noise_aware(
             ],
             axis=2,
         )
-        if not auto or total >= AUTO_MAX_ITERATIONS or measure_mixing(series, names).ok:
+        if not auto or total >= AUTO_MAX_ITERATIONS:
             break
-        # continue the chains (the proposals stay fixed after the warm-up) by half again
-        total = min(total + total // 2, AUTO_MAX_ITERATIONS)
+        mixing = measure_mixing(series, names)
+        if mixing.ok:
+            break
+        # continue the chains (the proposals stay fixed after the warm-up)
+        total = min(_next_total(total, mixing), AUTO_MAX_ITERATIONS)
     diag_ = diagnose(series, names, what="noise-aware SSP linear-regression posterior")
     means = np.concatenate(keep_means, axis=1)[:, first:]
     covs = np.concatenate(keep_covs, axis=1)[:, first:].reshape(-1, d, d)
