@@ -1,5 +1,5 @@
-"""Compiled steps of the linear noise-aware sampler (numba): one Gibbs step of every
-chain (:func:`gibbs_step`: steps 1, 1b, 2 and 3 of
+"""Compiled steps of the linear noise-aware sampler (numba): a block of Gibbs steps of
+every chain (:func:`gibbs_block`: steps 1, 1b, 2, 3 and 4 of
 :mod:`dpbayes.release.ssp.noise_aware`), its parts (:func:`statistics_draw`,
 :func:`standardise`, the non-centred moves :func:`noncentred_moves`,
 :func:`weights_draw`, :func:`covariance_draw`) and the release's likelihood with the

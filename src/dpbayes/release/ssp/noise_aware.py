@@ -98,7 +98,7 @@ __all__ = [
 ]
 
 # iterations="auto": the first run's length and the cap of its extensions (4 chains at
-# d = 10: about 0.95 s per 1,000 steps)
+# d = 10: about 0.9 s per 1,000 steps)
 AUTO_FIRST_ITERATIONS = 1000
 AUTO_MAX_ITERATIONS = 4000
 
