@@ -602,9 +602,9 @@ def weights_draw(a, sxy, lam, sig2, z, w_out, mean_out, cov_out):  # type: ignor
     e = np.zeros(d)
     col = np.empty(d)
     for j in range(d):
-        e[:] = 0.0
         e[j] = 1.0
         _forward(lp, e, col)
+        e[j] = 0.0
         _backward(lp, col, col)
         for i in range(d):
             cov_out[i, j] = col[i]
@@ -740,7 +740,7 @@ def gibbs_block(  # type: ignore[no-untyped-def]
             if sweeps > 0:
                 standardise(c, s, rows, cols, n, lc, g)
                 for sw in range(sweeps):
-                    s_prev[:] = s
+                    _copy(s, s_prev, p)
                     _noncentred_chain(
                         theta[b], sx[b], g[:d, :d], g[:d, d], g[d, d], omega[b], s_obs,
                         pos, n, sig, lam, kind, var_max, tr_max, nu0, psi0, scale_s,
