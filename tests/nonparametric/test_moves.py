@@ -39,14 +39,20 @@ def test_mixture_likelihood_matches_direct_sum(mech):
     q = direct_q(mech, z, y)
     w2 = g.dirichlet(np.full(40, 0.5))
 
-    def per_obs(weights):
-        got = lik.mix(y, weights)
+    def per_obs(weights, atoms=y):
+        got = lik.mix(atoms, weights)
         if lik.kind == "laplace":  # m on the distinct values of clip(z)
             got = got[np.searchsorted(lik.u, np.clip(z, -mech.r, mech.r))]
         return got
 
     # the compiled m_i equal the direct ones up to a factor depending on i only
     np.testing.assert_allclose(per_obs(w) / (q @ w), per_obs(w2) / (q @ w2), rtol=1e-12)
+    # atoms in any order, and beyond [-r, r] (where Q(z | y) is that at the clipped y)
+    perm = g.permutation(40)
+    far = y[perm] + 3.0 * mech.r * np.sign(y[perm]) * (np.abs(y[perm]) > 0.8 * mech.r)
+    both = direct_q(mech, z, np.concatenate([y, np.clip(far, -mech.r, mech.r)]))
+    ratio = (both[:, 40:] @ w[perm]) / (both[:, :40] @ w)
+    np.testing.assert_allclose(per_obs(w[perm], far) / per_obs(w), ratio, rtol=1e-12)
     col = lik.column(float(y[7]))
     if lik.kind == "laplace":
         col = col[np.searchsorted(lik.u, np.clip(z, -mech.r, mech.r))]

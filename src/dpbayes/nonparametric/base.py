@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpbayes.nonparametric import kernels_truncnorm
 from dpbayes.nonparametric.kernels_truncnorm import log_diff_ndtr_scalar
-from dpbayes.nonparametric.truncnorm import truncnorm_ppf
 from dpbayes.privacy.validation import check_finite, check_positive
 
 __all__ = ["BasePrior", "base_loglik", "draw_base", "slice_step", "slice_step_f", "update_base"]
@@ -163,7 +163,6 @@ def draw_base(
     s = np.asarray(sigma, dtype=float)[:, None]
     if r is None:
         return m + s * gen.standard_normal((m.shape[0], size))  # type: ignore[no-any-return]
-    a = np.broadcast_to((-r - m) / s, (m.shape[0], size))
-    b = np.broadcast_to((r - m) / s, (m.shape[0], size))
-    x = m + s * truncnorm_ppf(gen.random((m.shape[0], size)), a, b)
-    return np.clip(x, -r, r)
+    u = gen.random((m.shape[0], size))
+    out = np.empty_like(u)
+    return kernels_truncnorm.draw_truncated_base(m[:, 0], s[:, 0], float(r), u, out)  # type: ignore[no-any-return]

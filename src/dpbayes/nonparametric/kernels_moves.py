@@ -27,10 +27,13 @@ __all__ = [
     "gauss_column",
     "gauss_labels",
     "gauss_mix",
+    "gauss_mix_atoms",
     "laplace_column",
     "laplace_labels",
     "laplace_mix",
+    "laplace_mix_atoms",
     "laplace_shift",
+    "stick_weights",
     "sum_log",
     "sum_log_shift",
     "sum_log_update",
@@ -62,6 +65,23 @@ def laplace_mix(u, eu, emu, y, w, b, out):  # type: ignore[no-untyped-def]
             p += 1
         out[i] = emu[i] * pa[p] + eu[i] * sb[p]
     return out
+
+
+@njit(cache=True)
+def _sorted_clipped(atoms, w, r):  # type: ignore[no-untyped-def]
+    """Atoms clipped to [-r, r] and their weights, in increasing (stable) order."""
+    y = np.empty(atoms.shape[0])
+    for k in range(atoms.shape[0]):
+        y[k] = min(max(atoms[k], -r), r)
+    o = np.argsort(y, kind="mergesort")
+    return y[o], w[o]
+
+
+@njit(cache=True)
+def laplace_mix_atoms(u, eu, emu, atoms, w, r, b, out):  # type: ignore[no-untyped-def]
+    """:func:`laplace_mix` for atoms in any order, not yet clipped."""
+    y, ws = _sorted_clipped(atoms, w, r)
+    return laplace_mix(u, eu, emu, y, ws, b, out)
 
 
 @njit(cache=True)
@@ -154,6 +174,13 @@ def gauss_mix(s, u, y, w, tau, r, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def gauss_mix_atoms(s, u, atoms, w, tau, r, out):  # type: ignore[no-untyped-def]
+    """:func:`gauss_mix` for atoms in any order, not yet clipped."""
+    y, ws = _sorted_clipped(atoms, w, r)
+    return gauss_mix(s, u, y, ws, tau, r, out)
+
+
+@njit(cache=True)
 def gauss_column(s, u, y, tau, out):  # type: ignore[no-untyped-def]
     """q_i(y) for one clipped atom y, all i."""
     c = 0.5 * y * y / (tau * tau)
@@ -190,6 +217,18 @@ def gauss_labels(s, u, y, w, tau, uniforms, labels):  # type: ignore[no-untyped-
 # The sums of logs below take one log per block of 8 unit-count terms (a running product,
 # flushed early when it leaves [1e-150, 1e150]; terms outside [1e-100, 1e100] or with a
 # multiplicity are logged one by one): the log is most of the cost of an evaluation.
+
+
+@njit(cache=True)
+def stick_weights(lq, a, out):  # type: ignore[no-untyped-def]
+    """Weights of sticks in the size-biased order from l_k = alpha log(1 - V_k) at alpha = a:
+    w_k = (1 - e^{l_k / a}) e^{sum_{m < k} l_m / a}, written into ``out``; returns the log of
+    the mass after the last stick, sum_k l_k / a."""
+    c = 0.0
+    for k in range(lq.shape[0]):
+        out[k] = -math.expm1(lq[k] / a) * math.exp(c / a)
+        c += lq[k]
+    return c / a
 
 
 @njit(cache=True)

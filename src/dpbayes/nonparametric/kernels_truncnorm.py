@@ -15,6 +15,7 @@ from numba import njit
 __all__ = [
     "base_quantiles",
     "diff_ndtr_scalar",
+    "draw_truncated_base",
     "from_base_quantiles",
     "laplace_new_weights",
     "log_diff_ndtr_scalar",
@@ -60,13 +61,156 @@ def log_diff_ndtr_scalar(a, b):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _ndtri_log_start(target, lo_br, hi_br):  # type: ignore[no-untyped-def]
+    """Phi^-1(e^target) by Wichura's AS241 (relative error about 1e-16 for e^target from
+    1e-300 to 1 - 1e-16), the tails from r = sqrt(-log p) so that p may underflow;
+    the bracket's end for target -inf or >= 0."""
+    if target == -np.inf:
+        return lo_br
+    if target >= 0.0:
+        return hi_br
+    p = math.exp(target)
+    q = p - 0.5
+    if abs(q) <= 0.425:
+        r = 0.180625 - q * q
+        num = (
+            (
+                (
+                    (
+                        (
+                            (
+                                (2.5090809287301226727e3 * r + 3.3430575583588128105e4) * r
+                                + 6.7265770927008700853e4
+                            )
+                            * r
+                            + 4.5921953931549871457e4
+                        )
+                        * r
+                        + 1.3731693765509461125e4
+                    )
+                    * r
+                    + 1.9715909503065514427e3
+                )
+                * r
+                + 1.3314166789178437745e2
+            )
+            * r
+            + 3.3871328727963666080e0
+        ) * q
+        den = (
+            (
+                (
+                    (
+                        (
+                            (5.2264952788528545610e3 * r + 2.8729085735721942674e4) * r
+                            + 3.9307895800092710610e4
+                        )
+                        * r
+                        + 2.1213794301586595867e4
+                    )
+                    * r
+                    + 5.3941960214247511077e3
+                )
+                * r
+                + 6.8718700749205790830e2
+            )
+            * r
+            + 4.2313330701600911252e1
+        ) * r + 1.0
+        return num / den
+    r = math.sqrt(-target) if q < 0.0 else math.sqrt(-math.log(-math.expm1(target)))
+    if r <= 5.0:
+        r -= 1.6
+        num = (
+            (
+                (
+                    (
+                        (
+                            (7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r
+                            + 2.41780725177450611770e-1
+                        )
+                        * r
+                        + 1.27045825245236838258e0
+                    )
+                    * r
+                    + 3.64784832476320460504e0
+                )
+                * r
+                + 5.76949722146069140550e0
+            )
+            * r
+            + 4.63033784615654529590e0
+        ) * r + 1.42343711074968357734e0
+        den = (
+            (
+                (
+                    (
+                        (
+                            (1.05075007164441684324e-9 * r + 5.47593808499534494600e-4) * r
+                            + 1.51986665636164571966e-2
+                        )
+                        * r
+                        + 1.48103976427480074590e-1
+                    )
+                    * r
+                    + 6.89767334985100004550e-1
+                )
+                * r
+                + 1.67638483018380384940e0
+            )
+            * r
+            + 2.05319162663775882187e0
+        ) * r + 1.0
+    else:
+        r -= 5.0
+        num = (
+            (
+                (
+                    (
+                        (
+                            (2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r
+                            + 1.24266094738807843860e-3
+                        )
+                        * r
+                        + 2.65321895265761230930e-2
+                    )
+                    * r
+                    + 2.96560571828504891230e-1
+                )
+                * r
+                + 1.78482653991729133580e0
+            )
+            * r
+            + 5.46378491116411436990e0
+        ) * r + 6.65790464350110377720e0
+        den = (
+            (
+                (
+                    (
+                        (
+                            (2.04426310338993978564e-15 * r + 1.42151175831644588870e-7) * r
+                            + 1.84631831751005468180e-5
+                        )
+                        * r
+                        + 7.86869131145613259100e-4
+                    )
+                    * r
+                    + 1.48753612908506148525e-2
+                )
+                * r
+                + 1.36929880922735805310e-1
+            )
+            * r
+            + 5.99832206555887937690e-1
+        ) * r + 1.0
+    return -num / den if q < 0.0 else num / den
+
+
+@njit(cache=True)
 def solve_log_ndtr(target, lo_br, hi_br):  # type: ignore[no-untyped-def]
-    """x in [lo_br, hi_br] with log Phi(x) = target: safeguarded Newton (bisection fallback)."""
-    x = 0.0  # log Phi is concave: Newton from 0 converges fast for Phi(x) near 1/2
-    if target < -2.0:  # asymptotic start in the lower tail
-        t = math.sqrt(-2.0 * target)
-        x = -(t - (math.log(t) + _LOG_SQRT_2PI) / t)
-    x = min(max(x, lo_br), hi_br)
+    """x in [lo_br, hi_br] with log Phi(x) = target: safeguarded Newton (bisection fallback)
+    from Wichura's approximation, which is usually within the tolerance already."""
+    x = min(max(_ndtri_log_start(target, lo_br, hi_br), lo_br), hi_br)
     for _ in range(100):
         lx = log_ndtr(x)
         f = lx - target
@@ -88,23 +232,6 @@ def solve_log_ndtr(target, lo_br, hi_br):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def truncnorm_ppf_scalar(u, a, b):  # type: ignore[no-untyped-def]
-    """Quantile u of N(0, 1) truncated to [a, b]: safeguarded Newton on log Phi(x) = target."""
-    flip = a > 0.0
-    if flip:
-        a, b, u = -b, -a, 1.0 - u
-    la = log_ndtr(a)
-    lm = log_diff_ndtr_scalar(a, b)
-    v = math.log(u) + lm if u > 0.0 else -np.inf
-    hi_ = max(la, v)
-    target = hi_ + math.log1p(math.exp(min(la, v) - hi_)) if hi_ > -np.inf else -np.inf
-    lo_br = a if a > -np.inf else (b - 40.0 if b < 0.0 else -40.0)
-    hi_br = b if b < np.inf else 40.0
-    x = solve_log_ndtr(target, lo_br, hi_br)
-    x = min(max(x, a), b)
-    return -x if flip else x
-
-
 def _logaddexp(a, b):  # type: ignore[no-untyped-def]
     hi = max(a, b)
     if hi == -np.inf:
@@ -112,7 +239,37 @@ def _logaddexp(a, b):  # type: ignore[no-untyped-def]
     return hi + math.log1p(math.exp(min(a, b) - hi))
 
 
-_logaddexp = njit(cache=True)(_logaddexp)
+@njit(cache=True)
+def truncnorm_ppf_scalar(u, a, b):  # type: ignore[no-untyped-def]
+    """Quantile u of N(0, 1) truncated to [a, b]: safeguarded Newton on log Phi(x) = target."""
+    flip = a > 0.0
+    if flip:
+        a, b, u = -b, -a, 1.0 - u
+    la = log_ndtr(a)
+    lm = log_diff_ndtr_scalar(a, b)
+    target = _logaddexp(la, math.log(u) + lm if u > 0.0 else -np.inf)
+    lo_br = a if a > -np.inf else (b - 40.0 if b < 0.0 else -40.0)
+    hi_br = b if b < np.inf else 40.0
+    if target < -0.6931471805599453:  # Phi(x) < 1/2: log Phi(x) is accurate
+        x = solve_log_ndtr(target, lo_br, hi_br)
+    else:  # Phi(x) >= 1/2 (b > 0): solve 1 - Phi(x) = Phi(-b) + (1 - u) mass instead
+        upper = _logaddexp(log_ndtr(-b), math.log1p(-u) + lm if u < 1.0 else -np.inf)
+        x = -solve_log_ndtr(upper, -hi_br, -lo_br)
+    x = min(max(x, a), b)
+    return -x if flip else x
+
+
+@njit(cache=True)
+def draw_truncated_base(mu, s, r, u, out):  # type: ignore[no-untyped-def]
+    """out[i, j]: the u[i, j] quantile of N(mu[i], s[i]^2) restricted to [-r, r] (a draw of
+    the base measure for a uniform u), by :func:`truncnorm_ppf_scalar`."""
+    for i in range(u.shape[0]):
+        a = (-r - mu[i]) / s[i]
+        b = (r - mu[i]) / s[i]
+        for j in range(u.shape[1]):
+            x = mu[i] + s[i] * truncnorm_ppf_scalar(u[i, j], a, b)
+            out[i, j] = min(max(x, -r), r)
+    return out
 
 
 @njit(cache=True)

@@ -89,12 +89,12 @@ class MixtureLikelihood:
         one = np.ones(zs.shape[0])
         return cls("gauss", sv, one, uv, one, sv, uv, one, tau, r)
 
-    def mix(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """m_i for atoms y (clipped, increasing) with weights w."""
-        out = np.empty(self.u.shape[0])
+    def mix(self, atoms: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """m_i for atoms (in any order, clipped to [-r, r] here) with weights w."""
+        out, r, b = np.empty(self.u.shape[0]), self.r, self.scale
         if self.kind == "laplace":
-            return km.laplace_mix(self.u, self.eu, self.emu, y, w, self.scale, out)  # type: ignore[no-any-return]
-        return km.gauss_mix(self.u, self.eu, y, w, self.scale, self.r, out)  # type: ignore[no-any-return]
+            return km.laplace_mix_atoms(self.u, self.eu, self.emu, atoms, w, r, b, out)  # type: ignore[no-any-return]
+        return km.gauss_mix_atoms(self.u, self.eu, atoms, w, b, r, out)  # type: ignore[no-any-return]
 
     def shift(self, m: np.ndarray, wk: float, old: np.ndarray, y: float) -> float:
         """Log-likelihood after the atom of weight wk with column ``old`` moves to y."""
@@ -180,9 +180,7 @@ class _P:
         self.ll = float(km.sum_log(self.m, self.lik.cnt))
 
     def mix(self, atoms: np.ndarray) -> np.ndarray:
-        y = np.clip(atoms, -self.lik.r, self.lik.r)
-        o = np.argsort(y, kind="stable")
-        return self.lik.mix(np.ascontiguousarray(y[o]), np.ascontiguousarray(self.w[o]))
+        return self.lik.mix(atoms, self.w)
 
     def clipped(self, x: float) -> float:
         return min(max(x, -self.lik.r), self.lik.r)
@@ -239,15 +237,16 @@ def _move_alpha(
 
     def weights(a: float) -> tuple[np.ndarray, float]:
         while True:
-            cum = np.cumsum(state["lq"]) / a
-            if cum[-1] < math.log(TAIL_MASS):
-                break
-            extra = np.log(gen.random(32))
-            more = draw_base(np.array([mu]), np.array([sigma]), r, gen, 32)[0]
+            w = np.empty(state["lq"].shape[0])
+            last = float(km.stick_weights(state["lq"], a, w))
+            if last < math.log(TAIL_MASS):
+                return w, math.exp(last)
+            # each new stick lowers sum l_k by 1 on average: enough for the rest, and 32 more
+            more = 32 + math.ceil((last - math.log(TAIL_MASS)) * a)
+            extra = np.log(gen.random(more))
+            atoms = draw_base(np.array([mu]), np.array([sigma]), r, gen, more)[0]
             state["lq"] = np.concatenate([state["lq"], extra])
-            state["atoms"] = np.concatenate([state["atoms"], more])
-        before = np.concatenate([[0.0], cum[:-1]])
-        return -np.expm1(state["lq"] / a) * np.exp(before), float(math.exp(cum[-1]))
+            state["atoms"] = np.concatenate([state["atoms"], atoms])
 
     def logf(la: float) -> float:
         a = math.exp(la)

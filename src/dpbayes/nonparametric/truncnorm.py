@@ -17,7 +17,7 @@ from scipy import special
 
 from dpbayes.nonparametric import kernels, kernels_truncnorm
 
-__all__ = ["Intervals", "log_diff_ndtr", "truncnorm_ppf"]
+__all__ = ["Intervals", "log_diff_ndtr"]
 
 
 def log_diff_ndtr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -32,23 +32,6 @@ def log_diff_ndtr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         llo = special.log_ndtr(lo)
         out = lhi + np.log1p(-np.exp(llo - lhi))
     return np.where(lo >= hi, -np.inf, out)
-
-
-def truncnorm_ppf(u: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Quantile u of the standard Normal truncated to [a, b], by the inverse CDF in log space."""
-    u = np.asarray(u, dtype=float)
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    upper = a > 0  # reflect so that the interval reaches into the lower half
-    lo = np.where(upper, -b, a)
-    hi = np.where(upper, -a, b)
-    uu = np.where(upper, 1.0 - u, u)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_mass = log_diff_ndtr(lo, hi)
-        log_p = np.logaddexp(special.log_ndtr(lo), np.log(uu) + log_mass)
-        x = special.ndtri_exp(np.minimum(log_p, 0.0))
-    x = np.clip(x, lo, hi)
-    return np.where(upper, -x, x)
 
 
 @dataclass(frozen=True)
