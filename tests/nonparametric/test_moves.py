@@ -73,6 +73,31 @@ def test_mixture_likelihood_matches_direct_sum(mech):
     assert stats.chisquare(obs[nz], exp[nz]).pvalue > ALPHA
 
 
+@pytest.mark.parametrize("eps", [1.0, 200.0])
+def test_an_atom_move_sees_the_likelihood_the_other_moves_see(eps):
+    """The atom move's log-likelihood after moving one atom (a running product of terms)
+    equals the direct sum of logs, at a huge eps too: there the terms reach e^-eps and
+    eight of them underflowed to 0, so the move saw -inf (-3811 directly) and could not
+    leave its atom's place. (At eps = 200 the moves stay within 0.15 = 15 noise scales:
+    farther, a term the moved atom dominated falls below the rounding of the others' sum,
+    a limit of updating m_i by differences; see docs/nonparametric.md.)"""
+    mech = LocalLaplace(epsilon=eps, r=1.0)
+    g = np.random.default_rng(3)
+    x = np.concatenate([np.full(20, -0.95), np.full(20, 0.95)]) + g.normal(0, 0.01, 40)
+    lik = MixtureLikelihood.build(mech, np.sort(mech.privatize(np.clip(x, -1, 1), rng=1).values))
+
+    def direct(atoms, w):
+        return float(np.sum(lik.cnt * np.log(lik.mix(np.array(atoms), np.array(w)))))
+
+    targets = (-1.0, -0.5, 0.0, 0.9, 1.0) if eps == 1.0 else (0.8, 0.9, 1.0)
+    for atoms, w in (([0.95], [1.0]), ([-0.9, 0.95], [0.3, 0.7])):
+        m = lik.mix(np.array(atoms), np.array(w))
+        old = lik.column(atoms[-1])
+        for y in targets:
+            got = lik.shift(m, w[-1], old, y)
+            assert got == pytest.approx(direct([*atoms[:-1], y], w), rel=1e-10), (atoms, y)
+
+
 def test_new_cluster_weights_match_the_prior_predictive():
     mech = LocalLaplace(epsilon=1.0, r=1.0)
     z = np.sort(np.random.default_rng(0).normal(0, 3, 500))

@@ -290,34 +290,23 @@ def sum_log_shift(m, cnt, wk, old, new):  # type: ignore[no-untyped-def]
 def laplace_shift(u, eu, emu, cnt, m, wk, old, y, b):  # type: ignore[no-untyped-def]
     """sum_i cnt_i log(m_i + wk (exp(-|u_i - y|/b) - old_i)): the Laplace atom moved to y.
 
-    Every term lies in [e^{-2r/b}, 1] (a mixture of relative likelihoods), so a product of
-    8 terms cannot underflow for eps = 2r/b < 90.
+    Terms are multiplied eight at a time as in :func:`sum_log`, and logged at once when a
+    product falls below 1e-150 or a term below 1e-100: every term lies in [e^{-eps}, 1]
+    (eps = 2r/b; a mixture of relative likelihoods), so without that check eight terms
+    underflowed to 0 (log -inf) from eps of about 90 on.
     """
     ep = math.exp(y / b)
     en = math.exp(-y / b)
     acc, prod, k = 0.0, 1.0, 0
-    n = m.shape[0]
-    i = 0
-    while i < n and u[i] < y:
-        v = max(m[i] + wk * (eu[i] * en - old[i]), 1e-300)
-        if cnt[i] != 1.0:
+    for i in range(m.shape[0]):
+        e = eu[i] * en if u[i] < y else emu[i] * ep
+        v = max(m[i] + wk * (e - old[i]), 1e-300)
+        if cnt[i] != 1.0 or v < 1e-100:
             acc += cnt[i] * math.log(v)
-        else:
-            prod *= v
-            k += 1
-            if k == 8:
-                acc += math.log(prod)
-                prod, k = 1.0, 0
-        i += 1
-    while i < n:
-        v = max(m[i] + wk * (emu[i] * ep - old[i]), 1e-300)
-        if cnt[i] != 1.0:
-            acc += cnt[i] * math.log(v)
-        else:
-            prod *= v
-            k += 1
-            if k == 8:
-                acc += math.log(prod)
-                prod, k = 1.0, 0
-        i += 1
+            continue
+        prod *= v
+        k += 1
+        if k == 8 or prod < 1e-150:
+            acc += math.log(prod)
+            prod, k = 1.0, 0
     return acc + math.log(prod)
