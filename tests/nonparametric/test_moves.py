@@ -98,6 +98,37 @@ def test_an_atom_move_sees_the_likelihood_the_other_moves_see(eps):
             assert got == pytest.approx(direct([*atoms[:-1], y], w), rel=1e-10), (atoms, y)
 
 
+@pytest.mark.parametrize("eps", [1.0, 200.0])
+def test_atom_and_weight_moves_see_the_direct_likelihood_at_any_distance(eps):
+    """What the atom and weight moves evaluate, against the direct sum of logs: at eps 1
+    by differences of m_i; at eps 200 (relative likelihoods spanning e^-200) from all
+    atoms: by differences, the rounding of m_i (1e-16) or less stood in place of terms of
+    e^-95 and below, -13,299 instead of -1,934 for the atom at 0.95 moved to 0, -inf
+    instead of -1,847 for its weight moved to the atom at 0.1."""
+    from dpbayes.nonparametric.moves import _P, EXACT_RANGE
+
+    mech = LocalLaplace(epsilon=eps, r=1.0)
+    g = np.random.default_rng(3)
+    x = np.concatenate([np.full(20, -0.95), np.full(20, 0.95)]) + g.normal(0, 0.01, 40)
+    lik = MixtureLikelihood.build(mech, np.sort(mech.privatize(np.clip(x, -1, 1), rng=1).values))
+    assert lik.by_differences == (eps <= EXACT_RANGE)
+
+    def direct(atoms, w):
+        return float(np.sum(lik.cnt * np.log(lik.mix(np.asarray(atoms), np.asarray(w)))))
+
+    atoms, w = np.array([-0.9, 0.95, 0.1]), np.array([0.2, 0.79, 0.01])
+    p = _P(lik, atoms.copy(), w.copy(), 0.0)
+    assert p.ll == pytest.approx(direct(atoms, w), rel=1e-12)
+    old = lik.column(0.95)
+    for y in (-1.0, 0.0, 0.5, 0.9):
+        got = p.loglik_atom_at(1, y, old)
+        assert got == pytest.approx(direct([-0.9, y, 0.1], w), rel=1e-9), y
+    col = lik.column(0.1) - lik.column(0.95)
+    for delta in (0.5, 0.789, 0.79):  # weight from the atom at 0.95 to the one at 0.1
+        got = p.loglik_transfer(2, 1, delta, col)
+        assert got == pytest.approx(direct(atoms, [0.2, 0.79 - delta, 0.01 + delta]), rel=1e-9)
+
+
 def test_new_cluster_weights_match_the_prior_predictive():
     mech = LocalLaplace(epsilon=1.0, r=1.0)
     z = np.sort(np.random.default_rng(0).normal(0, 3, 500))

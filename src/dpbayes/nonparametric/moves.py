@@ -49,6 +49,11 @@ __all__ = ["TAIL_MASS", "MixtureLikelihood", "marginal_block"]
 
 TAIL_MASS = 1e-10
 ATOM_WIDTH = 8.0  # slice width of an atom move, in noise scales over sqrt(n w_k + 1)
+#: Atom and weight moves update m_i by differences, m_i + w (Q(z_i | y') - Q(z_i | y)),
+#: only while the relative likelihoods span at most e^30: a term the moved atom dominated
+#: is then at least e^-30 = 1e-13 of m_i, 1,000 times its rounding (1e-16 m_i). Beyond,
+#: they recompute the m_i from all atoms.
+EXACT_RANGE = 30.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,22 @@ class MixtureLikelihood:
     emu_all: np.ndarray
     scale: float
     r: float
+
+    @property
+    def log_range(self) -> float:
+        """max_i of log(max_y Q(z_i | y) / min_y Q(z_i | y)) over atoms y in [-r, r]:
+        eps = 2r/b for Laplace; max_i 2r |z_i| / tau^2 + r^2 / 2 tau^2 for the Gaussian."""
+        if self.kind == "laplace":
+            return 2.0 * self.r / self.scale
+        return (
+            2.0 * self.r * float(np.max(np.abs(self.u), initial=0.0))
+            + 0.5 * (self.r / self.scale) ** 2
+        )
+
+    @property
+    def by_differences(self) -> bool:
+        """Whether a move may update m_i by differences (see :data:`EXACT_RANGE`)."""
+        return self.log_range <= EXACT_RANGE
 
     @classmethod
     def build(cls, mech: Any, zs: np.ndarray) -> MixtureLikelihood:
@@ -185,6 +206,24 @@ class _P:
     def clipped(self, x: float) -> float:
         return min(max(x, -self.lik.r), self.lik.r)
 
+    def loglik_atom_at(self, k: int, x: float, old: np.ndarray) -> float:
+        """The log-likelihood with atom k moved to x (``old``: its column where it is)."""
+        if self.lik.by_differences:
+            return self.lik.shift(self.m, float(self.w[k]), old, self.clipped(x))
+        atoms = self.atoms.copy()
+        atoms[k] = x
+        return float(km.sum_log(self.mix(atoms), self.lik.cnt))
+
+    def loglik_transfer(self, j: int, k: int, delta: float, col: np.ndarray) -> float:
+        """The log-likelihood with weight delta moved from atom k to atom j (``col``: the
+        difference of their columns)."""
+        if self.lik.by_differences:
+            return float(km.sum_log_update(self.m, self.lik.cnt, delta, col))
+        w = self.w.copy()
+        w[j] += delta
+        w[k] -= delta
+        return float(km.sum_log(self.lik.mix(self.atoms, w), self.lik.cnt))
+
 
 def _move_base(
     p: _P, mu: float, sigma: float, prior: BasePrior, r: float | None, gen: np.random.Generator
@@ -275,16 +314,18 @@ def _move_atom(
 
     def logf(x: float) -> float:
         d = (x - mu) / sigma
-        return -0.5 * d * d + p.lik.shift(p.m, wk, old, p.clipped(x))
+        return -0.5 * d * d + p.loglik_atom_at(k, x, old)
 
     width = min(2.0 * sigma, ATOM_WIDTH * p.lik.scale / math.sqrt(n * wk + 1.0), 2.0 * p.lik.r)
     lower, upper = (-r, r) if r is not None else (-math.inf, math.inf)
     x0 = float(p.atoms[k])
     d0 = (x0 - mu) / sigma
     x, fx = slice_step_f(logf, x0, width, gen, lower, upper, f0=-0.5 * d0 * d0 + p.ll)
-    new = p.lik.column(p.clipped(x))
-    p.m = p.m + wk * (new - old)
     p.atoms[k] = x
+    if not p.lik.by_differences:
+        p.refresh()
+        return
+    p.m = p.m + wk * (p.lik.column(p.clipped(x)) - old)
     d1 = (x - mu) / sigma
     p.ll = fx + 0.5 * d1 * d1
 
@@ -299,13 +340,16 @@ def _move_pair(p: _P, j: int, k: int, gen: np.random.Generator) -> None:
 
     def logf(delta: float) -> float:
         prior = -float(np.sum(np.log(np.maximum(after - delta, 1e-300))))
-        return prior + float(km.sum_log_update(p.m, p.lik.cnt, delta, col))
+        return prior + p.loglik_transfer(j, k, delta, col)
 
     wj, wk = float(p.w[j]), float(p.w[k])
     delta, fx = slice_step_f(
         logf, 0.0, wj + wk, gen, -wj, wk, f0=-float(np.sum(np.log(after))) + p.ll
     )
     p.w[j], p.w[k] = wj + delta, wk - delta
+    if not p.lik.by_differences:
+        p.refresh()
+        return
     p.m = p.m + delta * col
     p.ll = fx + float(np.sum(np.log(np.maximum(after - delta, 1e-300))))
 
