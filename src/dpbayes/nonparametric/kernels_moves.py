@@ -231,82 +231,80 @@ def stick_weights(lq, a, out):  # type: ignore[no-untyped-def]
     return c / a
 
 
+#: Terms per product in :func:`_sum_log_values`.
+LOG_BLOCK = 16
+
+
+@njit(cache=True)
+def _sum_log_values(v, cnt):  # type: ignore[no-untyped-def]
+    """sum_i cnt_i log v_i (-inf if some v_i <= 0), with one log per LOG_BLOCK terms.
+
+    Each block's product is logged at once when it lies in [1e-150, 1e150] (16 roundings
+    of 1.1e-16 relative: the error of the per-term logs), else its terms one by one; a
+    term <= 0 makes the product 0 (clamped, so that two negatives cannot pass as a
+    positive product). The few cnt_i != 1 (values tied, or collapsed at +-r) add
+    (cnt_i - 1) log v_i in a second pass. The inner loop has no branch, so it vectorises.
+    """
+    n = v.shape[0]
+    nb = n // LOG_BLOCK
+    acc = 0.0
+    for bl in range(nb):
+        i0 = bl * LOG_BLOCK
+        p = 1.0
+        for j in range(LOG_BLOCK):
+            p *= max(v[i0 + j], 0.0)
+        if 1e-150 < p < 1e150:
+            acc += math.log(p)
+            continue
+        for j in range(LOG_BLOCK):
+            if not v[i0 + j] > 0.0:
+                return -np.inf
+            acc += math.log(v[i0 + j])
+    for i in range(nb * LOG_BLOCK, n):
+        if not v[i] > 0.0:
+            return -np.inf
+        acc += math.log(v[i])
+    for i in range(n):
+        if cnt[i] != 1.0:
+            acc += (cnt[i] - 1.0) * math.log(v[i])
+    return acc
+
+
 @njit(cache=True)
 def sum_log(m, cnt):  # type: ignore[no-untyped-def]
     """sum_i cnt_i log m_i (-inf if some m_i <= 0)."""
-    acc, prod, k = 0.0, 1.0, 0
-    for i in range(m.shape[0]):
-        v = m[i]
-        if v <= 0.0:
-            return -np.inf
-        if cnt[i] != 1.0 or v < 1e-100 or v > 1e100:
-            acc += cnt[i] * math.log(v)
-            continue
-        prod *= v
-        k += 1
-        if k == 8 or prod < 1e-150 or prod > 1e150:
-            acc += math.log(prod)
-            prod, k = 1.0, 0
-    return acc + math.log(prod)
+    return _sum_log_values(m, cnt)
 
 
 @njit(cache=True)
 def sum_log_update(m, cnt, delta, col):  # type: ignore[no-untyped-def]
-    """sum_i cnt_i log(m_i + delta * col_i)."""
-    acc, prod, k = 0.0, 1.0, 0
+    """sum_i cnt_i log(m_i + delta * col_i) (-inf if a term is <= 0)."""
+    v = np.empty(m.shape[0])
     for i in range(m.shape[0]):
-        v = m[i] + delta * col[i]
-        if v <= 0.0:
-            return -np.inf
-        if cnt[i] != 1.0 or v < 1e-100 or v > 1e100:
-            acc += cnt[i] * math.log(v)
-            continue
-        prod *= v
-        k += 1
-        if k == 8 or prod < 1e-150 or prod > 1e150:
-            acc += math.log(prod)
-            prod, k = 1.0, 0
-    return acc + math.log(prod)
+        v[i] = m[i] + delta * col[i]
+    return _sum_log_values(v, cnt)
 
 
 @njit(cache=True)
 def sum_log_shift(m, cnt, wk, old, new):  # type: ignore[no-untyped-def]
-    """sum_i cnt_i log(m_i + wk (new_i - old_i)): one atom of weight wk moved."""
-    acc, prod, k = 0.0, 1.0, 0
+    """sum_i cnt_i log(m_i + wk (new_i - old_i)): one atom of weight wk moved (terms
+    clamped at 1e-300)."""
+    v = np.empty(m.shape[0])
     for i in range(m.shape[0]):
-        v = max(m[i] + wk * (new[i] - old[i]), 1e-300)
-        if cnt[i] != 1.0 or v < 1e-100 or v > 1e100:
-            acc += cnt[i] * math.log(v)
-            continue
-        prod *= v
-        k += 1
-        if k == 8 or prod < 1e-150 or prod > 1e150:
-            acc += math.log(prod)
-            prod, k = 1.0, 0
-    return acc + math.log(prod)
+        v[i] = max(m[i] + wk * (new[i] - old[i]), 1e-300)
+    return _sum_log_values(v, cnt)
 
 
 @njit(cache=True)
 def laplace_shift(u, eu, emu, cnt, m, wk, old, y, b):  # type: ignore[no-untyped-def]
-    """sum_i cnt_i log(m_i + wk (exp(-|u_i - y|/b) - old_i)): the Laplace atom moved to y.
-
-    Terms are multiplied eight at a time as in :func:`sum_log`, and logged at once when a
-    product falls below 1e-150 or a term below 1e-100: every term lies in [e^{-eps}, 1]
-    (eps = 2r/b; a mixture of relative likelihoods), so without that check eight terms
-    underflowed to 0 (log -inf) from eps of about 90 on.
-    """
+    """sum_i cnt_i log(m_i + wk (exp(-|u_i - y|/b) - old_i)): the Laplace atom moved to y
+    (terms clamped at 1e-300). Every term lies in [e^{-eps}, 1] (eps = 2r/b; a mixture of
+    relative likelihoods); a block whose product leaves [1e-150, 1e150] is logged term by
+    term (eight terms of e^-eps once underflowed to log 0 from eps of about 90 on)."""
     ep = math.exp(y / b)
     en = math.exp(-y / b)
-    acc, prod, k = 0.0, 1.0, 0
+    v = np.empty(m.shape[0])
     for i in range(m.shape[0]):
         e = eu[i] * en if u[i] < y else emu[i] * ep
-        v = max(m[i] + wk * (e - old[i]), 1e-300)
-        if cnt[i] != 1.0 or v < 1e-100:
-            acc += cnt[i] * math.log(v)
-            continue
-        prod *= v
-        k += 1
-        if k == 8 or prod < 1e-150:
-            acc += math.log(prod)
-            prod, k = 1.0, 0
-    return acc + math.log(prod)
+        v[i] = max(m[i] + wk * (e - old[i]), 1e-300)
+    return _sum_log_values(v, cnt)
