@@ -146,3 +146,17 @@ def test_truncated_normal_quantile_is_exact_in_both_tails():
         for u in us:
             x = truncnorm_ppf_scalar(u, a, b)
             assert abs(x - _exact_truncnorm_quantile(u, a, b)) <= 1e-11, (a, b, u, x)
+
+
+def test_newtons_start_is_wichuras_normal_quantile():
+    """The start of Newton on log Phi (AS241 from log p) against scipy's ndtri, 1e-15
+    relative, in the centre and both tails (p from 1e-300 to 1 - 1e-12); -inf and log p
+    >= 0 give the bracket's ends."""
+    from dpbayes.nonparametric.kernels_truncnorm import _ndtri_log_start
+
+    ps = [1e-300, 1e-100, 1e-20, 1e-5, 0.01, 0.075, 0.3, 0.5, 0.8, 0.925, 0.99, 1 - 1e-12]
+    for p in ps:
+        ref = special.ndtri(p)
+        assert abs(_ndtri_log_start(np.log(p), -50.0, 50.0) - ref) <= 1e-15 * max(abs(ref), 1), p
+    assert _ndtri_log_start(-np.inf, -50.0, 50.0) == -50.0
+    assert _ndtri_log_start(0.0, -50.0, 50.0) == 50.0
