@@ -35,6 +35,7 @@ Generator.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -77,10 +78,11 @@ class MixtureLikelihood:
     scale: float
     r: float
 
-    @property
+    @functools.cached_property
     def log_range(self) -> float:
         """max_i of log(max_y Q(z_i | y) / min_y Q(z_i | y)) over atoms y in [-r, r]:
-        eps = 2r/b for Laplace; max_i 2r |z_i| / tau^2 + r^2 / 2 tau^2 for the Gaussian."""
+        eps = 2r/b for Laplace; max_i 2r |z_i| / tau^2 + r^2 / 2 tau^2 for the Gaussian
+        (computed once: the moves ask at every evaluation)."""
         if self.kind == "laplace":
             return 2.0 * self.r / self.scale
         return (
