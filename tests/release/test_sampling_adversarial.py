@@ -46,7 +46,9 @@ from dpbayes.release.bayes_net.trimmed_dirichlet import FLAT_LEVELS, envelope, p
 from dpbayes.release.regression import mechanism as linear_regression
 from dpbayes.release.regression.truncated_gaussian import (
     _HalfSpace,
+    _log_phi_drop,
     _shrink_proposals,
+    _tail_offsets,
     truncated_normal_many,
 )
 
@@ -261,6 +263,27 @@ def test_truncated_normal_quantiles_match_mpmath_far_in_the_tail() -> None:
             assert abs(exact - u) <= slack, (mu, sd, lo, hi, u)
     wide = truncated_normal_many(666.0, 1e-4, -np.inf, 0.0, np.linspace(1e-6, 1 - 1e-6, 5000))
     assert np.unique(wide).size == 5000
+
+
+@pytest.mark.parametrize("size", [1, 40, 3000])
+def test_tail_offsets_are_the_first_double_where_the_condition_holds(size: int) -> None:
+    """The search over the bits of delta (k-ary for a few elements, binary for
+    thousands) returns, for every element, a double at which the tail condition holds
+    while it fails at the double before it: the exact transition, whatever the width of
+    the search."""
+    rng = np.random.default_rng(size)
+    b = -(10.0 ** rng.uniform(-3, 7, size))
+    a = b - 10.0 ** rng.uniform(-9, 3, size)
+    a[::3] = -np.inf
+    v = rng.uniform(0, 1, size)
+    v[::5], v[1::5] = 1e-300, 1 - 1e-16
+    delta = _tail_offsets(a, b, v)
+    before = np.nextafter(delta, 0.0)
+    with np.errstate(all="ignore"):
+        target = np.log1p(v * np.expm1(_log_phi_drop(b, b - a)))
+        assert np.all(delta > 0) and np.all(delta <= b - a)
+        assert np.all(_log_phi_drop(b, delta) <= target)
+        assert not np.any(_log_phi_drop(b, before) <= target)
 
 
 @pytest.mark.slow

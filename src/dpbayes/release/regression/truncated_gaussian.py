@@ -63,32 +63,53 @@ MAX_ROUNDS = 64
 SQRT2 = math.sqrt(2.0)
 
 
-def _log_phi_drop(b: np.ndarray, delta: np.ndarray) -> np.ndarray:
+def _log_phi_drop(b: np.ndarray, delta: np.ndarray, log_erfcx_b: Any = None) -> np.ndarray:
     """log Phi(b - delta) - log Phi(b) for b < 0, delta >= 0, without cancellation:
     Phi(x) = erfcx(-x / sqrt 2) e^{-x^2 / 2} / 2, so the difference is
-    b delta - delta^2 / 2 + log erfcx(-(b - delta)/sqrt 2) - log erfcx(-b/sqrt 2)."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        quad = delta * (b - delta / 2)
-        out = quad + np.log(special.erfcx(-(b - delta) / SQRT2)) - np.log(special.erfcx(-b / SQRT2))
+    b delta - delta^2 / 2 + log erfcx(-(b - delta)/sqrt 2) - log erfcx(-b/sqrt 2) (the
+    last term may be passed). Called under ``np.errstate(all="ignore")``."""
+    if log_erfcx_b is None:
+        log_erfcx_b = np.log(special.erfcx(-b / SQRT2))
+    out = delta * (b - delta / 2) + np.log(special.erfcx(-(b - delta) / SQRT2)) - log_erfcx_b
     return np.where(np.isnan(out) | (delta == np.inf), -np.inf, out)
 
 
+# points per round of the search over the bits of delta: a round costs about the same
+# few numpy calls whatever its width, so one element searches 256-ary (8 bits a round)
+_SEARCH_POINTS = 4096
+
+
 def _tail_offsets(a: np.ndarray, b: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """delta in [0, b - a] with P(Z >= b - delta | a <= Z <= b) = v, for b < 0: bisection
-    over the doubles delta (ordered as their bits, at most 64 halvings) on the condition
-    log Phi(b - delta) - log Phi(b) <= log1p(v expm1(log Phi(a) - log Phi(b))), which is
-    monotone in delta, false at 0 and true at b - a."""
-    target = np.log1p(v * np.expm1(_log_phi_drop(b, b - a)))
-    left = np.zeros(b.shape, dtype=np.int64)  # bits of 0.0: the condition fails there
-    right = np.ascontiguousarray(b - a, dtype=np.float64).view(np.int64).copy()
-    for _ in range(70):
-        open_ = right - left > 1
-        if not open_.any():
-            break
-        mid = left + (right - left) // 2
-        holds = _log_phi_drop(b, mid.view(np.float64)) <= target
-        right = np.where(open_ & holds, mid, right)
-        left = np.where(open_ & ~holds, mid, left)
+    """delta in [0, b - a] with P(Z >= b - delta | a <= Z <= b) = v, for b < 0: the
+    smallest double delta (doubles >= 0 ordered as their bits) at which the condition
+    log Phi(b - delta) - log Phi(b) <= log1p(v expm1(log Phi(a) - log Phi(b))) holds; it
+    is monotone in delta, false at 0 and true at b - a.
+
+    A k-ary search over the bits: each round tests k - 1 points in the bracket
+    [left, right) of every element, left + floor((right - left) j / k) for j < k, and
+    keeps the first point that holds (or right) and the point before it (or left), so
+    the invariant "fails at left, holds at right" is kept exactly, and the bracket
+    shrinks k-fold until right = left + 1 (k = 256 for a few elements, 2 for thousands)."""
+    k = int(np.clip(_SEARCH_POINTS // max(b.size, 1), 2, 256))
+    j = np.arange(1, k, dtype=np.int64)
+    rows = np.arange(b.size)
+    with np.errstate(all="ignore"):
+        log_erfcx_b = np.log(special.erfcx(-b / SQRT2))[:, None]
+        target = np.log1p(v * np.expm1(_log_phi_drop(b, b - a)))[:, None]
+        left = np.zeros(b.shape, dtype=np.int64)  # bits of 0.0: the condition fails there
+        right = np.ascontiguousarray(b - a, dtype=np.float64).view(np.int64).copy()
+        for _ in range(70):
+            width = right - left
+            if not (width > 1).any():
+                break
+            q, r = np.divmod(width, k)  # left + floor(width j / k) without overflow
+            pts = np.empty((b.size, k + 1), dtype=np.int64)
+            pts[:, 0], pts[:, k] = left, right
+            pts[:, 1:k] = left[:, None] + q[:, None] * j + (r[:, None] * j) // k
+            drop = _log_phi_drop(b[:, None], pts[:, 1:k].view(np.float64), log_erfcx_b)
+            holds = drop <= target
+            first = np.where(holds.any(axis=1), holds.argmax(axis=1), k - 1)
+            left, right = pts[rows, first], pts[rows, first + 1]
     return np.asarray(right.view(np.float64))
 
 
