@@ -59,6 +59,21 @@ def test_statistics_are_those_of_the_bounded_rows(frame):
     assert joint == Table(ref).value_counts_joint(["b", "s"])
 
 
+def test_a_bounded_frame_is_stored_once_and_a_file_is_bounded_per_query(frame, tmp_path):
+    """A frame is in memory: its bounded rows are kept in a temporary table (the window
+    runs once); a file stays with the engine, which bounds it at every query. Same rows."""
+    stored = open_table(frame, user_column="user", max_rows_per_user=2)
+    path = tmp_path / "frame.parquet"
+    frame.to_parquet(path)
+    per_query = open_table(path, user_column="user", max_rows_per_user=2)
+    assert "ROW_NUMBER" not in stored.relation and "ROW_NUMBER" in per_query.relation
+    assert stored.rows_per_user_bound == per_query.rows_per_user_bound == 2
+    key = ["user", "x", "e", "s", "b"]
+    a = _rows(stored).sort_values(key, na_position="last").reset_index(drop=True)
+    b = _rows(per_query).sort_values(key, na_position="last").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b, check_dtype=False)
+
+
 def test_a_users_rows_depend_on_that_user_only(frame):
     """Changing user 0's rows leaves every other user's kept rows unchanged."""
     other = frame.copy()

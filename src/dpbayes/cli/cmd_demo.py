@@ -53,10 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
     user, k = privacy_unit(args, bundled=True)
     df = load_bundled("randhie")
-    # the bounded rows computed once by the engine, not once per statistic of each release
-    data: Any = (
-        df if user is None else Table(df, user_column=user, max_rows_per_user=k).materialize()
-    )
+    data: Any = df if user is None else Table(df, user_column=user, max_rows_per_user=k)
     eps = args.epsilon
     # seeded noise is a simulation: it is accounted apart from any real budget
     budget = Accountant(3 * eps, simulation=args.seed is not None)

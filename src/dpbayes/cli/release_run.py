@@ -249,8 +249,6 @@ def run_release(args: argparse.Namespace) -> int:
     model, data, column = build_model(args)
     if user is not None:
         data = Table(data, user_column=user, max_rows_per_user=k)
-        if args.data is None:  # the bundled frame is in memory: bound its rows once, not
-            data = data.materialize()  # once per statistic (a file is read by the engine)
     rel = dpb.release(
         model,
         data,

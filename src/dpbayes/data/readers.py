@@ -137,7 +137,25 @@ def open_table(
     out = _open_table(data, name, table=table, schema=schema)
     if user_column is not None:
         out = bound_contributions(out, user_column, max_rows_per_user)
+        if _is_frame(data):
+            # the rows are in memory already: keep the bounded rows in a DuckDB temporary
+            # table, so that the window that chooses them runs once, not per statistic
+            # (a file or database is read by its engine at every statistic instead)
+            out = out.materialize()  # type: ignore[attr-defined]
     return out
+
+
+def _is_frame(data: Any) -> bool:
+    """A pandas/polars DataFrame or an Arrow table: data held in this process's memory."""
+    import pandas as pd
+
+    if isinstance(data, pd.DataFrame):
+        return True
+    kind = (_module_of(data), type(data).__name__)
+    return kind in {
+        ("polars", "DataFrame"), ("polars", "LazyFrame"), ("pyarrow", "Table"),
+        ("pyarrow", "RecordBatch"),
+    }  # fmt: skip
 
 
 def _open_table(data: Any, name: str | None, *, table: str | None, schema: str | None) -> SQLTable:
