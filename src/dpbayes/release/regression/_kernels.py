@@ -14,16 +14,28 @@ import math
 import numpy as np
 from numba import njit
 
+from dpbayes.release.linalg_kernels import (
+    chol_solve,
+    chol_solve_columns,
+    dot,
+    logdet_chol,
+    matmul,
+    matvec,
+    spd_cholesky,
+)
+
 __all__ = ["mh_steps", "target_parts", "wishart_logpdf"]
 
 
 @njit(cache=True)
 def _logdet_spd(a):  # type: ignore[no-untyped-def]
-    chol = np.linalg.cholesky(a)
-    out = 0.0
-    for i in range(a.shape[0]):
-        out += 2.0 * math.log(chol[i, i])
-    return out
+    return logdet_chol(spd_cholesky(a))
+
+
+@njit(cache=True)
+def _spd_inverse(lo):  # type: ignore[no-untyped-def]
+    """(L L')^-1 from the lower factor L."""
+    return chol_solve_columns(lo, np.eye(lo.shape[0]))
 
 
 @njit(cache=True)
@@ -55,8 +67,8 @@ def _bartlett(chol, df_chi, normals):  # type: ignore[no-untyped-def]
         a[i, i] = math.sqrt(df_chi[i])
         for j in range(i):
             a[i, j] = normals[i, j]
-    la = chol @ a
-    return la @ la.T
+    la = matmul(chol, a)
+    return matmul(la, la, True)
 
 
 @njit(cache=True)
@@ -66,22 +78,24 @@ def target_parts(t, wbar, dev, lam, sigma2, s2):  # type: ignore[no-untyped-def]
     dn = dev.shape[0]
     eye = np.eye(d)
     prec_t = lam * eye + t / s2
-    sig_t = np.linalg.inv(prec_t)
-    a = sig_t @ t / s2
-    r = sigma2 * a @ sig_t / s2 + sig_t / dn
+    l_prec = spd_cholesky(prec_t)
+    sig_t = _spd_inverse(l_prec)
+    a = matmul(sig_t, t) / s2
+    r = sigma2 * matmul(a, sig_t) / s2 + sig_t / dn
     r = (r + r.T) / 2.0
-    v = a @ a.T / lam + r
+    v = matmul(a, a, True) / lam + r
     v = (v + v.T) / 2.0
-    quad = float(wbar @ np.linalg.solve(v, wbar))
+    l_v = spd_cholesky(v)
+    quad = dot(wbar, chol_solve(l_v, wbar))
     spread = 0.0
     for k in range(dn):
-        spread += float(dev[k] @ prec_t @ dev[k])
-    loglik = -0.5 * (_logdet_spd(v) + quad) + 0.5 * (dn - 1) * _logdet_spd(prec_t) - 0.5 * spread
-    rinv_a = np.linalg.solve(r, a)
-    post_prec = lam * eye + a.T @ rinv_a
-    post_cov = np.linalg.inv(post_prec)
+        spread += dot(dev[k], matvec(prec_t, dev[k]))
+    loglik = -0.5 * (logdet_chol(l_v) + quad) + 0.5 * (dn - 1) * logdet_chol(l_prec) - 0.5 * spread
+    rinv_a = chol_solve_columns(spd_cholesky(r), a)
+    post_prec = lam * eye + matmul(a.T.copy(), rinv_a)
+    post_cov = _spd_inverse(spd_cholesky(post_prec))
     post_cov = (post_cov + post_cov.T) / 2.0
-    post_mean = post_cov @ (rinv_a.T @ wbar)
+    post_mean = matvec(post_cov, matvec(rinv_a, wbar, True))
     return loglik, post_mean, post_cov
 
 
@@ -136,13 +150,14 @@ def mh_steps(  # type: ignore[no-untyped-def]
             else:  # random walk, Hastings-corrected
                 cur = t[c]
                 scale = cur / nu
-                prop = _bartlett(np.linalg.cholesky(scale), chi_rw[c, k], normals[c, k])
+                l_scale = spd_cholesky(scale)
+                prop = _bartlett(l_scale, chi_rw[c, k], normals[c, k])
                 lp_prop = wishart_logpdf(prop, n, sx_inv, logdet_sx)
                 ll_p, mu_p, cov_p = target_parts(prop, wbar, dev, lam, sigma2, s2)
-                back = prop / nu
+                l_back = spd_cholesky(prop / nu)
                 log_q = wishart_logpdf(
-                    cur, nu, np.linalg.inv(back), _logdet_spd(back)
-                ) - wishart_logpdf(prop, nu, np.linalg.inv(scale), _logdet_spd(scale))
+                    cur, nu, _spd_inverse(l_back), logdet_chol(l_back)
+                ) - wishart_logpdf(prop, nu, _spd_inverse(l_scale), logdet_chol(l_scale))
                 log_a = lp_prop + ll_p - lp_prior[c] - ll[c] + log_q
             if math.log(uniforms[c, k] + 1e-300) < log_a:
                 t[c] = prop
@@ -154,5 +169,5 @@ def mh_steps(  # type: ignore[no-untyped-def]
             if keep:
                 keep_means[c, k] = mu[c]
                 keep_covs[c, k] = cov[c]
-                keep_w[c, k] = mu[c] + np.linalg.cholesky(cov[c]) @ w_normals[c, k]
+                keep_w[c, k] = mu[c] + matvec(spd_cholesky(cov[c]), w_normals[c, k])
                 keep_ld[c, k] = _logdet_spd(t[c])

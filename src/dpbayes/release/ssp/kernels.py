@@ -17,6 +17,11 @@ import math
 import numpy as np
 from numba import njit
 
+from dpbayes.release.linalg_kernels import backward as _backward
+from dpbayes.release.linalg_kernels import chol_from as _chol_from
+from dpbayes.release.linalg_kernels import chol_into as _chol_into
+from dpbayes.release.linalg_kernels import forward as _forward
+
 __all__ = [
     "collapsed_loglik_stack",
     "covariance_stack",
@@ -40,76 +45,6 @@ def _copy_block(src, dst, r, c):  # type: ignore[no-untyped-def]
     for i in range(r):
         for j in range(c):
             dst[i, j] = src[i, j]
-
-
-@njit(cache=True)
-def _forward(lo, rhs, out):  # type: ignore[no-untyped-def]
-    """out = L^-1 rhs for a lower-triangular L (out may be rhs)."""
-    for u in range(rhs.size):
-        r = rhs[u]
-        for v in range(u):
-            r -= lo[u, v] * out[v]
-        out[u] = r / lo[u, u]
-
-
-@njit(cache=True)
-def _backward(lo, rhs, out):  # type: ignore[no-untyped-def]
-    """out = L^-T rhs for a lower-triangular L (out may be rhs)."""
-    for u in range(rhs.size - 1, -1, -1):
-        r = rhs[u]
-        for v in range(u + 1, rhs.size):
-            r -= lo[v, u] * out[v]
-        out[u] = r / lo[u, u]
-
-
-@njit(cache=True)
-def _chol_from(a, out, r0):  # type: ignore[no-untyped-def]
-    """Rows r0.. of the lower Cholesky factor of a into out, given its rows < r0 in out
-    (they depend on a's leading r0 x r0 block only); False if a is not positive definite.
-    Column by column, each entry's sum in the order k = 0, 1, ..; four rows of a column at
-    once (independent sums, so the same rounding as one row at a time)."""
-    d = a.shape[0]
-    for j in range(d):
-        if j >= r0:
-            s = a[j, j]
-            for k in range(j):
-                s -= out[j, k] * out[j, k]
-            if not s > 0.0:
-                return False
-            out[j, j] = math.sqrt(s)
-            for i in range(j):
-                out[i, j] = 0.0
-        dj = out[j, j]
-        i = max(j + 1, r0)
-        while i + 3 < d:
-            s0 = a[i, j]
-            s1 = a[i + 1, j]
-            s2 = a[i + 2, j]
-            s3 = a[i + 3, j]
-            for k in range(j):
-                ojk = out[j, k]
-                s0 -= out[i, k] * ojk
-                s1 -= out[i + 1, k] * ojk
-                s2 -= out[i + 2, k] * ojk
-                s3 -= out[i + 3, k] * ojk
-            out[i, j] = s0 / dj
-            out[i + 1, j] = s1 / dj
-            out[i + 2, j] = s2 / dj
-            out[i + 3, j] = s3 / dj
-            i += 4
-        while i < d:
-            s = a[i, j]
-            for k in range(j):
-                s -= out[i, k] * out[j, k]
-            out[i, j] = s / dj
-            i += 1
-    return True
-
-
-@njit(cache=True)
-def _chol_into(a, out):  # type: ignore[no-untyped-def]
-    """Lower Cholesky factor of a into out; False if a is not positive definite."""
-    return _chol_from(a, out, 0)
 
 
 @njit(cache=True)
