@@ -25,6 +25,7 @@ members, and integral floats in integer fields integers (and back in :meth:`to_p
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 import typing
@@ -202,8 +203,15 @@ def _check(value: Any, tp: Any, name: str) -> Any:
     return out
 
 
+@functools.lru_cache(maxsize=512)
+def _shape(tp: Any) -> tuple[Any, tuple[Any, ...]]:
+    """(origin, args) of a field's type, looked up once per type (every record checks
+    every field at construction)."""
+    return typing.get_origin(tp), typing.get_args(tp)
+
+
 def _convert(value: Any, tp: Any) -> tuple[bool, Any]:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    origin, args = _shape(tp)
     if tp is Any:
         return True, value
     if tp is type(None):
