@@ -66,6 +66,17 @@ def test_density_integrates_to_one_and_bands_bracket(fit):
     assert np.all(clo <= chi) and np.all(np.diff(clo) >= 0) and np.all(np.diff(chi) >= 0)
 
 
+def test_density_draws_are_the_normal_kernel_mixture_of_each_draw(fit):
+    """Each draw's smoothed density is sum_p w_p N(t; a_p, h^2) over its atoms (the
+    compiled kernel skips the zero-weight padding of shorter draws)."""
+    grid = np.linspace(-2, 2, 41)
+    got = fit.density_draws(grid, bandwidth=0.3)
+    w = fit.weights()
+    assert np.any(w == 0.0)  # padding is present, and skipped
+    want = np.einsum("cda,cdag->cdg", w, stats.norm.pdf(grid, fit.atoms[..., None], 0.3))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
 def test_projection_keeps_atoms_inside_r(fit):
     p = fit.projected()
     assert p.atoms.min() >= -1.0 and p.atoms.max() <= 1.0

@@ -218,11 +218,7 @@ class DPMixtureFit:
         h = self._bandwidth(bandwidth)
         a, c = self._flat()
         w = np.diff(c, axis=-1, prepend=0.0)
-        out = np.empty((a.shape[0], g.shape[0]))
-        step = max(1, 2_000_000 // max(1, a.shape[1] * g.shape[0]))
-        for s in range(0, a.shape[0], step):
-            u = (g[None, None, :] - a[s : s + step, :, None]) / h
-            out[s : s + step] = np.einsum("da,dag->dg", w[s : s + step], np.exp(-0.5 * u * u))
+        out = kernels.smoothed_density_draws(a, w, np.ascontiguousarray(g, dtype=float), h)
         return self._shape(out / (h * np.sqrt(2 * np.pi)))
 
     def functionals(self) -> dict[str, np.ndarray]:

@@ -22,6 +22,7 @@ __all__ = [
     "laplace_label_sweep",
     "quantile_draws",
     "segment_logsumexp",
+    "smoothed_density_draws",
 ]
 
 
@@ -220,6 +221,26 @@ def cdf_draws(atoms, cumw, grid):  # type: ignore[no-untyped-def]
             while p < a and atoms[i, p] <= grid[t]:
                 p += 1
             out[i, t] = cumw[i, p - 1] if p > 0 else 0.0
+    return out
+
+
+@njit(cache=True)
+def smoothed_density_draws(atoms, weights, grid, h):  # type: ignore[no-untyped-def]
+    """sum_p w_p exp(-((t - a_p) / h)^2 / 2) for every draw (row) at every t of ``grid``
+    (the caller divides by h sqrt(2 pi)); slots of weight 0 (the padding of shorter
+    draws) are skipped."""
+    d, a = atoms.shape
+    g = grid.shape[0]
+    out = np.zeros((d, g))
+    for i in range(d):
+        for p in range(a):
+            wp = weights[i, p]
+            if wp == 0.0:
+                continue
+            ap = atoms[i, p]
+            for t in range(g):
+                u = (grid[t] - ap) / h
+                out[i, t] += wp * math.exp(-0.5 * u * u)
     return out
 
 
