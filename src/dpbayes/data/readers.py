@@ -64,18 +64,28 @@ def _is_pandas(data: Any, kind: str) -> bool:
     return pd is not None and isinstance(data, getattr(pd, kind))
 
 
+# (module, class) of the frames held in this process's memory besides pandas DataFrames
+_ARROW_LIKE_FRAMES = {
+    ("polars", "DataFrame"), ("polars", "LazyFrame"), ("pyarrow", "Table"),
+    ("pyarrow", "RecordBatch"),
+}  # fmt: skip
+
+
+def _is_frame(data: Any) -> bool:
+    """A pandas/polars DataFrame or an Arrow table: data held in this process's memory."""
+    kind = (_module_of(data), type(data).__name__)
+    return _is_pandas(data, "DataFrame") or kind in _ARROW_LIKE_FRAMES
+
+
 def _is_table_like(data: Any) -> bool:
-    if _is_pandas(data, "DataFrame") or isinstance(data, SQLTable | str | os.PathLike):
+    if _is_frame(data) or isinstance(data, SQLTable | str | os.PathLike):
         return True
     if isinstance(getattr(data, "backend", None), SQLTable):  # a dpbayes.data.Table
         return True
     if is_spark_dataframe(data) or _module_of(data) == "sqlalchemy":
         return True
     mod, cls = _module_of(data), type(data).__name__
-    return (mod == "polars" and cls in ("DataFrame", "LazyFrame")) or (
-        mod in ("pyarrow", "duckdb", "_duckdb")
-        and cls in ("Table", "RecordBatch", "DuckDBPyRelation")
-    )
+    return mod in ("duckdb", "_duckdb") and cls in ("Table", "RecordBatch", "DuckDBPyRelation")
 
 
 def _file_kind(path: Path) -> str:
@@ -143,19 +153,6 @@ def open_table(
             # (a file or database is read by its engine at every statistic instead)
             out = out.materialize()  # type: ignore[attr-defined]
     return out
-
-
-def _is_frame(data: Any) -> bool:
-    """A pandas/polars DataFrame or an Arrow table: data held in this process's memory."""
-    import pandas as pd
-
-    if isinstance(data, pd.DataFrame):
-        return True
-    kind = (_module_of(data), type(data).__name__)
-    return kind in {
-        ("polars", "DataFrame"), ("polars", "LazyFrame"), ("pyarrow", "Table"),
-        ("pyarrow", "RecordBatch"),
-    }  # fmt: skip
 
 
 def _open_table(data: Any, name: str | None, *, table: str | None, schema: str | None) -> SQLTable:
