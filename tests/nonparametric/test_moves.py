@@ -165,6 +165,20 @@ def test_new_cluster_weights_match_the_prior_predictive():
             np.testing.assert_allclose(w, ref, rtol=1e-11)
 
 
+@pytest.mark.parametrize("eps", [19.0, 40.0, 200.0])
+def test_new_cluster_weights_stay_finite_when_the_base_is_wide_against_the_noise(eps):
+    """s/b = 2 eps at the hyperprior's widest base (s = 4r): e^{s^2/2b^2} overflowed from
+    eps of about 19 on (weights inf/nan, and every observation opened its own cluster)."""
+    mech = LocalLaplace(epsilon=eps, r=1.0)
+    z = np.sort(np.random.default_rng(1).normal(0, 1, 400))
+    for tails in (True, False):
+        for mu in (0.0, 0.7, -3.0):
+            w = kt.laplace_new_weights(z, mech.scale, mech.r, mu, 4.0, tails, np.empty(z.size))
+            ref = np.exp(mech.log_marginal(z, mu, 4.0, tails=tails) - mech.loglik(z, z))
+            assert np.all(np.isfinite(w))
+            np.testing.assert_allclose(w, ref, rtol=1e-9)
+
+
 @pytest.mark.parametrize("r", [1.0, -1.0])  # restricted to [-1, 1] / real line
 def test_base_quantile_maps_invert_each_other(r):
     g = np.random.default_rng(1)

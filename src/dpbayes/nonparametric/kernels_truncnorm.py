@@ -291,6 +291,11 @@ def diff_ndtr_scalar(a, b):  # type: ignore[no-untyped-def]
     return 0.5 * (math.erfc(-b / _SQRT2) - math.erfc(-a / _SQRT2))
 
 
+#: laplace_new_weights multiplies e^g by a Normal mass directly up to g = _EXP_SAFE, in logs
+#: beyond. Below, a mass that underflows (< 1e-308) drops a term under e^{500 - 709} = e^-209.
+_EXP_SAFE = 500.0
+
+
 @njit(cache=True)
 def laplace_new_weights(z, b, r, mu, s, tails, out):  # type: ignore[no-untyped-def]
     """Prior predictive of each z_i relative to max_x Q(z_i | x), for Neal's algorithm 2.
@@ -301,8 +306,10 @@ def laplace_new_weights(z, b, r, mu, s, tails, out):  # type: ignore[no-untyped-
     exp((x - u)/b) N(x; mu, s^2) = exp((mu - u)/b + s^2/2b^2) N(x; mu + s^2/b, s^2), on [u, r]
     the mirror image, and beyond +-r the base's tail mass times exp(-(r +- u)/b). ``z``
     increasing; the values beyond +-r share one u, computed once. Written into ``out``.
-    The weights lie in [e^{-2r/b}, 1] (no overflow); a weight below the double range
-    (a base far from every observation) underflows to 0: no new cluster for that z_i.
+    The weights lie in [e^{-2r/b}, 1]; a factor e^{(mu - u)/b + s^2/2b^2} above e^500
+    (s/b large) is multiplied with its Normal mass in logs, so nothing overflows. A weight
+    below the double range (a base far from every observation) underflows to 0: no new
+    cluster for that z_i.
     """
     m1 = mu + s * s / b
     m2 = mu - s * s / b
@@ -312,13 +319,42 @@ def laplace_new_weights(z, b, r, mu, s, tails, out):  # type: ignore[no-untyped-
     norm = 1.0 if tails else diff_ndtr_scalar((-r - mu) / s, (r - mu) / s)
     t_lo = 0.5 * math.erfc((r + mu) / (s * _SQRT2)) if tails else 0.0  # Phi((-r - mu)/s)
     t_hi = 0.5 * math.erfc((r - mu) / (s * _SQRT2)) if tails else 0.0  # 1 - Phi((r - mu)/s)
+    # diff_ndtr_scalar(lo1, x) and diff_ndtr_scalar(x, hi2) with their constant erfc hoisted
+    # (the same operations, so the same values): 2 erfc per value instead of 4
+    e_lo1 = math.erfc(lo1 / _SQRT2) if lo1 > 0.0 else math.erfc(-lo1 / _SQRT2)
+    e_hi2 = math.erfc(hi2 / _SQRT2)  # for x2 > 0
+    e_mhi2 = math.erfc(-hi2 / _SQRT2)  # for x2 <= 0
     last_u = np.nan
     last = 0.0
     for i in range(z.shape[0]):
         u = min(max(z[i], -r), r)
         if u != last_u:
-            t1 = math.exp((mu - u) / b + half) * diff_ndtr_scalar(lo1, (u - m1) / s)
-            t2 = math.exp((u - mu) / b + half) * diff_ndtr_scalar((u - m2) / s, hi2)
+            x1 = (u - m1) / s
+            d1 = 0.0
+            if not lo1 >= x1:
+                if lo1 > 0.0:
+                    d1 = 0.5 * (e_lo1 - math.erfc(x1 / _SQRT2))
+                else:
+                    d1 = 0.5 * (math.erfc(-x1 / _SQRT2) - e_lo1)
+            x2 = (u - m2) / s
+            d2 = 0.0
+            if not x2 >= hi2:
+                if x2 > 0.0:
+                    d2 = 0.5 * (math.erfc(x2 / _SQRT2) - e_hi2)
+                else:
+                    d2 = 0.5 * (e_mhi2 - math.erfc(-x2 / _SQRT2))
+            g1 = (mu - u) / b + half
+            g2 = (u - mu) / b + half
+            # s/b large (eps above about 19 with s near the hyperprior's 4r): e^{g} overflows
+            # while the Normal mass underflows, their product (<= 1) is taken in logs
+            if g1 <= _EXP_SAFE:
+                t1 = math.exp(g1) * d1
+            else:
+                t1 = math.exp(g1 + log_diff_ndtr_scalar(lo1, x1))
+            if g2 <= _EXP_SAFE:
+                t2 = math.exp(g2) * d2
+            else:
+                t2 = math.exp(g2 + log_diff_ndtr_scalar(x2, hi2))
             t3 = t_lo * math.exp(-(u + r) / b) + t_hi * math.exp(-(r - u) / b)
             last = (t1 + t2 + t3) / norm if norm > 0.0 else 0.0
             last_u = u
