@@ -86,11 +86,14 @@ def laplace_mix_atoms(u, eu, emu, atoms, w, r, b, out):  # type: ignore[no-untyp
 
 @njit(cache=True)
 def laplace_column(u, eu, emu, y, b, out):  # type: ignore[no-untyped-def]
-    """exp(-|u_i - y| / b) for one (clipped) atom y, all i."""
+    """exp(-|u_i - y| / b) for one (clipped) atom y, all i (``u`` increasing)."""
     ep = math.exp(y / b)
     en = math.exp(-y / b)
-    for i in range(u.shape[0]):
-        out[i] = emu[i] * ep if u[i] >= y else eu[i] * en
+    cut = np.searchsorted(u, y)  # first i with u_i >= y
+    for i in range(cut):
+        out[i] = eu[i] * en
+    for i in range(cut, u.shape[0]):
+        out[i] = emu[i] * ep
     return out
 
 
@@ -214,9 +217,9 @@ def gauss_labels(s, u, y, w, tau, uniforms, labels):  # type: ignore[no-untyped-
     return labels
 
 
-# The sums of logs below take one log per block of 8 unit-count terms (a running product,
-# flushed early when it leaves [1e-150, 1e150]; terms outside [1e-100, 1e100] or with a
-# multiplicity are logged one by one): the log is most of the cost of an evaluation.
+# The sums of logs below take one log per block of 16 terms (a product in four independent
+# lanes; a block with a term outside [1e-19, 1e19], or <= 0, or nan, is logged term by
+# term): the log is most of the cost of an evaluation.
 
 
 @njit(cache=True)
@@ -233,27 +236,53 @@ def stick_weights(lq, a, out):  # type: ignore[no-untyped-def]
 
 #: Terms per product in :func:`_sum_log_values`.
 LOG_BLOCK = 16
+#: A block is logged as one product when all its terms lie in [1/TERM_RANGE, TERM_RANGE]:
+#: then every partial product of at most 16 terms lies in [1e-304, 1e304], inside the
+#: normal doubles, so each of the 15 multiplications rounds by at most 2^-53 relative.
+TERM_RANGE = 1e19
 
 
 @njit(cache=True)
-def _sum_log_values(v, cnt):  # type: ignore[no-untyped-def]
+def _sum_log_values(v, cnt, tied):  # type: ignore[no-untyped-def]
     """sum_i cnt_i log v_i (-inf if some v_i <= 0), with one log per LOG_BLOCK terms.
 
-    Each block's product is logged at once when it lies in [1e-150, 1e150] (16 roundings
-    of 1.1e-16 relative: the error of the per-term logs), else its terms one by one; a
-    term <= 0 makes the product 0 (clamped, so that two negatives cannot pass as a
-    positive product). The few cnt_i != 1 (values tied, or collapsed at +-r) add
-    (cnt_i - 1) log v_i in a second pass. The inner loop has no branch, so it vectorises.
+    Each block's product is logged at once when all its terms lie in
+    [1/TERM_RANGE, TERM_RANGE] (15 roundings of 1.1e-16 relative: the error of the
+    per-term logs), else its terms one by one (a term <= 0 or nan gives -inf). The product
+    is taken in four lanes of four terms, so that the multiplications do not wait on one
+    another; a nan term makes the product nan, which fails the check ``p > 0`` whatever the
+    lanes' min and max saw. The few cnt_i != 1 (values tied, or collapsed at +-r), listed
+    in ``tied``, add (cnt_i - 1) log v_i in a second pass.
     """
     n = v.shape[0]
     nb = n // LOG_BLOCK
+    lo_ok = 1.0 / TERM_RANGE
     acc = 0.0
     for bl in range(nb):
         i0 = bl * LOG_BLOCK
-        p = 1.0
-        for j in range(LOG_BLOCK):
-            p *= max(v[i0 + j], 0.0)
-        if 1e-150 < p < 1e150:
+        p0 = 1.0
+        p1 = 1.0
+        p2 = 1.0
+        p3 = 1.0
+        lo0 = np.inf
+        lo1 = np.inf
+        hi0 = 0.0
+        hi1 = 0.0
+        for j in range(0, LOG_BLOCK, 4):
+            a = v[i0 + j]
+            b = v[i0 + j + 1]
+            c = v[i0 + j + 2]
+            d = v[i0 + j + 3]
+            p0 *= a
+            p1 *= b
+            p2 *= c
+            p3 *= d
+            lo0 = min(lo0, min(a, b))
+            lo1 = min(lo1, min(c, d))
+            hi0 = max(hi0, max(a, b))
+            hi1 = max(hi1, max(c, d))
+        p = (p0 * p1) * (p2 * p3)
+        if min(lo0, lo1) >= lo_ok and max(hi0, hi1) <= TERM_RANGE and p > 0.0:
             acc += math.log(p)
             continue
         for j in range(LOG_BLOCK):
@@ -264,47 +293,50 @@ def _sum_log_values(v, cnt):  # type: ignore[no-untyped-def]
         if not v[i] > 0.0:
             return -np.inf
         acc += math.log(v[i])
-    for i in range(n):
-        if cnt[i] != 1.0:
-            acc += (cnt[i] - 1.0) * math.log(v[i])
+    for i in tied:
+        acc += (cnt[i] - 1.0) * math.log(v[i])
     return acc
 
 
 @njit(cache=True)
-def sum_log(m, cnt):  # type: ignore[no-untyped-def]
-    """sum_i cnt_i log m_i (-inf if some m_i <= 0)."""
-    return _sum_log_values(m, cnt)
+def sum_log(m, cnt, tied):  # type: ignore[no-untyped-def]
+    """sum_i cnt_i log m_i (-inf if some m_i <= 0); ``tied``: the i with cnt_i != 1."""
+    return _sum_log_values(m, cnt, tied)
 
 
 @njit(cache=True)
-def sum_log_update(m, cnt, delta, col):  # type: ignore[no-untyped-def]
+def sum_log_update(m, cnt, tied, delta, col):  # type: ignore[no-untyped-def]
     """sum_i cnt_i log(m_i + delta * col_i) (-inf if a term is <= 0)."""
     v = np.empty(m.shape[0])
     for i in range(m.shape[0]):
         v[i] = m[i] + delta * col[i]
-    return _sum_log_values(v, cnt)
+    return _sum_log_values(v, cnt, tied)
 
 
 @njit(cache=True)
-def sum_log_shift(m, cnt, wk, old, new):  # type: ignore[no-untyped-def]
+def sum_log_shift(m, cnt, tied, wk, old, new):  # type: ignore[no-untyped-def]
     """sum_i cnt_i log(m_i + wk (new_i - old_i)): one atom of weight wk moved (terms
     clamped at 1e-300)."""
     v = np.empty(m.shape[0])
     for i in range(m.shape[0]):
         v[i] = max(m[i] + wk * (new[i] - old[i]), 1e-300)
-    return _sum_log_values(v, cnt)
+    return _sum_log_values(v, cnt, tied)
 
 
 @njit(cache=True)
-def laplace_shift(u, eu, emu, cnt, m, wk, old, y, b):  # type: ignore[no-untyped-def]
+def laplace_shift(u, eu, emu, cnt, tied, m, wk, old, y, b):  # type: ignore[no-untyped-def]
     """sum_i cnt_i log(m_i + wk (exp(-|u_i - y|/b) - old_i)): the Laplace atom moved to y
-    (terms clamped at 1e-300). Every term lies in [e^{-eps}, 1] (eps = 2r/b; a mixture of
-    relative likelihoods); a block whose product leaves [1e-150, 1e150] is logged term by
-    term (eight terms of e^-eps once underflowed to log 0 from eps of about 90 on)."""
+    (terms clamped at 1e-300). ``u`` increasing: the i with u_i < y come first, so the two
+    sides of y are two loops without a branch. Every term lies in [e^{-eps}, 1] (eps =
+    2r/b; a mixture of relative likelihoods): from eps of about 44 on, a block with a term
+    below 1e-19 is logged term by term."""
     ep = math.exp(y / b)
     en = math.exp(-y / b)
-    v = np.empty(m.shape[0])
-    for i in range(m.shape[0]):
-        e = eu[i] * en if u[i] < y else emu[i] * ep
-        v[i] = max(m[i] + wk * (e - old[i]), 1e-300)
-    return _sum_log_values(v, cnt)
+    n = m.shape[0]
+    cut = np.searchsorted(u, y)  # first i with u_i >= y
+    v = np.empty(n)
+    for i in range(cut):
+        v[i] = max(m[i] + wk * (eu[i] * en - old[i]), 1e-300)
+    for i in range(cut, n):
+        v[i] = max(m[i] + wk * (emu[i] * ep - old[i]), 1e-300)
+    return _sum_log_values(v, cnt, tied)

@@ -112,6 +112,15 @@ class MixtureLikelihood:
         one = np.ones(zs.shape[0])
         return cls("gauss", sv, one, uv, one, sv, uv, one, tau, r)
 
+    @functools.cached_property
+    def tied(self) -> np.ndarray:
+        """The i with cnt_i != 1 (few: ties, and the values collapsed at +-r)."""
+        return np.flatnonzero(self.cnt != 1.0)
+
+    def sum_log(self, m: np.ndarray) -> float:
+        """sum_i cnt_i log m_i."""
+        return float(km.sum_log(m, self.cnt, self.tied))
+
     def mix(self, atoms: np.ndarray, w: np.ndarray) -> np.ndarray:
         """m_i for atoms (in any order, clipped to [-r, r] here) with weights w."""
         out, r, b = np.empty(self.u.shape[0]), self.r, self.scale
@@ -123,9 +132,11 @@ class MixtureLikelihood:
         """Log-likelihood after the atom of weight wk with column ``old`` moves to y."""
         if self.kind == "laplace":
             return float(
-                km.laplace_shift(self.u, self.eu, self.emu, self.cnt, m, wk, old, y, self.scale)
+                km.laplace_shift(
+                    self.u, self.eu, self.emu, self.cnt, self.tied, m, wk, old, y, self.scale
+                )
             )
-        return float(km.sum_log_shift(m, self.cnt, wk, old, self.column(y)))
+        return float(km.sum_log_shift(m, self.cnt, self.tied, wk, old, self.column(y)))
 
     def column(self, y: float) -> np.ndarray:
         """Q(z_i | y) on the scale of :meth:`mix` for one clipped atom y."""
@@ -200,7 +211,7 @@ class _P:
 
     def refresh(self) -> None:
         self.m = self.mix(self.atoms)
-        self.ll = float(km.sum_log(self.m, self.lik.cnt))
+        self.ll = self.lik.sum_log(self.m)
 
     def mix(self, atoms: np.ndarray) -> np.ndarray:
         return self.lik.mix(atoms, self.w)
@@ -214,17 +225,17 @@ class _P:
             return self.lik.shift(self.m, float(self.w[k]), old, self.clipped(x))
         atoms = self.atoms.copy()
         atoms[k] = x
-        return float(km.sum_log(self.mix(atoms), self.lik.cnt))
+        return self.lik.sum_log(self.mix(atoms))
 
     def loglik_transfer(self, j: int, k: int, delta: float, col: np.ndarray) -> float:
         """The log-likelihood with weight delta moved from atom k to atom j (``col``: the
         difference of their columns)."""
         if self.lik.by_differences:
-            return float(km.sum_log_update(self.m, self.lik.cnt, delta, col))
+            return float(km.sum_log_update(self.m, self.lik.cnt, self.lik.tied, delta, col))
         w = self.w.copy()
         w[j] += delta
         w[k] -= delta
-        return float(km.sum_log(self.lik.mix(self.atoms, w), self.lik.cnt))
+        return self.lik.sum_log(self.lik.mix(self.atoms, w))
 
 
 def _move_base(
@@ -235,7 +246,7 @@ def _move_base(
     n = float(p.lik.cnt.sum())
 
     def ll_at(m_: float, s_: float) -> float:
-        return float(km.sum_log(p.mix(_from_quantiles(lp, lq, m_, s_, r)), p.lik.cnt))
+        return p.lik.sum_log(p.mix(_from_quantiles(lp, lq, m_, s_, r)))
 
     def log_mu(m_: float) -> float:
         d = (m_ - prior.mu_mean) / prior.mu_sd
@@ -295,7 +306,7 @@ def _move_alpha(
         p.w = w
         if p.atoms.shape[0] != w.shape[0]:
             p.atoms = state["atoms"]
-        return shape * la - rate * a + float(km.sum_log(p.mix(p.atoms), p.lik.cnt))
+        return shape * la - rate * a + p.lik.sum_log(p.mix(p.atoms))
 
     f0 = shape * math.log(alpha) - rate * alpha + p.ll
     la, _ = slice_step_f(logf, math.log(alpha), 0.5, gen, f0=f0)
