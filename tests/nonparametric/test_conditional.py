@@ -160,3 +160,36 @@ def test_newtons_start_is_wichuras_normal_quantile():
         assert abs(_ndtri_log_start(np.log(p), -50.0, 50.0) - ref) <= 1e-15 * max(abs(ref), 1), p
     assert _ndtri_log_start(-np.inf, -50.0, 50.0) == -50.0
     assert _ndtri_log_start(0.0, -50.0, 50.0) == 50.0
+
+
+@pytest.mark.parametrize("sizes", [(1, 2, 5), (3000, 40, 1)])
+def test_piece_choice_is_the_gumbel_argmax_over_every_piece(sizes):
+    """sample_pieces evaluates a piece's Normal mass only when const + Gumbel (an upper
+    bound of its Gumbel-perturbed log mass) beats the best so far: the chosen pieces, and
+    so the draws, are those of the argmax over all pieces."""
+    from dpbayes.nonparametric import kernels_truncnorm as kt
+
+    mech = LocalLaplace(epsilon=1.0, r=1.0)
+    g = np.random.default_rng(7)
+    z = np.concatenate(
+        [np.sort(g.normal(c, 1.5, m)) for c, m in zip((-0.4, 0.3, 2), sizes, strict=True)]
+    )
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    for tails in (True, False):
+        pieces = mech.conditional(z, np.arange(z.size), starts, 0.1, 0.7, tails=tails)
+        seg, k = pieces.seg.astype(np.int64), len(sizes)
+        for _ in range(20):
+            gum, u = g.gumbel(size=seg.size), g.random(k)
+            v = pieces.log_mass() + gum
+            want = [int(np.flatnonzero(seg == c)[np.argmax(v[seg == c])]) for c in range(k)]
+            lo, hi, m, s = pieces.lo[want], pieces.hi[want], pieces.mean[want], pieces.sd[want]
+            x = [
+                m[c]
+                + s[c] * truncnorm_ppf_scalar(u[c], (lo[c] - m[c]) / s[c], (hi[c] - m[c]) / s[c])
+                for c in range(k)
+            ]
+            expect = np.clip(x, lo, hi)
+            got = kt.sample_pieces(
+                seg, pieces.lo, pieces.hi, pieces.mean, pieces.sd, pieces.const, k, gum, u
+            )
+            np.testing.assert_array_equal(got, expect)

@@ -258,6 +258,31 @@ def quantile_draws(atoms, cumw, qs):  # type: ignore[no-untyped-def]
     return out
 
 
+#: The Laplace label sweep recomputes its running side sums from scratch every this many
+#: observations (and whenever a cluster changes side), so that their rounding cannot drift.
+SIDE_SUMS_EVERY = 256
+
+
+@njit(cache=True)
+def _side_sums(counts, side, ep, en, top):  # type: ignore[no-untyped-def]
+    """(L, R, live on the left, live on the right): L = sum of c_k e^{y_k/b} over the
+    clusters with clip(y_k) <= u (``side``), R = sum of c_k e^{-y_k/b} over the others."""
+    lsum = 0.0
+    rsum = 0.0
+    nl = 0
+    nr = 0
+    for k in range(top):
+        c = counts[k]
+        if c > 0:
+            if side[k]:
+                lsum += c * ep[k]
+                nl += 1
+            else:
+                rsum += c * en[k]
+                nr += 1
+    return lsum, rsum, nl, nr
+
+
 @njit(cache=True)
 def laplace_label_sweep(  # type: ignore[no-untyped-def]
     i0,
@@ -277,58 +302,109 @@ def laplace_label_sweep(  # type: ignore[no-untyped-def]
     mu,
     s,
     tails,
+    order,
 ):
     """Neal's algorithm 2 for the Laplace mechanism, fused: labels and new clusters in one loop.
 
     ``z`` sorted, ``new_w[i]`` the prior predictive of z_i relative to max Q(z_i | .);
-    Q(z_i | y) / max = exp(-|clip z_i - clip y| / b) is computed inline. A new cluster's
-    value is drawn from its one-observation Appendix A conditional with the next row of
-    the randomness pool (``pool_g``: 4 Gumbels, ``pool_u``: 1 uniform per row). Slots
+    Q(z_i | y) / max = exp(-|u - clip y| / b) with u = clip z_i. A new cluster's value is
+    drawn from its one-observation Appendix A conditional with the next row of the
+    randomness pool (``pool_g``: 4 Gumbels, ``pool_u``: 1 uniform per row). Slots
     ``0..top-1`` may hold clusters; a new cluster takes the lowest empty slot (capacity
-    len(phi) >= clusters + n). Returns ``(i, pool_pos, top)``: ``i == n`` when done,
+    len(phi) >= clusters + n). ``order[:top]`` is the order in which clusters are scanned
+    (the caller's: clusters by decreasing size at the start of the sweep; a slot opened
+    at ``top`` is appended). Returns ``(i, pool_pos, top)``: ``i == n`` when done,
     otherwise the pool was used up before observation i (refill, call again from i).
+
+    The choice. exp(-|u - y|/b) is e^{-u/b} e^{y/b} for y <= u (the left side) and
+    e^{u/b} e^{-y/b} for y > u, so the total weight of the existing clusters is
+    e^{-u/b} L + e^{u/b} R with the side sums L, R of the counts times e^{+-y/b}. These are
+    kept as running sums (an observation leaving or joining a cluster changes one of them
+    by one term; u only grows along the sorted z, so a cluster only ever crosses from the
+    right side to the left, which triggers a recomputation) and recomputed every
+    SIDE_SUMS_EVERY observations; a side with no live cluster has sum exactly 0. With
+    t = U (e^{-u/b} L + e^{u/b} R + alpha new_w[i]), the inverse-CDF choice runs over the
+    left clusters (in ``order``), then the right ones, then a new cluster: large clusters
+    first, so the scan is short. A scan that ends without passing t (rounding of the
+    running sums) takes the last live cluster of its side. O(1) per observation but the
+    scan, instead of two passes over all clusters.
     """
     n = z.shape[0]
     cap = phi.shape[0]
-    w = np.empty(cap + 1)
-    # exp(-|u - y| / b) = e^{-u/b} e^{y/b} if u >= y else e^{u/b} e^{-y/b}: no exp per pair
+    side = np.zeros(cap, dtype=np.bool_)
     yc = np.empty(cap)
     ep = np.empty(cap)
     en = np.empty(cap)
+    u0 = min(max(z[i0], -r), r) if i0 < n else r
+    thr = np.inf  # the smallest clip(y) still on the right side
     for k in range(top):
         yc[k] = min(max(phi[k], -r), r)
         ep[k] = math.exp(yc[k] / b)
         en[k] = math.exp(-yc[k] / b)
+        side[k] = u0 >= yc[k]
+        if not side[k]:
+            thr = min(thr, yc[k])
+    lsum, rsum, nl, nr = _side_sums(counts, side, ep, en, top)
     for i in range(i0, n):
         if pool_pos >= pool_u.shape[0]:
             return i, pool_pos, top
+        u = min(max(z[i], -r), r)
+        if u >= thr:  # clusters cross to the left side
+            thr = np.inf
+            for k in range(top):
+                if not side[k]:
+                    if u >= yc[k]:
+                        side[k] = True
+                    else:
+                        thr = min(thr, yc[k])
+            lsum, rsum, nl, nr = _side_sums(counts, side, ep, en, top)
+        elif (i - i0) % SIDE_SUMS_EVERY == 0:
+            lsum, rsum, nl, nr = _side_sums(counts, side, ep, en, top)
         k_old = labels[i]
         counts[k_old] -= 1
-        u = min(max(z[i], -r), r)
+        if side[k_old]:
+            lsum -= ep[k_old]
+            if counts[k_old] == 0:
+                nl -= 1
+                if nl == 0:
+                    lsum = 0.0
+        else:
+            rsum -= en[k_old]
+            if counts[k_old] == 0:
+                nr -= 1
+                if nr == 0:
+                    rsum = 0.0
         up = math.exp(u / b)
         un = math.exp(-u / b)
-        total = 0.0
-        for k in range(top):
-            p = 0.0
-            c = counts[k]
-            if c > 0:
-                p = c * (un * ep[k] if u >= yc[k] else up * en[k])
-            w[k] = p
-            total += p
-        p = alpha * new_w[i]
-        w[top] = p
-        total += p
-        t = uniforms[i] * total
-        choice = top
-        acc = 0.0
-        for q in range(top + 1):
-            acc += w[q]
-            if t < acc and w[q] > 0.0:
-                choice = q
-                break
-        if choice < top:
+        wl = un * lsum
+        wr = up * rsum
+        t = uniforms[i] * (wl + wr + alpha * new_w[i])
+        choice = -1
+        if t < wl:
+            acc = 0.0
+            for q in range(top):
+                k = order[q]
+                if side[k] and counts[k] > 0:
+                    acc += un * (counts[k] * ep[k])
+                    choice = k
+                    if t < acc:
+                        break
+        elif t < wl + wr:
+            acc = wl
+            for q in range(top):
+                k = order[q]
+                if not side[k] and counts[k] > 0:
+                    acc += up * (counts[k] * en[k])
+                    choice = k
+                    if t < acc:
+                        break
+        if choice >= 0:
             labels[i] = choice
             counts[choice] += 1
+            if side[choice]:
+                lsum += ep[choice]
+            else:
+                rsum += en[choice]
             continue
         slot = top
         for k in range(top):
@@ -336,6 +412,7 @@ def laplace_label_sweep(  # type: ignore[no-untyped-def]
                 slot = k
                 break
         if slot == top:
+            order[top] = slot
             top += 1
         labels[i] = slot
         counts[slot] = 1
@@ -345,6 +422,14 @@ def laplace_label_sweep(  # type: ignore[no-untyped-def]
         yc[slot] = min(max(x, -r), r)
         ep[slot] = math.exp(yc[slot] / b)
         en[slot] = math.exp(-yc[slot] / b)
+        side[slot] = u >= yc[slot]
+        if side[slot]:
+            lsum += ep[slot]
+            nl += 1
+        else:
+            rsum += en[slot]
+            nr += 1
+            thr = min(thr, yc[slot])
     return n, pool_pos, top
 
 

@@ -216,15 +216,35 @@ def from_base_quantiles(lp, lq, mu, s, r, out):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def sample_pieces(seg, lo, hi, mean, sd, const, k, gumbel, uniform):  # type: ignore[no-untyped-def]
-    """One draw per cluster from its mixture of truncated Normals (Gumbel-max, inverse CDF)."""
+    """One draw per cluster from its mixture of truncated Normals (Gumbel-max, inverse CDF).
+
+    The piece of cluster c is the argmax over its pieces of v_j = const_j + log mass_j +
+    gumbel_j. A Normal mass is at most 1, so const_j + gumbel_j bounds v_j: the piece with
+    the largest bound is evaluated first, and then only pieces whose bound exceeds the best
+    v so far (in a large cluster const_j falls off fast away from the members' median, so
+    most pieces are never evaluated). The argmax is the same as evaluating every piece.
+    """
     best = np.full(k, -np.inf)
     pick = np.zeros(k, dtype=np.int64)
+    bound = np.full(k, -np.inf)
     for j in range(seg.shape[0]):
+        ub = const[j] + gumbel[j]
+        if ub > bound[seg[j]]:
+            bound[seg[j]] = ub
+            pick[seg[j]] = j
+    for c in range(k):
+        j = pick[c]
+        m, s = mean[j], sd[j]
+        best[c] = const[j] + log_diff_ndtr_scalar((lo[j] - m) / s, (hi[j] - m) / s) + gumbel[j]
+    for j in range(seg.shape[0]):
+        c = seg[j]
+        if const[j] + gumbel[j] <= best[c] or j == pick[c]:
+            continue
         m, s = mean[j], sd[j]
         v = const[j] + log_diff_ndtr_scalar((lo[j] - m) / s, (hi[j] - m) / s) + gumbel[j]
-        if v > best[seg[j]]:
-            best[seg[j]] = v
-            pick[seg[j]] = j
+        if v > best[c]:
+            best[c] = v
+            pick[c] = j
     out = np.empty(k)
     for c in range(k):
         j = pick[c]

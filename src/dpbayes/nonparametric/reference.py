@@ -143,21 +143,27 @@ def reference_laplace_sweep(
     def lik(i: int, y: float) -> float:
         return math.exp(-abs(cz[i] - min(max(y, -r), r)) / b)
 
+    # the inverse-CDF order of the choice: clusters at or left of clip(z_i) (by decreasing
+    # size at the start of the sweep, then clusters opened during it), then those to its
+    # right (same order), then a new cluster
+    order = sorted(range(len(phi)), key=lambda c: -counts[c])
     for i in range(n):
         if pool_pos == POOL:  # the compiled sampler refills its pool at the same point
             pool_g, pool_u, pool_pos = gen.gumbel(size=(POOL, 4)), gen.random(POOL), 0
         k_old = labels[i]
         counts[k_old] -= 1
-        w = [counts[c] * lik(i, phi[c]) if counts[c] > 0 else 0.0 for c in range(len(phi))]
-        w.append(alpha * new_w[i])
-        t = uniforms[i] * sum(w)
-        choice, acc = len(w) - 1, 0.0
-        for q, wq in enumerate(w):
-            acc += wq
-            if t < acc and wq > 0.0:
-                choice = q
+        live = [c for c in order if counts[c] > 0]
+        left = [c for c in live if cz[i] >= min(max(phi[c], -r), r)]
+        scan = left + [c for c in live if c not in left]
+        w = [counts[c] * lik(i, phi[c]) for c in scan]
+        t = uniforms[i] * (sum(w) + alpha * new_w[i])
+        choice, acc = -1, 0.0
+        for c, wc in zip(scan, w, strict=True):
+            acc += wc
+            if t < acc:
+                choice = c
                 break
-        if choice < len(phi):
+        if choice >= 0:
             labels[i] = choice
             counts[choice] += 1
             continue
@@ -168,6 +174,7 @@ def reference_laplace_sweep(
             slot = len(phi)
             phi.append(0.0)
             counts.append(0)
+            order.append(slot)
         labels[i] = slot
         counts[slot] = 1
         ps = _pieces([z[i]], b, r, mu, sigma, tails)

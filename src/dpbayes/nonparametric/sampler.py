@@ -439,11 +439,14 @@ class DPMixture:
         new_w = self.new_cluster_weights(data, state.mu, state.sigma)
         uniforms = gen.random(n)
         pool_g, pool_u, pos = gen.gumbel(size=(POOL, 4)), gen.random(POOL), 0
+        order = np.zeros(k + n, dtype=np.int64)  # the scan order: largest clusters first
+        order[:k] = np.argsort(-state.counts, kind="stable")
         i, top = 0, k
         while True:
             i, pos, top = kernels.laplace_label_sweep(
                 i, zs, new_w, labels, counts, phi, top, state.alpha, uniforms,
                 pool_g, pool_u, pos, mech.scale, mech.r, state.mu, state.sigma, self.tails,
+                order,
             )  # fmt: skip
             if i >= n:
                 break
