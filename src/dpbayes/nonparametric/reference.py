@@ -140,8 +140,7 @@ def reference_laplace_sweep(
     uniforms = gen.random(n)
     pool_g, pool_u, pool_pos = gen.gumbel(size=(POOL, 4)), gen.random(POOL), 0
 
-    def lik(i: int, y: float) -> float:
-        return math.exp(-abs(cz[i] - min(max(y, -r), r)) / b)
+    yc = [min(max(p, -r), r) for p in phi]  # the clusters' clipped values
 
     # the inverse-CDF order of the choice: clusters at or left of clip(z_i) (by decreasing
     # size at the start of the sweep, then clusters opened during it), then those to its
@@ -152,16 +151,18 @@ def reference_laplace_sweep(
             pool_g, pool_u, pool_pos = gen.gumbel(size=(POOL, 4)), gen.random(POOL), 0
         k_old = labels[i]
         counts[k_old] -= 1
-        live = [c for c in order if counts[c] > 0]
-        left = [c for c in live if cz[i] >= min(max(phi[c], -r), r)]
-        scan = left + [c for c in live if c not in left]
-        w = [counts[c] * lik(i, phi[c]) for c in scan]
+        u = cz[i]
+        w = [counts[c] * math.exp(-abs(u - y) / b) for c, y in enumerate(yc)]
         t = uniforms[i] * (sum(w) + alpha * new_w[i])
         choice, acc = -1, 0.0
-        for c, wc in zip(scan, w, strict=True):
-            acc += wc
-            if t < acc:
-                choice = c
+        for side in (True, False):
+            for c in order:
+                if w[c] > 0.0 and (u >= yc[c]) == side:
+                    acc += w[c]
+                    if t < acc:
+                        choice = c
+                        break
+            if choice >= 0:
                 break
         if choice >= 0:
             labels[i] = choice
@@ -173,12 +174,14 @@ def reference_laplace_sweep(
         else:
             slot = len(phi)
             phi.append(0.0)
+            yc.append(0.0)
             counts.append(0)
             order.append(slot)
         labels[i] = slot
         counts[slot] = 1
         ps = _pieces([z[i]], b, r, mu, sigma, tails)
         phi[slot] = _draw(ps, sigma, pool_g[pool_pos], float(pool_u[pool_pos]))
+        yc[slot] = min(max(phi[slot], -r), r)
         pool_pos += 1
     st = _compact(labels, counts, phi)
     members: list[list[float]] = [[] for _ in st.phi]
