@@ -247,3 +247,31 @@ def test_other_mechanisms_recover_mean(kind):
     # the mean of the law of clip(X) (the atoms beyond r are not identified)
     est = np.mean(np.sum(fit.weights() * np.clip(fit.atoms, -1, 1), axis=-1))
     assert abs(est - np.mean(x)) <= bound, (est, np.mean(x), bound)
+
+
+@pytest.mark.parametrize("kind", ["laplace", "gaussian"])
+@pytest.mark.parametrize("moves", [False, True])
+def test_fits_at_the_numerical_edges_stay_finite_and_clustered(kind, moves):
+    """Tiny and huge eps and r (the Gaussian mechanism up to eps 50): the posterior mean and
+    CDF are finite and the chains do not give every observation its own cluster (at eps
+    300 the Laplace new-cluster weight once overflowed and did exactly that)."""
+    g = np.random.default_rng(5)
+    n = 200
+    for eps in (0.01, 300.0):
+        for r in (1e-3, 1e3):
+            x = r * np.clip(np.where(g.random(n) < 0.4, -0.5, 0.4) + 0.2 * g.normal(size=n), -1, 1)
+            mech = (
+                LocalLaplace(epsilon=eps, r=r)
+                if kind == "laplace"
+                else LocalGaussian(epsilon=min(eps, 50.0), delta=1e-6, r=r)
+            )
+            z = mech.privatize(x, rng=6)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                fit = DPMixture(mechanism=mech, marginal_moves=moves).fit(
+                    z, draws=10, warmup=10, chains=1, rng=7, progress=False, diagnostics=False
+                )
+            cdf = fit.cdf(np.array([-r / 2, 0.0, r / 2]))
+            assert np.isfinite(fit.mean()), (eps, r)
+            assert np.all((cdf >= 0) & (cdf <= 1)), (eps, r, cdf)
+            assert np.mean(fit.n_clusters) < n / 2, (eps, r, np.mean(fit.n_clusters))
