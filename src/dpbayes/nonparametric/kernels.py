@@ -303,6 +303,8 @@ def laplace_label_sweep(  # type: ignore[no-untyped-def]
     s,
     tails,
     order,
+    eu,
+    emu,
 ):
     """Neal's algorithm 2 for the Laplace mechanism, fused: labels and new clusters in one loop.
 
@@ -313,7 +315,8 @@ def laplace_label_sweep(  # type: ignore[no-untyped-def]
     ``0..top-1`` may hold clusters; a new cluster takes the lowest empty slot (capacity
     len(phi) >= clusters + n). ``order[:top]`` is the order in which clusters are scanned
     (the caller's: clusters by decreasing size at the start of the sweep; a slot opened
-    at ``top`` is appended). Returns ``(i, pool_pos, top)``: ``i == n`` when done,
+    at ``top`` is appended). ``eu``, ``emu``: e^{u/b} and e^{-u/b} per observation (once
+    per fit). Returns ``(i, pool_pos, top)``: ``i == n`` when done,
     otherwise the pool was used up before observation i (refill, call again from i).
 
     The choice. exp(-|u - y|/b) is e^{-u/b} e^{y/b} for y <= u (the left side) and
@@ -326,7 +329,8 @@ def laplace_label_sweep(  # type: ignore[no-untyped-def]
     t = U (e^{-u/b} L + e^{u/b} R + alpha new_w[i]), the inverse-CDF choice runs over the
     left clusters (in ``order``), then the right ones, then a new cluster: large clusters
     first, so the scan is short. A scan that ends without passing t (rounding of the
-    running sums) takes the last live cluster of its side. O(1) per observation but the
+    running sums) takes the last cluster of its side with a positive weight (none: a new
+    cluster). O(1) per observation but the
     scan, instead of two passes over all clusters.
     """
     n = z.shape[0]
@@ -374,8 +378,8 @@ def laplace_label_sweep(  # type: ignore[no-untyped-def]
                 nr -= 1
                 if nr == 0:
                     rsum = 0.0
-        up = math.exp(u / b)
-        un = math.exp(-u / b)
+        up = eu[i]
+        un = emu[i]
         wl = un * lsum
         wr = up * rsum
         t = uniforms[i] * (wl + wr + alpha * new_w[i])
@@ -385,19 +389,23 @@ def laplace_label_sweep(  # type: ignore[no-untyped-def]
             for q in range(top):
                 k = order[q]
                 if side[k] and counts[k] > 0:
-                    acc += un * (counts[k] * ep[k])
-                    choice = k
-                    if t < acc:
-                        break
+                    wk = un * (counts[k] * ep[k])
+                    if wk > 0.0:
+                        acc += wk
+                        choice = k
+                        if t < acc:
+                            break
         elif t < wl + wr:
             acc = wl
             for q in range(top):
                 k = order[q]
                 if not side[k] and counts[k] > 0:
-                    acc += up * (counts[k] * en[k])
-                    choice = k
-                    if t < acc:
-                        break
+                    wk = up * (counts[k] * en[k])
+                    if wk > 0.0:
+                        acc += wk
+                        choice = k
+                        if t < acc:
+                            break
         if choice >= 0:
             labels[i] = choice
             counts[choice] += 1

@@ -219,26 +219,32 @@ def sample_pieces(seg, lo, hi, mean, sd, const, k, gumbel, uniform):  # type: ig
     """One draw per cluster from its mixture of truncated Normals (Gumbel-max, inverse CDF).
 
     The piece of cluster c is the argmax over its pieces of v_j = const_j + log mass_j +
-    gumbel_j. A Normal mass is at most 1, so const_j + gumbel_j bounds v_j: the piece with
-    the largest bound is evaluated first, and then only pieces whose bound exceeds the best
-    v so far (in a large cluster const_j falls off fast away from the members' median, so
-    most pieces are never evaluated). The argmax is the same as evaluating every piece.
+    gumbel_j. With d_j the distance, in sds, from mean_j to [lo_j, hi_j] (0 inside), the
+    Normal mass is at most 1 - Phi(d_j) <= e^{-d_j^2/2} / 2 (Chernoff), so
+    const_j - d_j^2 / 2 + gumbel_j bounds v_j (with log 2 to spare for rounding): the piece
+    with the largest bound is evaluated first, and then only pieces whose bound exceeds the
+    best v so far. In a large cluster the pieces' log densities at their nearest points fall
+    off fast away from the members' median, so most pieces are never evaluated. The argmax
+    is the one over all pieces.
     """
     best = np.full(k, -np.inf)
     pick = np.zeros(k, dtype=np.int64)
+    n = seg.shape[0]
+    ub = np.empty(n)
     bound = np.full(k, -np.inf)
-    for j in range(seg.shape[0]):
-        ub = const[j] + gumbel[j]
-        if ub > bound[seg[j]]:
-            bound[seg[j]] = ub
+    for j in range(n):
+        d = max((lo[j] - mean[j]) / sd[j], (mean[j] - hi[j]) / sd[j], 0.0)
+        ub[j] = const[j] - 0.5 * d * d + gumbel[j]
+        if ub[j] > bound[seg[j]]:
+            bound[seg[j]] = ub[j]
             pick[seg[j]] = j
     for c in range(k):
         j = pick[c]
         m, s = mean[j], sd[j]
         best[c] = const[j] + log_diff_ndtr_scalar((lo[j] - m) / s, (hi[j] - m) / s) + gumbel[j]
-    for j in range(seg.shape[0]):
+    for j in range(n):
         c = seg[j]
-        if const[j] + gumbel[j] <= best[c] or j == pick[c]:
+        if ub[j] <= best[c] or j == pick[c]:
             continue
         m, s = mean[j], sd[j]
         v = const[j] + log_diff_ndtr_scalar((lo[j] - m) / s, (hi[j] - m) / s) + gumbel[j]

@@ -441,12 +441,16 @@ class DPMixture:
         pool_g, pool_u, pos = gen.gumbel(size=(POOL, 4)), gen.random(POOL), 0
         order = np.zeros(k + n, dtype=np.int64)  # the scan order: largest clusters first
         order[:k] = np.argsort(-state.counts, kind="stable")
+        if "laplace_exp" not in data.cache:  # e^{+-clip(z)/b}, once per fit
+            u = np.clip(zs, -mech.r, mech.r) / mech.scale
+            data.cache["laplace_exp"] = (np.exp(u), np.exp(-u))
+        eu, emu = data.cache["laplace_exp"]
         i, top = 0, k
         while True:
             i, pos, top = kernels.laplace_label_sweep(
                 i, zs, new_w, labels, counts, phi, top, state.alpha, uniforms,
                 pool_g, pool_u, pos, mech.scale, mech.r, state.mu, state.sigma, self.tails,
-                order,
+                order, eu, emu,
             )  # fmt: skip
             if i >= n:
                 break
