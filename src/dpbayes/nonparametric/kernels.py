@@ -384,6 +384,8 @@ def laplace_label_sweep(  # type: ignore[no-untyped-def]
         wr = up * rsum
         t = uniforms[i] * (wl + wr + alpha * new_w[i])
         choice = -1
+        # the two sides' scans are written out: one helper for both (side[k] == left) made
+        # the whole Gibbs sweep 20% slower at n = 1e5 (74 -> 58 sweeps/s, side by side)
         if t < wl:
             acc = 0.0
             for q in range(top):
