@@ -46,7 +46,7 @@ from dpbayes.nonparametric import kernels_moves as km
 from dpbayes.nonparametric import kernels_truncnorm as kt
 from dpbayes.nonparametric.base import BasePrior, draw_base, slice_step_f
 
-__all__ = ["TAIL_MASS", "MixtureLikelihood", "marginal_block"]
+__all__ = ["TAIL_MASS", "MixtureLikelihood", "laplace_exps", "marginal_block"]
 
 TAIL_MASS = 1e-10
 ATOM_WIDTH = 8.0  # slice width of an atom move, in noise scales over sqrt(n w_k + 1)
@@ -55,6 +55,12 @@ ATOM_WIDTH = 8.0  # slice width of an atom move, in noise scales over sqrt(n w_k
 #: is then at least e^-30 = 1e-13 of m_i, 1,000 times its rounding (1e-16 m_i). Beyond,
 #: they recompute the m_i from all atoms.
 EXACT_RANGE = 30.0
+
+
+def laplace_exps(zs: np.ndarray, r: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """e^{u/b} and e^{-u/b} for u = clip(z, -r, r), per observation (Laplace mechanism)."""
+    u = np.clip(zs, -r, r)
+    return np.exp(u / b), np.exp(-u / b)
 
 
 @dataclass(frozen=True)
@@ -96,15 +102,19 @@ class MixtureLikelihood:
         return self.log_range <= EXACT_RANGE
 
     @classmethod
-    def build(cls, mech: Any, zs: np.ndarray) -> MixtureLikelihood:
+    def build(
+        cls, mech: Any, zs: np.ndarray, exps: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> MixtureLikelihood:
+        """``exps``: :func:`laplace_exps` of ``zs`` if already computed (Laplace)."""
         r = float(mech.r)
         if hasattr(mech, "scale"):  # LocalLaplace
             b = float(mech.scale)
             u_all = np.clip(zs, -r, r)
             vals, cnt = np.unique(u_all, return_counts=True)
+            eu_all, emu_all = laplace_exps(zs, r, b) if exps is None else exps
             return cls(
                 "laplace", vals, cnt.astype(float), np.exp(vals / b), np.exp(-vals / b),
-                u_all, np.exp(u_all / b), np.exp(-u_all / b), b, r,
+                u_all, eu_all, emu_all, b, r,
             )  # fmt: skip
         tau = float(mech.sigma)
         sv = zs / tau**2

@@ -39,7 +39,7 @@ from dpbayes.nonparametric.mechanisms import (
     LocalLaplace,
     LocalMechanism,
 )
-from dpbayes.nonparametric.moves import MixtureLikelihood, marginal_block
+from dpbayes.nonparametric.moves import MixtureLikelihood, laplace_exps, marginal_block
 from dpbayes.nonparametric.privatize import PrivatizedColumn
 from dpbayes.privacy.noise import noise_source
 from dpbayes.privacy.validation import check_array, check_finite, check_int, check_positive
@@ -89,6 +89,8 @@ class SortedData:
     z: np.ndarray
     lik: MixtureLikelihood | None = None
     cache: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: Laplace mechanism: e^{+-clip(z)/b} per value, shared by the sweep and ``lik``
+    laplace_exp: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def _same_mechanism(a: Any, b: Any) -> bool:
@@ -344,7 +346,9 @@ class DPMixture:
         zs = np.sort(np.asarray(z, dtype=float))
         mech = self.mechanism
         use = self.marginal_moves and isinstance(mech, LocalLaplace | LocalGaussian)
-        return SortedData(zs, MixtureLikelihood.build(mech, zs) if use else None)
+        exps = laplace_exps(zs, mech.r, mech.scale) if isinstance(mech, LocalLaplace) else None
+        lik = MixtureLikelihood.build(mech, zs, exps) if use else None
+        return SortedData(zs, lik, laplace_exp=exps)
 
     def new_cluster_weights(self, data: SortedData, mu: float, sigma: float) -> np.ndarray:
         """Prior predictive of each z_i under P0 = N(mu, sigma^2) (Neal's algorithm 2).
@@ -441,10 +445,8 @@ class DPMixture:
         pool_g, pool_u, pos = gen.gumbel(size=(POOL, 4)), gen.random(POOL), 0
         order = np.zeros(k + n, dtype=np.int64)  # the scan order: largest clusters first
         order[:k] = np.argsort(-state.counts, kind="stable")
-        if "laplace_exp" not in data.cache:  # e^{+-clip(z)/b}, once per fit
-            u = np.clip(zs, -mech.r, mech.r) / mech.scale
-            data.cache["laplace_exp"] = (np.exp(u), np.exp(-u))
-        eu, emu = data.cache["laplace_exp"]
+        assert data.laplace_exp is not None
+        eu, emu = data.laplace_exp
         i, top = 0, k
         while True:
             i, pos, top = kernels.laplace_label_sweep(
