@@ -11,6 +11,7 @@ from scipy import stats
 
 import dpbayes.nonparametric as npm
 from dpbayes.nonparametric import ConvergenceWarning, DPMixture, LocalGaussian, LocalLaplace
+from dpbayes.nonparametric import kernels_slice as ks
 from dpbayes.nonparametric import kernels_truncnorm as kt
 from dpbayes.nonparametric.diagnostics import ess_bulk, rhat
 from dpbayes.nonparametric.moves import TAIL_MASS, MixtureLikelihood, augment
@@ -117,14 +118,26 @@ def test_atom_and_weight_moves_see_the_direct_likelihood_at_any_distance(eps):
     atoms, w = np.array([-0.9, 0.95, 0.1]), np.array([0.2, 0.79, 0.01])
     p = _P(lik, atoms.copy(), w.copy(), 0.0)
     assert p.ll == pytest.approx(direct(atoms, w), rel=1e-12)
+    data = (lik.u, lik.eu, lik.emu, lik.cnt)
+    n, nil = lik.u.shape[0], np.empty(0)
+
+    def logf(mode, x, vec, after, par, k, j):
+        st = (p.atoms, p.w, p.m, vec, after, np.empty(n), np.empty(3))
+        args = (True, lik.by_differences, data, lik.tied, st, lik.r, lik.scale, par, k, j)
+        return ks._logf(mode, x, *args)
+
     old = lik.column(0.95)
-    for y in (-1.0, 0.0, 0.5, 0.9):
-        got = p.loglik_atom_at(1, y, old)
-        assert got == pytest.approx(direct([-0.9, y, 0.1], w), rel=1e-9), y
+    for y in (-1.0, 0.0, 0.5, 0.9):  # prior N(0.3, 2^2) on the atom
+        got = logf(ks.ATOM, y, old, nil, (0.3, 2.0, 0.0, 0.0), 1, 0)
+        prior = -0.5 * ((y - 0.3) / 2.0) ** 2
+        assert got == pytest.approx(prior + direct([-0.9, y, 0.1], w), rel=1e-9), y
     col = lik.column(0.1) - lik.column(0.95)
+    after = np.array([0.8, 0.01])  # masses R_m of the GEM prior term (any, above delta)
     for delta in (0.5, 0.789, 0.79):  # weight from the atom at 0.95 to the one at 0.1
-        got = p.loglik_transfer(2, 1, delta, col)
-        assert got == pytest.approx(direct(atoms, [0.2, 0.79 - delta, 0.01 + delta]), rel=1e-9)
+        got = logf(ks.PAIR, delta, col, after, (0.0, 1.0, 0.0, 0.0), 1, 2)
+        prior = -np.sum(np.log(np.maximum(after - delta, 1e-300)))
+        want = prior + direct(atoms, [0.2, 0.79 - delta, 0.01 + delta])
+        assert got == pytest.approx(want, rel=1e-9), delta
 
 
 def test_blocked_log_sums_equal_the_direct_sum():

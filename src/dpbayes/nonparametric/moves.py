@@ -24,6 +24,9 @@ What. After each Gibbs sweep, P is made explicit and moved with the labels summe
      weights, log p = (alpha - 1) log R_{T-1} - sum_{m < T-1} log R_m with R_m the mass
      after position m).
    Atoms and pairs are chosen by their positions, which these moves do not change.
+   The base, atom and pair moves are compiled (:mod:`dpbayes.nonparametric.kernels_slice`:
+   in Python, their overhead halved the sweeps per second at n <= 1,000); the alpha move,
+   which may extend the sticks, stays here.
 3. Labels | P: independent categorical draws (compiled; O(n log T) for Laplace).
 
 The result is again a state of the collapsed sampler (the occupied atoms are the cluster
@@ -43,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from dpbayes.nonparametric import kernels_moves as km
-from dpbayes.nonparametric import kernels_truncnorm as kt
+from dpbayes.nonparametric import kernels_slice as ks
 from dpbayes.nonparametric.base import BasePrior, draw_base, slice_step_f
 
 __all__ = ["TAIL_MASS", "MixtureLikelihood", "laplace_exps", "marginal_block"]
@@ -197,19 +200,6 @@ def augment(
     return atoms[order], weights[order], left
 
 
-def _quantiles(x: np.ndarray, mu: float, sigma: float, r: float | None) -> tuple[Any, Any]:
-    """log F0(x) and log(1 - F0(x)) under the base (restricted to [-r, r] unless r is None)."""
-    lp, lq = np.empty(x.shape[0]), np.empty(x.shape[0])
-    kt.base_quantiles(x, mu, sigma, -1.0 if r is None else r, lp, lq)
-    return lp, lq
-
-
-def _from_quantiles(lp: Any, lq: Any, mu: float, sigma: float, r: float | None) -> np.ndarray:
-    """Inverse of :func:`_quantiles` for a new (mu, sigma): from the side where it is accurate."""
-    out = np.empty(lp.shape[0])
-    return kt.from_base_quantiles(lp, lq, mu, sigma, -1.0 if r is None else r, out)  # type: ignore[no-any-return]
-
-
 class _P:
     """P during the moves: atoms (size-biased order), weights, remainder, the cached m_i."""
 
@@ -226,53 +216,18 @@ class _P:
     def mix(self, atoms: np.ndarray) -> np.ndarray:
         return self.lik.mix(atoms, self.w)
 
-    def clipped(self, x: float) -> float:
-        return min(max(x, -self.lik.r), self.lik.r)
-
-    def loglik_atom_at(self, k: int, x: float, old: np.ndarray) -> float:
-        """The log-likelihood with atom k moved to x (``old``: its column where it is)."""
-        if self.lik.by_differences:
-            return self.lik.shift(self.m, float(self.w[k]), old, self.clipped(x))
-        atoms = self.atoms.copy()
-        atoms[k] = x
-        return self.lik.sum_log(self.mix(atoms))
-
-    def loglik_transfer(self, j: int, k: int, delta: float, col: np.ndarray) -> float:
-        """The log-likelihood with weight delta moved from atom k to atom j (``col``: the
-        difference of their columns)."""
-        if self.lik.by_differences:
-            return float(km.sum_log_update(self.m, self.lik.cnt, self.lik.tied, delta, col))
-        w = self.w.copy()
-        w[j] += delta
-        w[k] -= delta
-        return self.lik.sum_log(self.lik.mix(self.atoms, w))
-
 
 def _move_base(
     p: _P, mu: float, sigma: float, prior: BasePrior, r: float | None, gen: np.random.Generator
 ) -> tuple[float, float]:
     """Non-centred slice moves of (mu, log sigma): atoms keep their prior quantiles."""
-    lp, lq = _quantiles(p.atoms, mu, sigma, r)
-    n = float(p.lik.cnt.sum())
-
-    def ll_at(m_: float, s_: float) -> float:
-        return p.lik.sum_log(p.mix(_from_quantiles(lp, lq, m_, s_, r)))
-
-    def log_mu(m_: float) -> float:
-        d = (m_ - prior.mu_mean) / prior.mu_sd
-        return -0.5 * d * d + ll_at(m_, sigma)
-
-    d0 = (mu - prior.mu_mean) / prior.mu_sd
-    width = min(sigma, 4.0 * p.lik.scale / math.sqrt(n))
-    mu, f1 = slice_step_f(log_mu, mu, width, gen, f0=-0.5 * d0 * d0 + p.ll)
-    d1 = (mu - prior.mu_mean) / prior.mu_sd
-    lo, hi = math.log(prior.sigma_lo), math.log(prior.sigma_hi)
-    ls, _ = slice_step_f(
-        lambda v: ll_at(mu, math.exp(v)), math.log(sigma), 0.3, gen, lo, hi, f0=f1 + 0.5 * d1 * d1
-    )
-    sigma = math.exp(ls)
-    p.atoms = _from_quantiles(lp, lq, mu, sigma, r)
-    p.refresh()
+    lik = p.lik
+    mu, sigma, p.ll = ks.base_moves(
+        lik.kind == "laplace", lik.u, lik.eu, lik.emu, lik.cnt, lik.tied, lik.r, lik.scale,
+        p.atoms, p.w, p.m, p.ll, mu, sigma, prior.mu_mean, prior.mu_sd,
+        math.log(prior.sigma_lo), math.log(prior.sigma_hi), -1.0 if r is None else float(r),
+        gen.random(ks.uniforms_needed(2)), np.zeros(1, dtype=np.int64),
+    )  # fmt: skip
     return mu, sigma
 
 
@@ -327,56 +282,6 @@ def _move_alpha(
     return alpha
 
 
-def _move_atom(
-    p: _P, k: int, mu: float, sigma: float, r: float | None, gen: np.random.Generator
-) -> None:
-    """Slice move of atom k's location, labels summed out (prior N(mu, sigma^2) on the support)."""
-    wk = float(p.w[k])
-    old = p.lik.column(p.clipped(float(p.atoms[k])))
-    n = float(p.lik.cnt.sum())
-
-    def logf(x: float) -> float:
-        d = (x - mu) / sigma
-        return -0.5 * d * d + p.loglik_atom_at(k, x, old)
-
-    width = min(2.0 * sigma, ATOM_WIDTH * p.lik.scale / math.sqrt(n * wk + 1.0), 2.0 * p.lik.r)
-    lower, upper = (-r, r) if r is not None else (-math.inf, math.inf)
-    x0 = float(p.atoms[k])
-    d0 = (x0 - mu) / sigma
-    x, fx = slice_step_f(logf, x0, width, gen, lower, upper, f0=-0.5 * d0 * d0 + p.ll)
-    p.atoms[k] = x
-    if not p.lik.by_differences:
-        p.refresh()
-        return
-    p.m = p.m + wk * (p.lik.column(p.clipped(x)) - old)
-    d1 = (x - mu) / sigma
-    p.ll = fx + 0.5 * d1 * d1
-
-
-def _move_pair(p: _P, j: int, k: int, gen: np.random.Generator) -> None:
-    """Slice move of a weight transfer delta: w_j + delta, w_k - delta (j < k < T - 1)."""
-    rest = np.cumsum(p.w[::-1])[::-1] + p.rem  # rest[m] = mass at positions >= m
-    after = rest[j + 1 : k + 1]  # R_m = mass after position m, for m = j..k-1
-    if not np.all(after > 0.0):  # weights underflowed to 0 (alpha near 0): nothing to move
-        return
-    col = p.lik.column(p.clipped(float(p.atoms[j]))) - p.lik.column(p.clipped(float(p.atoms[k])))
-
-    def logf(delta: float) -> float:
-        prior = -float(np.sum(np.log(np.maximum(after - delta, 1e-300))))
-        return prior + p.loglik_transfer(j, k, delta, col)
-
-    wj, wk = float(p.w[j]), float(p.w[k])
-    delta, fx = slice_step_f(
-        logf, 0.0, wj + wk, gen, -wj, wk, f0=-float(np.sum(np.log(after))) + p.ll
-    )
-    p.w[j], p.w[k] = wj + delta, wk - delta
-    if not p.lik.by_differences:
-        p.refresh()
-        return
-    p.m = p.m + delta * col
-    p.ll = fx + float(np.sum(np.log(np.maximum(after - delta, 1e-300))))
-
-
 def marginal_block(
     model: Any, state: Any, lik: MixtureLikelihood, gen: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, float]:
@@ -390,12 +295,14 @@ def marginal_block(
     if model.alpha_prior is not None:
         alpha = _move_alpha(p, alpha, model.alpha_prior, mu, sigma, r, gen)
     t = p.atoms.shape[0]
-    for k in range(min(t, model.atom_moves)):
-        _move_atom(p, k, mu, sigma, r, gen)
-    top = min(t - 1, model.atom_moves)
-    for _ in range(model.pair_moves if top >= 2 else 0):
-        j, k = np.sort(gen.choice(top, 2, replace=False))
-        _move_pair(p, int(j), int(k), gen)
+    lower, upper = (-r, r) if r is not None else (-math.inf, math.inf)
+    p.ll = ks.atom_and_pair_moves(
+        lik.kind == "laplace", lik.by_differences, lik.u, lik.eu, lik.emu, lik.cnt, lik.tied,
+        lik.r, lik.scale, p.atoms, p.w, p.rem, p.m, p.ll, mu, sigma, lower, upper,
+        model.atom_moves, model.pair_moves, ATOM_WIDTH,
+        gen.random(ks.uniforms_needed(model.atom_moves + model.pair_moves, model.pair_moves)),
+        np.zeros(1, dtype=np.int64),
+    )  # fmt: skip
     y = np.clip(p.atoms, -lik.r, lik.r)
     o = np.argsort(y, kind="stable")
     uniforms = np.asarray(gen.random(lik.u_all.shape[0]))
