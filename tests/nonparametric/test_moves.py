@@ -140,6 +140,51 @@ def test_atom_and_weight_moves_see_the_direct_likelihood_at_any_distance(eps):
         assert got == pytest.approx(want, rel=1e-9), delta
 
 
+@pytest.mark.parametrize(
+    "mech",
+    [LocalLaplace(epsilon=1.0, r=1.0), LocalLaplace(epsilon=200.0, r=1.0),
+     LocalGaussian(epsilon=1.0, delta=1e-5, r=1.0), LocalGaussian(epsilon=60.0, delta=1e-3, r=1.0)],
+)  # fmt: skip
+def test_compiled_moves_keep_their_bookkeeping_and_their_uniform_budget(mech):
+    """After the compiled base, atom and transfer moves, the m_i and the log-likelihood they
+    return are those of the P they leave (recomputed from all atoms), by differences
+    (eps 1) and from all atoms (beyond EXACT_RANGE); the weights still sum to one, the atoms
+    stay on the support, and no move reads past the uniforms it was given (numba does not
+    check bounds: an overrun would read other memory, not fail)."""
+    from dpbayes.nonparametric.moves import _P
+
+    g = np.random.default_rng(5)
+    x = np.clip(np.where(g.random(300) < 0.5, g.normal(-0.5, 0.2, 300), 0.4), -1, 1)
+    lik = MixtureLikelihood.build(mech, np.sort(mech.privatize(x, rng=2).values))
+    lap = lik.kind == "laplace"
+    for rep in range(6):
+        t = 12 + rep
+        w = g.dirichlet(np.full(t, 0.7)) * (1 - 1e-11)
+        p = _P(lik, g.uniform(-1, 1, t), w, 1e-11)
+        unif = g.random(ks.uniforms_needed(2))
+        cur = np.zeros(1, dtype=np.int64)
+        mu, sigma, p.ll = ks.base_moves(
+            lap, lik.u, lik.eu, lik.emu, lik.cnt, lik.tied, lik.r, lik.scale, p.atoms, p.w,
+            p.m, p.ll, 0.0, 0.5, 0.0, 1.0, np.log(0.05), np.log(4.0), 1.0, unif, cur,
+        )  # fmt: skip
+        assert cur[0] <= unif.size and 0.05 <= sigma <= 4.0
+        assert p.ll == pytest.approx(lik.sum_log(lik.mix(p.atoms, p.w)), rel=1e-9, abs=1e-9)
+        n_atoms, n_pairs = 10, 10 + rep
+        unif = g.random(ks.uniforms_needed(n_atoms + n_pairs, n_pairs))
+        cur = np.zeros(1, dtype=np.int64)
+        p.ll = ks.atom_and_pair_moves(
+            lap, lik.by_differences, lik.u, lik.eu, lik.emu, lik.cnt, lik.tied, lik.r,
+            lik.scale, p.atoms, p.w, p.rem, p.m, p.ll, mu, sigma, -1.0, 1.0, n_atoms, n_pairs,
+            8.0, unif, cur,
+        )  # fmt: skip
+        assert cur[0] <= unif.size
+        m = lik.mix(p.atoms, p.w)
+        np.testing.assert_allclose(p.m, m, rtol=1e-9, atol=1e-12 * m.max())
+        assert p.ll == pytest.approx(lik.sum_log(m), rel=1e-9, abs=1e-9)
+        assert np.all(np.abs(p.atoms) <= 1.0) and np.all(p.w >= 0)
+        assert p.w.sum() + p.rem == pytest.approx(1.0, abs=1e-12)
+
+
 def test_blocked_log_sums_equal_the_direct_sum():
     """sum_i cnt_i log v_i with one log per 16 terms: equal to the direct sum (1e-13
     relative) for lengths that are not multiples of 16, multiplicities, blocks whose
