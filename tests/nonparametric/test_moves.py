@@ -11,6 +11,7 @@ from scipy import stats
 
 import dpbayes.nonparametric as npm
 from dpbayes.nonparametric import ConvergenceWarning, DPMixture, LocalGaussian, LocalLaplace
+from dpbayes.nonparametric import kernels_moves as km
 from dpbayes.nonparametric import kernels_slice as ks
 from dpbayes.nonparametric import kernels_truncnorm as kt
 from dpbayes.nonparametric.diagnostics import ess_bulk, rhat
@@ -183,6 +184,41 @@ def test_compiled_moves_keep_their_bookkeeping_and_their_uniform_budget(mech):
         assert p.ll == pytest.approx(lik.sum_log(m), rel=1e-9, abs=1e-9)
         assert np.all(np.abs(p.atoms) <= 1.0) and np.all(p.w >= 0)
         assert p.w.sum() + p.rem == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("light", [km.LIGHT_MASS, 0.3, 0.97])
+def test_gaussian_label_draws_given_p_follow_the_exact_categorical(light):
+    """The Gaussian label draws given P (heavy atoms exactly, the light ones through a
+    bound, the rest of the law on a second path) against the categorical computed in logs,
+    by chi-square: with the default light share and with light shares that send most
+    draws down the second path; observations inside and beyond [-r, r]; and at eps 300,
+    where every weight of an observation far from all atoms underflows (drawn as the last
+    atom, whatever the law, before)."""
+    g = np.random.default_rng(11)
+    y = np.sort(g.uniform(-1, 1, 30))
+    w = g.dirichlet(np.full(30, 0.3))
+    cases = [(LocalGaussian(epsilon=1.0, delta=1e-5, r=1.0), (-0.4, 0.9, 3.0, -25.0))]
+    cases.append((LocalGaussian(epsilon=300.0, delta=1e-3, r=1.0), (-4.0, 0.31)))
+    for mech, zs in cases:
+        tau = float(mech.sigma)
+        far = mech is cases[1][0]
+        yy = np.sort(g.uniform(0.8, 1.0, 30)) if far else y  # z = -4: every q_i(y) is 0
+        for z in zs:
+            draws = 20000
+            s_, u_ = np.full(draws, z / tau**2), np.full(draws, np.clip(z, -1, 1))
+            got = km.gauss_labels(
+                s_, u_, yy, w, tau, g.random(draws), np.empty(draws, dtype=np.int64), light
+            )
+            logit = np.log(w) + s_[0] * (yy - u_[0]) - 0.5 * yy**2 / tau**2
+            p = np.exp(logit - logit.max())
+            p /= p.sum()
+            keep = p * draws >= 5
+            obs = np.concatenate([np.bincount(got, minlength=30)[keep], [np.sum(~keep[got])]])
+            exp = np.concatenate([p[keep], [p[~keep].sum()]]) * draws
+            nz = exp > 0
+            assert np.all(obs[~nz] == 0), (z, light)
+            if nz.sum() > 1:
+                assert stats.chisquare(obs[nz], exp[nz]).pvalue > ALPHA, (z, light)
 
 
 def test_blocked_log_sums_equal_the_direct_sum():

@@ -192,20 +192,99 @@ def gauss_column(s, u, y, tau, out):  # type: ignore[no-untyped-def]
     return out
 
 
+#: The label draws given P (Gaussian) weigh the atoms that carry all but this share of P's
+#: mass exactly for every observation, and the rest only through a bound (see below).
+LIGHT_MASS = 1e-4
+
+
 @njit(cache=True)
-def gauss_labels(s, u, y, w, tau, uniforms, labels):  # type: ignore[no-untyped-def]
-    """Draw c_i with P(c_i = k) proportional to w_k q_i(y_k). O(n T)."""
+def gauss_labels(s, u, y, w, tau, uniforms, labels, light_mass=LIGHT_MASS):  # type: ignore[no-untyped-def]
+    """Draw c_i with P(c_i = k) proportional to o_ik = w_k q_i(y_k), one uniform each.
+
+    The atoms split into a heavy set H (largest weights, all but ``light_mass`` of the
+    total) and the light rest L, of weight W_L. With s_i = z_i / tau^2 and u_i = clip(z_i),
+    q_i(y) / w-free = exp((z_i y - z_i u_i - y^2 / 2) / tau^2) is largest at y = clip(z_i):
+    on the light atoms' range [a, b] at y* = clip(u_i, a, b), so S_L = sum_L o_ik <=
+    B_i = W_L q_i(y*). With S_H = sum_H o_ik (|H| terms) and c = S_H / (S_H + B_i):
+
+    * U < c: k from H with probability o_ik / S_H (inverse CDF at U S_H / c);
+    * else (probability about W_L): every o_ik, S = S_H + S_L, and k drawn with the
+      weights o_ik (1/S - 1/(S_H + B_i)) on H and o_ik / S on L (total 1 - c) at
+      (U - c) / (1 - c).
+
+    Then P(k) = c o_ik / S_H + o_ik (1/S - 1/(S_H + B_i)) = o_ik / S on H and o_ik / S on
+    L: the exact categorical, in O(|H|) per observation but for a share ~W_L of them
+    (B_i is inflated by 1e-12 relative, so that rounding cannot make S_L exceed it).
+    """
     t = y.shape[0]
-    cum = np.empty(t)
     lw = np.empty(t)
     for k in range(t):
         lw[k] = math.log(max(w[k], 1e-300)) - 0.5 * y[k] * y[k] / (tau * tau)
+    order = np.argsort(-w, kind="mergesort")
+    total = 0.0
+    for k in range(t):
+        total += w[k]
+    light = np.zeros(t, dtype=np.bool_)
+    rest = total
+    nh = 0
+    while nh < t and rest > light_mass * total:
+        rest -= w[order[nh]]
+        nh += 1
+    heavy = np.sort(order[:nh])
+    w_light = 0.0
+    a, b = np.inf, -np.inf
+    for q in range(nh, t):
+        k = order[q]
+        light[k] = True
+        w_light += w[k]
+        a = min(a, y[k])
+        b = max(b, y[k])
+    cum = np.empty(t)
     for i in range(s.shape[0]):
         acc = 0.0
-        for k in range(t):
+        for h in range(nh):
+            k = heavy[h]
             acc += math.exp(lw[k] + s[i] * (y[k] - u[i]))
-            cum[k] = acc
-        target = uniforms[i] * acc
+            cum[h] = acc
+        bound = 0.0
+        if w_light > 0.0:
+            ys = min(max(u[i], a), b)
+            bound = w_light * math.exp(s[i] * (ys - u[i]) - 0.5 * ys * ys / (tau * tau))
+            bound *= 1.0 + 1e-12
+        c = acc / (acc + bound) if acc + bound > 0.0 else 0.0
+        v = uniforms[i]
+        if v < c:
+            target = v / c * acc
+            lo, hi = 0, nh - 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if cum[mid] > target:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            labels[i] = heavy[lo]
+            continue
+        # rare (about W_L of the observations): every weight, relative to the largest
+        # (o_k e^-top), so that weights that all underflow still give the exact law
+        o = np.empty(t)
+        top = -np.inf
+        for k in range(t):
+            o[k] = lw[k] + s[i] * (y[k] - u[i])
+            top = max(top, o[k])
+        tot = 0.0
+        for k in range(t):
+            o[k] = math.exp(o[k] - top)
+            tot += o[k]
+        # 1/S - 1/(S_H + B) on the scale of o: 1/tot - e^top / (acc + bound), and 1/tot
+        # when c = 0 (nothing was drawn from H alone)
+        fh = 1.0 / tot
+        if acc + bound > 0.0:
+            fh = max(fh - math.exp(top - math.log(acc + bound)), 0.0)
+        run = 0.0
+        for k in range(t):
+            run += o[k] * (1.0 / tot if light[k] else fh)
+            cum[k] = run
+        target = (v - c) / (1.0 - c) * run
         lo, hi = 0, t - 1
         while lo < hi:
             mid = (lo + hi) // 2
