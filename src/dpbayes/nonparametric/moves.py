@@ -141,23 +141,6 @@ class MixtureLikelihood:
             return km.laplace_mix_atoms(self.u, self.eu, self.emu, atoms, w, r, b, out)  # type: ignore[no-any-return]
         return km.gauss_mix_atoms(self.u, self.eu, atoms, w, b, r, out)  # type: ignore[no-any-return]
 
-    def shift(self, m: np.ndarray, wk: float, old: np.ndarray, y: float) -> float:
-        """Log-likelihood after the atom of weight wk with column ``old`` moves to y."""
-        if self.kind == "laplace":
-            return float(
-                km.laplace_shift(
-                    self.u, self.eu, self.emu, self.cnt, self.tied, m, wk, old, y, self.scale
-                )
-            )
-        return float(km.sum_log_shift(m, self.cnt, self.tied, wk, old, self.column(y)))
-
-    def column(self, y: float) -> np.ndarray:
-        """Q(z_i | y) on the scale of :meth:`mix` for one clipped atom y."""
-        out = np.empty(self.u.shape[0])
-        if self.kind == "laplace":
-            return km.laplace_column(self.u, self.eu, self.emu, y, self.scale, out)  # type: ignore[no-any-return]
-        return km.gauss_column(self.u, self.eu, y, self.scale, out)  # type: ignore[no-any-return]
-
     def labels(self, y: np.ndarray, w: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
         """Per observation, an index into the (sorted) atoms y drawn given P."""
         out = np.empty(self.u_all.shape[0], dtype=np.int64)
