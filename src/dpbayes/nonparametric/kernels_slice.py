@@ -1,4 +1,4 @@
-"""The atom and weight-transfer moves of :mod:`dpbayes.nonparametric.moves`, compiled (numba).
+"""The base, atom and weight-transfer moves of :mod:`dpbayes.nonparametric.moves`, compiled.
 
 Each move is one univariate slice-sampling update (Neal 2003: stepping out, Fig. 3, and
 shrinkage, Fig. 5; the same steps as :func:`dpbayes.nonparametric.base.slice_step_f`) of
@@ -10,7 +10,9 @@ along one coordinate of P:
 * a transfer delta of weight from atom k to atom j (j < k < T - 1), prior the GEM density
   of the size-biased weights: log f(delta) = -sum_{m=j}^{k-1} log(R_m - delta)
   + sum_i cnt_i log(m_i + delta (Q(z_i | y_j) - Q(z_i | y_k))), R_m the mass after
-  position m, delta in [-w_j, w_k].
+  position m, delta in [-w_j, w_k];
+* the base's mu, then log sigma, with every atom's quantile under the base held fixed
+  (the non-centred moves; :func:`base_moves`).
 
 While the relative likelihoods span at most e^EXACT_RANGE (``by_diff``), m_i is updated by
 differences (one column per evaluation); beyond, every evaluation recomputes the m_i from
