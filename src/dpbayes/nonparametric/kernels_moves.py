@@ -192,6 +192,19 @@ def gauss_column(s, u, y, tau, out):  # type: ignore[no-untyped-def]
     return out
 
 
+@njit(cache=True)
+def _first_above(cum, size, target):  # type: ignore[no-untyped-def]
+    """The first k < size with cum[k] > target (cum non-decreasing), else size - 1."""
+    lo, hi = 0, size - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cum[mid] > target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 #: The label draws given P (Gaussian) weigh the atoms that carry all but this share of P's
 #: mass exactly for every observation, and the rest only through a bound (see below).
 LIGHT_MASS = 1e-4
@@ -254,15 +267,7 @@ def gauss_labels(s, u, y, w, tau, uniforms, labels, light_mass=LIGHT_MASS):  # t
         c = acc / (acc + bound) if acc + bound > 0.0 else 0.0
         v = uniforms[i]
         if v < c:
-            target = v / c * acc
-            lo, hi = 0, nh - 1
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if cum[mid] > target:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            labels[i] = heavy[lo]
+            labels[i] = heavy[_first_above(cum, nh, v / c * acc)]
             continue
         # rare (about W_L of the observations): every weight, relative to the largest
         # (o_k e^-top), so that weights that all underflow still give the exact law
@@ -284,15 +289,7 @@ def gauss_labels(s, u, y, w, tau, uniforms, labels, light_mass=LIGHT_MASS):  # t
         for k in range(t):
             run += o[k] * (1.0 / tot if light[k] else fh)
             cum[k] = run
-        target = (v - c) / (1.0 - c) * run
-        lo, hi = 0, t - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if cum[mid] > target:
-                hi = mid
-            else:
-                lo = mid + 1
-        labels[i] = lo
+        labels[i] = _first_above(cum, t, (v - c) / (1.0 - c) * run)
     return labels
 
 

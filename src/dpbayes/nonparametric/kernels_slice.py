@@ -184,11 +184,7 @@ def atom_and_pair_moves(  # type: ignore[no-untyped-def]
     ``atom_width``: the slice width of an atom move in noise scales over sqrt(n w_k + 1).
     """
     data = (u, eu, emu, cnt)
-    nobs = u.shape[0]
-    n = 0.0
-    for i in range(nobs):
-        n += cnt[i]
-    t = atoms.shape[0]
+    nobs, t, n = u.shape[0], atoms.shape[0], np.sum(cnt)
     vec = np.empty(nobs)
     col_k = np.empty(nobs)
     scratch = np.empty(nobs)
@@ -271,11 +267,7 @@ def base_moves(  # type: ignore[no-untyped-def]
     place; returns (mu, sigma, sum_i cnt_i log m_i).
     """
     data = (u, eu, emu, cnt)
-    nobs = u.shape[0]
-    n = 0.0
-    for i in range(nobs):
-        n += cnt[i]
-    t = atoms.shape[0]
+    nobs, t, n = u.shape[0], atoms.shape[0], np.sum(cnt)
     lp = np.empty(t)
     lq = np.empty(t)
     base_quantiles(atoms, mu, sigma, support, lp, lq)
