@@ -228,7 +228,7 @@ def test_truncated_beta_quantiles_match_mpmath_on_the_edge_grid(part: int) -> No
     (mpmath). Within 1e-10 over the edge grid (the old sampler returned the bound, an
     error of 1; before the front factor and continued fraction of TOMS 708, counts near
     1e9 erred by up to 6e-10 here). The grid in four interleaved parts, so that the
-    workers share the two minutes of quadrature (rotated, so that the four trims of one
+    workers share the 45 s of quadrature (rotated, so that the four trims of one
     (a, b), the smallest the slowest, go to four parts)."""
     us = np.array([1e-9, 0.3, 0.7, 1 - 1e-9])
     worst = 0.0

@@ -15,6 +15,7 @@ adversarial harness can import and run them.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import math
@@ -219,8 +220,9 @@ def beta_edge_grid() -> list[tuple[float, float, float]]:
 def dirichlet_edge_grid() -> list[tuple[np.ndarray, float]]:
     """(alpha, p) for k >= 3 rows: zero-count rows with tiny priors, one category with
     everything (or all but one record), two or several balanced ones, geometric counts,
-    huge priors; trims for eps 0.01, 1 and 100 on one node and eps = 1 over 30 nodes."""
-    out = []
+    huge priors; trims for eps 0.01, 1 and 100 on one node and eps = 1 over 30 nodes.
+    Each distinct case once (at small n several patterns give the same counts)."""
+    out: dict[tuple[tuple[float, ...], float], np.ndarray] = {}
     for k in (3, 5, 10):
         geometric = 2.0 ** -np.arange(k)
         for prior in (1e-3, 1.0, 1e3):
@@ -235,8 +237,9 @@ def dirichlet_edge_grid() -> list[tuple[np.ndarray, float]]:
                 for counts in patterns:
                     for per_node in (0.01, 1.0, 100.0, 1.0 / 30):
                         p = 1.0 / (math.exp(per_node / 2) + k - 1)
-                        out.append((prior + np.asarray(counts, dtype=float), p))
-    return out
+                        a = prior + np.asarray(counts, dtype=float)
+                        out.setdefault((tuple(a), p), a)
+    return [(a, p) for (_, p), a in out.items()]
 
 
 def ball_edge_grid() -> list[tuple[np.ndarray, np.ndarray, float]]:
@@ -263,18 +266,14 @@ def ball_edge_grid() -> list[tuple[np.ndarray, np.ndarray, float]]:
 # ---------------------------------------------------------------------------------------
 
 
-def _quad_log_density(lf: Any, lo: Any, hi: Any, marks: list[Any]) -> Any:
-    """Integral of exp(lf) over [lo, hi], split at ``marks`` (mpmath tanh-sinh)."""
-    import mpmath as mp
-
-    pts = sorted({lo, hi, *[m for m in marks if lo < m < hi]})
-    return mp.fsum(mp.quad(lambda t: mp.exp(lf(t)), [a, b]) for a, b in itertools.pairwise(pts))
-
-
-def _beta_log_mass(a: float, b: float, lo: float, hi_c: float, upto: Any = None) -> Any:
-    """log of the integral of t^(a-1) (1-t)^(b-1) over [lo, min(upto, 1 - hi_c)] (mpmath
-    quadrature of the log density scaled at its maximum, split geometrically near both
-    ends and around the mode)."""
+@functools.lru_cache(maxsize=256)
+def _beta_pieces(
+    a: float, b: float, lo: float, hi_c: float
+) -> tuple[Any, Any, list[Any], list[Any]]:
+    """The integral of t^(a-1) (1-t)^(b-1) over [lo, 1 - hi_c], scaled at its maximum, in
+    pieces (mpmath tanh-sinh at 40 digits): split geometrically near both ends and around
+    the mode. Returns (log scale, scaled log density, the pieces' ends, their integrals);
+    a mass up to a point reuses every piece below it."""
     import mpmath as mp
 
     mp.mp.dps = 40
@@ -295,10 +294,26 @@ def _beta_log_mass(a: float, b: float, lo: float, hi_c: float, upto: Any = None)
     if len(cand) == 3:
         s = cand[2] * (1 - cand[2]) / mp.sqrt(a_ + b_)
         marks += [cand[2] + j * s / 3 for j in range(-30, 31)]
-    end = hi_ if upto is None else min(max(upto, lo_), hi_)
-    if end <= lo_:
+    pts = sorted({lo_, hi_, *[m for m in marks if lo_ < m < hi_]})
+    parts = [mp.quad(lambda t: mp.exp(lf(t)), [x, y]) for x, y in itertools.pairwise(pts)]
+    return top, lf, pts, parts
+
+
+def _beta_log_mass(a: float, b: float, lo: float, hi_c: float, upto: Any = None) -> Any:
+    """log of the integral of t^(a-1) (1-t)^(b-1) over [lo, min(upto, 1 - hi_c)]: the
+    whole pieces below the end, and the piece it cuts integrated up to it."""
+    import mpmath as mp
+
+    mp.mp.dps = 40
+    top, lf, pts, parts = _beta_pieces(a, b, lo, hi_c)
+    if upto is None:
+        return top + mp.log(mp.fsum(parts))
+    end = min(max(upto, pts[0]), pts[-1])
+    if end <= pts[0]:
         return -mp.inf
-    return top + mp.log(_quad_log_density(lf, lo_, end, marks))
+    k = bisect.bisect_left(pts, end)  # pts[k - 1] < end <= pts[k]
+    cut = mp.quad(lambda t: mp.exp(lf(t)), [pts[k - 1], end])
+    return top + mp.log(mp.fsum([*parts[: k - 1], cut]))
 
 
 def exact_trimmed_beta_cdf(
