@@ -33,7 +33,6 @@ __all__ = [
     "laplace_mix",
     "laplace_mix_atoms",
     "laplace_shift",
-    "stick_weights",
     "sum_log",
     "sum_log_shift",
     "sum_log_update",
@@ -296,18 +295,6 @@ def gauss_labels(s, u, y, w, tau, uniforms, labels, light_mass=LIGHT_MASS):  # t
 # The sums of logs below take one log per block of 16 terms (a product in four independent
 # lanes; a block with a term outside [1e-19, 1e19], or <= 0, or nan, is logged term by
 # term): the log is most of the cost of an evaluation.
-
-
-@njit(cache=True)
-def stick_weights(lq, a, out):  # type: ignore[no-untyped-def]
-    """Weights of sticks in the size-biased order from l_k = alpha log(1 - V_k) at alpha = a:
-    w_k = (1 - e^{l_k / a}) e^{sum_{m < k} l_m / a}, written into ``out``; returns the log of
-    the mass after the last stick, sum_k l_k / a."""
-    c = 0.0
-    for k in range(lq.shape[0]):
-        out[k] = -math.expm1(lq[k] / a) * math.exp(c / a)
-        c += lq[k]
-    return c / a
 
 
 #: Terms per product in :func:`_sum_log_values`.

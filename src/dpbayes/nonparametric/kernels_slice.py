@@ -12,7 +12,9 @@ along one coordinate of P:
   + sum_i cnt_i log(m_i + delta (Q(z_i | y_j) - Q(z_i | y_k))), R_m the mass after
   position m, delta in [-w_j, w_k];
 * the base's mu, then log sigma, with every atom's quantile under the base held fixed
-  (the non-centred moves; :func:`base_moves`).
+  (the non-centred moves; :func:`base_moves`);
+* the concentration's log alpha, with every stick's quantile under Beta(1, alpha) held
+  fixed (:func:`alpha_move`).
 
 While the relative likelihoods span at most e^EXACT_RANGE (``by_diff``), m_i is updated by
 differences (one column per evaluation); beyond, every evaluation recomputes the m_i from
@@ -40,14 +42,19 @@ from dpbayes.nonparametric.kernels_moves import (
     sum_log_shift,
     sum_log_update,
 )
-from dpbayes.nonparametric.kernels_truncnorm import base_quantiles, from_base_quantiles
+from dpbayes.nonparametric.kernels_truncnorm import (
+    base_quantiles,
+    from_base_quantiles,
+    truncnorm_ppf_scalar,
+)
 
-__all__ = ["atom_and_pair_moves", "base_moves", "uniforms_needed"]
+__all__ = ["alpha_move", "atom_and_pair_moves", "base_moves", "uniforms_needed"]
 
 ATOM = 0
 PAIR = 1
 MU = 2
 LOG_SIGMA = 3
+ALPHA = 4
 #: Stepping out: at most this many widths in all (Neal 2003, Fig. 3, m).
 MAX_STEPS = 30
 #: Shrinkage: at most this many proposals, then the move keeps its point.
@@ -99,9 +106,16 @@ def _logf(mode, x, lap, by_diff, data, tied, st, r, b, par, k, j):  # type: igno
     MU, LOG_SIGMA: the base's mu = x or log sigma = x, the atoms at the prior quantiles
     (log F0, log(1 - F0)) held in ``atoms`` and ``vec``; par = (prior mean of mu, its sd,
     the other parameter of the base, the base's support r or -1 for the real line).
+    ALPHA: log alpha = x, the sticks' l_k in ``vec`` (:func:`alpha_move`).
     """
     u, eu, emu, cnt = data
     atoms, w, m, vec, after, scratch, trial = st
+    if mode == ALPHA:
+        t = _alpha_sticks(math.exp(x), vec, atoms, w, trial, after, par[2], par[3])
+        if t < 0:  # beyond the drawn sticks: the caller draws more and reruns the move
+            return -math.inf
+        ll = _mix_sum_log(lap, u, eu, emu, cnt, tied, atoms[:t], w[:t], r, b, scratch)
+        return par[0] * x - par[1] * math.exp(x) + ll
     if mode == ATOM:
         d = (x - par[0]) / par[1]
         y = min(max(x, -r), r)
@@ -288,3 +302,70 @@ def base_moves(  # type: ignore[no-untyped-def]
     from_base_quantiles(lp, lq, mu, sigma, support, atoms)
     ll = _mix_sum_log(lap, u, eu, emu, cnt, tied, atoms, w, r, b, m)
     return mu, sigma, ll
+
+
+@njit(cache=True)
+def _alpha_sticks(a, lq, atoms, w, pool_u, state, mu, sigma):  # type: ignore[no-untyped-def]
+    """Weights at alpha = a of the sticks l_k (w_k = (1 - e^{l_k / a}) e^{sum_{m<k} l_m / a})
+    up to the first T >= T0 whose remainder e^{sum_{k<T} l_k / a} is below the tail mass;
+    returns T, or -1 if the drawn sticks run out. ``state`` = (log tail mass, T0, atoms
+    drawn so far, the base's support r or -1, the remainder, 1 once the sticks ran out):
+    atoms beyond those drawn are the base's quantiles ``pool_u``, drawn here when first
+    needed."""
+    log_tail, t0 = state[0], int(state[1])
+    c = 0.0
+    t = -1
+    for k in range(lq.shape[0]):
+        w[k] = -math.expm1(lq[k] / a) * math.exp(c / a)
+        c += lq[k]
+        if k + 1 >= t0 and c / a < log_tail:
+            t = k + 1
+            break
+    if t < 0:
+        state[5] = 1.0
+        return -1
+    drawn = int(state[2])
+    r = state[3]
+    lo = (-r - mu) / sigma if r > 0 else -math.inf
+    hi = (r - mu) / sigma if r > 0 else math.inf
+    for k in range(drawn, t):
+        x = mu + sigma * truncnorm_ppf_scalar(pool_u[k], lo, hi)
+        atoms[k] = min(max(x, -r), r) if r > 0 else x
+    state[2] = max(drawn, t)
+    state[4] = math.exp(c / a)
+    return t
+
+
+@njit(cache=True)
+def alpha_move(  # type: ignore[no-untyped-def]
+    lap, u, eu, emu, cnt, tied, r, b, atoms, lq, t0, pool_u, w, m, ll, alpha,
+    shape, rate, mu, sigma, support, log_tail, unif, cur,
+):  # fmt: skip
+    """Non-centred slice move of log alpha, prior alpha ~ Gamma(shape, rate): the sticks
+    keep their quantiles l_k = alpha log(1 - V_k) under Beta(1, alpha) (size-biased
+    order), so alpha' gives V_k' = 1 - e^{l_k / alpha'}.
+
+    P at alpha' keeps the first T(alpha') sticks: the fewest T >= T0 (the current number)
+    whose remainder is below the tail mass e^log_tail, as at alpha (log f is one function
+    of alpha during the move). ``lq``, ``atoms``, ``pool_u`` and ``w`` have room for
+    sticks beyond T0: l_k and the base's quantiles of the atoms there drawn by the
+    caller. Returns (alpha, T, remainder, sum_i cnt_i log m_i) with atoms[:T], w[:T] and
+    m updated in place, or T = -1 if a density evaluation needed more sticks than drawn:
+    the caller then draws more (appending to ``lq`` and ``pool_u``, the same uniforms)
+    and reruns the move, which retraces its steps, as if all had been drawn at first."""
+    data = (u, eu, emu, cnt)
+    state = np.array([log_tail, float(t0), float(t0), support, 0.0, 0.0])
+    st = (atoms, w, m, lq, state, np.empty(u.shape[0]), pool_u)
+    par = (shape, rate, mu, sigma)
+    la0 = math.log(alpha)
+    f0 = shape * la0 - rate * alpha + ll
+    la, _ = _slice(
+        ALPHA, la0, f0, 0.5, -math.inf, math.inf,
+        lap, False, data, tied, st, r, b, par, 0, 0, unif, cur,
+    )  # fmt: skip
+    a = math.exp(la)
+    t = _alpha_sticks(a, lq, atoms, w, pool_u, state, mu, sigma)
+    if state[5] > 0.0:
+        return alpha, -1, 0.0, ll
+    ll = _mix_sum_log(lap, u, eu, emu, cnt, tied, atoms[:t], w[:t], r, b, m)
+    return a, t, state[4], ll

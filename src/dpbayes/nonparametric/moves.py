@@ -47,7 +47,7 @@ import numpy as np
 
 from dpbayes.nonparametric import kernels_moves as km
 from dpbayes.nonparametric import kernels_slice as ks
-from dpbayes.nonparametric.base import BasePrior, draw_base, slice_step_f
+from dpbayes.nonparametric.base import BasePrior, draw_base
 
 __all__ = ["TAIL_MASS", "MixtureLikelihood", "laplace_exps", "marginal_block"]
 
@@ -228,41 +228,38 @@ def _move_alpha(
     In the size-biased order the sticks V_k = w_k / (mass from position k on) are i.i.d.
     Beta(1, alpha); with l_k = log(1 - U_k) = alpha log(1 - V_k) fixed, alpha' gives
     log(1 - V_k') = l_k / alpha'. Sticks (and atoms, from P0) beyond those instantiated
-    are drawn from their prior when a larger alpha' leaves a remainder >= TAIL_MASS.
+    are drawn from their prior when a larger alpha' leaves a remainder >= TAIL_MASS
+    (:func:`dpbayes.nonparametric.kernels_slice.alpha_move`, compiled): drawn here ahead,
+    about as many as alpha' = e^2 alpha needs, and more if the move asks for them.
     """
     tail = np.maximum(np.cumsum(p.w[::-1])[::-1] + p.rem, 1e-300)  # mass from position k on
     lq = alpha * np.log1p(-np.minimum(p.w / tail, 1.0 - 1e-16))
+    t0 = lq.shape[0]
     shape, rate = prior
-    state = {"lq": lq, "atoms": p.atoms}
-
-    def weights(a: float) -> tuple[np.ndarray, float]:
-        while True:
-            w = np.empty(state["lq"].shape[0])
-            last = float(km.stick_weights(state["lq"], a, w))
-            if last < math.log(TAIL_MASS):
-                return w, math.exp(last)
-            # each new stick lowers sum l_k by 1 on average: enough for the rest, and 32 more
-            more = 32 + math.ceil((last - math.log(TAIL_MASS)) * a)
-            extra = np.log(gen.random(more))
-            atoms = draw_base(np.array([mu]), np.array([sigma]), r, gen, more)[0]
-            state["lq"] = np.concatenate([state["lq"], extra])
-            state["atoms"] = np.concatenate([state["atoms"], atoms])
-
-    def logf(la: float) -> float:
-        a = math.exp(la)
-        w, _ = weights(a)
-        p.w = w
-        if p.atoms.shape[0] != w.shape[0]:
-            p.atoms = state["atoms"]
-        return shape * la - rate * a + p.lik.sum_log(p.mix(p.atoms))
-
-    f0 = shape * math.log(alpha) - rate * alpha + p.ll
-    la, _ = slice_step_f(logf, math.log(alpha), 0.5, gen, f0=f0)
-    alpha = math.exp(la)
-    p.w, p.rem = weights(alpha)
-    p.atoms = state["atoms"]
-    p.refresh()
-    return alpha
+    lik = p.lik
+    unif = gen.random(ks.uniforms_needed(1))
+    # each new stick lowers sum l_k by 1 on average: alpha' = e^2 alpha (stepping out by
+    # four widths) needs about -log TAIL_MASS e^2 alpha in all
+    more = 32 + math.ceil(-math.log(TAIL_MASS) * math.exp(2.0) * alpha)
+    pool_l, pool_u = np.zeros(t0), np.zeros(t0)
+    while True:
+        pool_l = np.concatenate([pool_l, np.log(gen.random(more))])
+        pool_u = np.concatenate([pool_u, gen.random(more)])
+        size = pool_l.shape[0]
+        sticks = np.concatenate([lq, pool_l[t0:]])
+        atoms = np.concatenate([p.atoms, np.empty(size - t0)])
+        w, m = np.empty(size), p.m.copy()
+        alpha_new, t, rem, ll = ks.alpha_move(
+            lik.kind == "laplace", lik.u, lik.eu, lik.emu, lik.cnt, lik.tied, lik.r,
+            lik.scale, atoms, sticks, t0, pool_u, w, m, p.ll, alpha, shape, rate, mu, sigma,
+            -1.0 if r is None else float(r), math.log(TAIL_MASS), unif,
+            np.zeros(1, dtype=np.int64),
+        )  # fmt: skip
+        if t >= 0:
+            break
+        more *= 4
+    p.atoms, p.w, p.rem, p.m, p.ll = atoms[:t], w[:t], rem, m, ll
+    return float(alpha_new)
 
 
 def marginal_block(
