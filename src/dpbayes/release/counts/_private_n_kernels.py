@@ -104,11 +104,14 @@ def cdf_pdf(
     lstart: np.ndarray,
     lsum: np.ndarray,
     inv: np.ndarray,
+    with_cdf: bool = True,
 ) -> tuple[float, float]:
     """(cdf, pdf) at t in (0, 1) of the mixture (module docstring); g the slice weights
     (normalised so that sum_k g_k u0_k = 1), u0 the slice masses. ``lstart[k]`` and
     ``lsum[k]`` (sum of p q below index lstart[k] in slice k) are updated in place;
-    ``inv[i]`` = 1 / (a + x0 + i + 1) (the recursion then has no division on its chain)."""
+    ``inv[i]`` = 1 / (a + x0 + i + 1) (the recursion then has no division on its chain).
+    With ``with_cdf`` False the cdf is not computed (returned as nan): no incomplete beta
+    per slice and no running sums, the same pdf."""
     kx, ky = p.size, q.size
     lt, l1t = math.log(t), math.log1p(-t)
     r = t / (1.0 - t)
@@ -125,6 +128,21 @@ def cdf_pdf(
         half = 9.0 * math.sqrt(max((s - 1.0) * t * (1.0 - t), 0.0)) + 20.0
         lo = min(max(int(mode - half), i_lo), i_hi)
         hi = min(max(int(mode + half) + 1, lo), i_hi)
+        xa = a + x0 + lo  # a + x at the window's start
+        ib = s - xa  # b + y there
+        # T(x) at the window's start, then the recursion T(x + 1) = T(x) r (b + y - 1)/(a + x + 1)
+        tx = math.exp(
+            xa * lt + (ib - 1.0) * l1t + math.lgamma(s) - math.lgamma(xa + 1.0) - math.lgamma(ib)
+        )
+        if not with_cdf:
+            dens = 0.0
+            for i in range(lo, hi + 1):
+                xi = a + x0 + i
+                dens += p[i] * q[k - i] * tx * xi
+                if i < hi:
+                    tx *= r * (s - xi - 1.0) * inv[i]
+            pdf += gk * dens / t
+            continue
         # move the running sum below the window from lstart[k] to lo
         cur = lstart[k]
         acc = lsum[k]
@@ -144,14 +162,8 @@ def cdf_pdf(
             acc = 0.0
         lstart[k] = lo
         lsum[k] = acc
-        xa = a + x0 + lo  # a + x at the window's start
-        ib = s - xa  # b + y there
         ival = _betainc(xa, ib, t)
         below = acc * ival
-        # T(x) at the window's start, then the recursion T(x + 1) = T(x) r (b + y - 1)/(a + x + 1)
-        tx = math.exp(
-            xa * lt + (ib - 1.0) * l1t + math.lgamma(s) - math.lgamma(xa + 1.0) - math.lgamma(ib)
-        )
         inside = 0.0
         dens = 0.0
         wsum = 0.0
@@ -171,6 +183,8 @@ def cdf_pdf(
             ival = 0.0
         cdf += gk * (below + inside + above * ival)
         pdf += gk * dens / t
+    if not with_cdf:
+        return math.nan, max(pdf, 0.0)
     return min(max(cdf, 0.0), 1.0), max(pdf, 0.0)
 
 

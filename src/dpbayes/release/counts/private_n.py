@@ -186,7 +186,7 @@ class CountPairBetaMixture(PosteriorDisplay):
     def _args(self) -> tuple[Any, ...]:
         return (self.p, self.q, self._g, self._u0, self.a, self.b, self.x0, self.y0)
 
-    def _cdf_pdf(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
+    def _cdf_pdf(self, x: Any, with_cdf: bool = True) -> tuple[np.ndarray, np.ndarray]:
         xs = np.asarray(x, dtype=float)
         flat = xs.ravel()
         cdf = np.where(flat >= 1.0, 1.0, 0.0)
@@ -195,7 +195,7 @@ class CountPairBetaMixture(PosteriorDisplay):
         with self._lock:
             for i in inner[np.argsort(flat[inner])]:
                 c, d = cdf_pdf(  # type: ignore[call-arg]
-                    float(flat[i]), *self._args(), self._lstart, self._lsum, self._inv
+                    float(flat[i]), *self._args(), self._lstart, self._lsum, self._inv, with_cdf
                 )
                 cdf[i], pdf[i] = c, d
         return cdf.reshape(xs.shape), pdf.reshape(xs.shape)
@@ -209,12 +209,12 @@ class CountPairBetaMixture(PosteriorDisplay):
         return float(out) if out.ndim == 0 else out
 
     def pdf(self, x: Any) -> Any:
-        out = self._cdf_pdf(x)[1]
+        out = self._cdf_pdf(x, with_cdf=False)[1]
         return float(out) if out.ndim == 0 else out
 
     def logpdf(self, x: Any) -> Any:
         with np.errstate(divide="ignore"):
-            out = np.log(np.asarray(self._cdf_pdf(x)[1]))
+            out = np.log(np.asarray(self._cdf_pdf(x, with_cdf=False)[1]))
         return float(out) if out.ndim == 0 else out
 
     def _ppf_many(self, qs: np.ndarray) -> np.ndarray:
