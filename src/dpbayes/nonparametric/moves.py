@@ -169,9 +169,12 @@ def augment(
     left = float(g[-1] / g.sum())
     sticks: list[np.ndarray] = []
     while left >= TAIL_MASS:
-        v = 1.0 - gen.random(32) ** (1.0 / alpha)
+        # each stick lowers log(left) by 1 / alpha on average: drawn in one batch of about
+        # half again as many as that takes (those after the last one needed are not used)
+        size = 32 + math.ceil(1.5 * alpha * math.log(left / TAIL_MASS))
+        v = 1.0 - gen.random(size) ** (1.0 / alpha)
         rest = left * np.cumprod(1.0 - v)
-        take = min(int(np.searchsorted(-rest, -TAIL_MASS)) + 1, 32)
+        take = min(int(np.searchsorted(-rest, -TAIL_MASS)) + 1, size)
         sticks.append(-np.diff(np.concatenate([[left], rest[:take]])))
         left = float(rest[take - 1])
     tail_w = np.concatenate(sticks) if sticks else np.zeros(0)
