@@ -11,7 +11,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dpbayes.data import ArraySource, ColumnSource, Source, Table, as_source
@@ -359,6 +359,8 @@ _SCALARS = st.one_of(
 
 
 @settings(max_examples=300, deadline=None)
+@example([0, math.nan])  # ints and a NULL: an int column (the fast path made it float)
+@example([np.int64(3), 2**62 + 1, np.float64(math.nan), math.nan])
 @given(
     st.one_of(
         st.lists(st.integers(-(2**63), 2**63 - 1), max_size=20),

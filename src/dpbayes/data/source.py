@@ -155,6 +155,10 @@ def _from_homogeneous(data: list[Any] | tuple[Any, ...]) -> tuple[np.ndarray, in
     if types <= {int, float, np.int64, np.float64}:
         arr = np.array(data, dtype=np.float64)
         mask = np.isnan(arr)  # NaN is NULL
+        if types & {int, np.int64} and mask.any():
+            # ints with NULLs: the values left may all be ints (an int column), which
+            # only a look at each value tells
+            return None
         return arr[~mask], int(mask.sum())
     return None
 
