@@ -106,7 +106,9 @@ def _logf(mode, x, lap, by_diff, data, tied, st, r, b, par, k, j):  # type: igno
     MU, LOG_SIGMA: the base's mu = x or log sigma = x, the atoms at the prior quantiles
     (log F0, log(1 - F0)) held in ``atoms`` and ``vec``; par = (prior mean of mu, its sd,
     the other parameter of the base, the base's support r or -1 for the real line).
-    ALPHA: log alpha = x, the sticks' l_k in ``vec`` (:func:`alpha_move`).
+    ALPHA: log alpha = x, the sticks' l_k in ``vec``, the move's state in ``after`` and
+    the base's uniforms of the atoms not yet drawn in ``trial``; par = (shape and rate of
+    alpha's prior, mu, sigma) (:func:`alpha_move`).
     """
     u, eu, emu, cnt = data
     atoms, w, m, vec, after, scratch, trial = st
