@@ -244,14 +244,14 @@ def _move_alpha(
     # each new stick lowers sum l_k by 1 on average: alpha' = e^2 alpha (stepping out by
     # four widths) needs about -log TAIL_MASS e^2 alpha in all
     more = 32 + math.ceil(-math.log(TAIL_MASS) * math.exp(2.0) * alpha)
-    pool_l, pool_u = np.zeros(t0), np.zeros(t0)
+    # the kernel reads position k's atom uniform at pool_u[k]: the first t0 atoms exist
+    sticks, pool_u, m = lq, np.zeros(t0), p.m.copy()
     while True:
-        pool_l = np.concatenate([pool_l, np.log(gen.random(more))])
+        sticks = np.concatenate([sticks, np.log(gen.random(more))])
         pool_u = np.concatenate([pool_u, gen.random(more)])
-        size = pool_l.shape[0]
-        sticks = np.concatenate([lq, pool_l[t0:]])
+        size = sticks.shape[0]
         atoms = np.concatenate([p.atoms, np.empty(size - t0)])
-        w, m = np.empty(size), p.m.copy()
+        w = np.empty(size)
         alpha_new, t, rem, ll = ks.alpha_move(
             lik.kind == "laplace", lik.u, lik.eu, lik.emu, lik.cnt, lik.tied, lik.r,
             lik.scale, atoms, sticks, t0, pool_u, w, m, p.ll, alpha, shape, rate, mu, sigma,
