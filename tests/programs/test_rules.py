@@ -349,6 +349,8 @@ def test_rejected_program_does_not_run_without_allow_non_private():
     out = prog.run([1, 0, 1], rng=0, allow_non_private=True)
     assert out.value == Beta(3.0, 2.0)
     assert out.guarantee.private is False
+    with pytest.raises(TypeError, match="allow_non_private must be True or False"):
+        prog.run([1, 0, 1], rng=0, allow_non_private="False")
 
 
 def test_program_validates_its_data():

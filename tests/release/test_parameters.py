@@ -278,6 +278,28 @@ def test_non_private_cannot_be_charged() -> None:
         )
 
 
+@pytest.mark.parametrize("value", ["False", "no", "", 0, 1, None, 1.0])
+def test_only_true_itself_unlocks_a_non_private_path(value) -> None:
+    """``bool("False")`` is True: a flag read from a form or a config file as text once ran
+    the local-sensitivity exponential mechanism (not DP) without a word. Only True or
+    False (Python or numpy) is taken, at every entry point, before anything is drawn."""
+    from dpbayes.audit.targets import release_mechanism
+    from dpbayes.release.base import plan
+
+    model = dpb.models.BetaBernoulli(alpha=1, beta=1)
+    opts = {"mechanism": "expmech", "epsilon": 1.0, "sensitivity": "local"}
+    with pytest.raises(TypeError, match="allow_non_private must be True or False"):
+        dpb.release(model, coin(10, 3), rng=0, allow_non_private=value, **opts)
+    with pytest.raises(TypeError, match="allow_non_private must be True or False"):
+        plan(model, coin(10, 3), allow_non_private=value, **opts)
+    with pytest.raises(TypeError, match="allow_non_private must be True or False"):
+        release_mechanism(model, allow_non_private=value, **opts)
+    rel = dpb.release(model, coin(10, 3), rng=0, allow_non_private=np.bool_(True), **opts)
+    assert rel.guarantee.private is False
+    with pytest.raises(ValueError, match="not differentially private"):
+        dpb.release(model, coin(10, 3), rng=0, allow_non_private=np.bool_(False), **opts)
+
+
 def test_release_json_round_trip() -> None:
     import json
 

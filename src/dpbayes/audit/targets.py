@@ -24,7 +24,7 @@ from dpbayes.audit.auditor import AuditResult, NeighbourPair, audit
 from dpbayes.audit.exact import Distribution, pair_exact_epsilon
 from dpbayes.audit.names import MODEL_NAMES
 from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
-from dpbayes.privacy.validation import check_array, check_int
+from dpbayes.privacy.validation import check_array, check_flag, check_int
 
 __all__ = [
     "MODEL_NAMES",
@@ -156,6 +156,8 @@ def release_mechanism(
     from dpbayes.privacy.noise import noise_source
     from dpbayes.release.base import plan
 
+    allow_non_private = check_flag(allow_non_private, "allow_non_private")
+
     def plan_for(data: Any) -> Any:
         return plan(
             model,
@@ -163,7 +165,7 @@ def release_mechanism(
             mechanism=mechanism,
             epsilon=epsilon,
             delta=delta,
-            allow_non_private=bool(allow_non_private),
+            allow_non_private=allow_non_private,
             **options,
         )
 

@@ -20,6 +20,7 @@ __all__ = [
     "check_delta",
     "check_epsilon",
     "check_finite",
+    "check_flag",
     "check_int",
     "check_positive",
     "check_probability",
@@ -50,6 +51,15 @@ def check_positive(value: Any, name: str, *, allow_zero: bool = False) -> float:
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be {bound}, got {x}")
     return x
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """True or False itself (a Python or numpy bool). Strings, numbers and None are
+    refused: ``allow_non_private="False"`` is a true value to ``bool()``, and a flag that
+    unlocks a non-private path must not be set by accident."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 def check_epsilon(value: Any, name: str = "epsilon") -> float:

@@ -10,7 +10,7 @@ import numpy as np
 
 from dpbayes.privacy import Guarantee, Neighbours
 from dpbayes.privacy.noise import noise_source
-from dpbayes.privacy.validation import check_array, check_int
+from dpbayes.privacy.validation import check_array, check_flag, check_int
 from dpbayes.programs.terms import Term
 
 __all__ = ["Program", "ProgramResult", "program"]
@@ -97,6 +97,7 @@ class Program:
         from dpbayes.programs.interpreter import Runtime
 
         size = check_int(size, "size", minimum=1)
+        allow_non_private = check_flag(allow_non_private, "allow_non_private")
         values = self.validate_data(data)
         src = noise_source(rng)
         try:

@@ -40,7 +40,7 @@ from typing import Any
 from dpbayes.privacy import Accountant, Guarantee, Neighbours, compose_sequential
 from dpbayes.privacy.guarantee import user_level
 from dpbayes.privacy.noise import NoiseSource, noise_source
-from dpbayes.privacy.validation import check_delta, check_epsilon
+from dpbayes.privacy.validation import check_delta, check_epsilon, check_flag
 from dpbayes.release.record import PublicRecord
 
 __all__ = [
@@ -417,6 +417,7 @@ def plan(
     A mechanism whose model needs the rows themselves (not the engine's statistics) cannot
     read bounded data and is refused with a one-line ValueError before anything is drawn.
     """
+    allow_non_private = check_flag(allow_non_private, "allow_non_private")
     eps = check_epsilon(epsilon)
     dlt = check_delta(delta)
     if neighbours is not None:
@@ -447,7 +448,7 @@ def plan(
         epsilon=per_eps,
         delta=per_delta,
         neighbours=rel,
-        allow_non_private=bool(allow_non_private),
+        allow_non_private=allow_non_private,
         **options,
     )
     if group_k is not None:
@@ -559,6 +560,7 @@ def release(
     **options: Any,
 ) -> Release:
     """The body of :func:`dpbayes.release.release` (documented there)."""
+    allow_non_private = check_flag(allow_non_private, "allow_non_private")
     check_epsilon(epsilon)
     check_delta(delta)
     if neighbours is not None:
