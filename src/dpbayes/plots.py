@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_posteriors"]
+__all__ = ["check_figure_path", "plot_posteriors"]
 
 
 def _grid(dists: list[Any]) -> np.ndarray:
@@ -15,6 +15,20 @@ def _grid(dists: list[Any]) -> np.ndarray:
     hi = max(float(d.ppf(1 - 1e-4)) for d in dists)
     pad = 0.05 * (hi - lo or 1.0)
     return np.linspace(lo - pad, hi + pad, 600)
+
+
+def check_figure_path(path: str | Path, name: str = "--out") -> None:
+    """The figure format that ``path``'s suffix asks for can be written (PNG without a
+    suffix); checked before any noise is drawn, so a typo never costs a release."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = Path(path).suffix.lower().lstrip(".")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        raise ValueError(
+            f"{name} {path}: no figure format {suffix!r}; use one of "
+            f"{', '.join(sorted(formats))} (nothing was spent)"
+        )
 
 
 def plot_posteriors(

@@ -198,6 +198,67 @@ def test_a_bad_destination_spends_nothing(tmp_path: Path, flag: str) -> None:
     assert spent(path) == 0.0
 
 
+@pytest.mark.parametrize("clash", ["ledger", "lock", "data", "each-other", "format"])
+def test_an_output_that_would_destroy_a_file_or_cannot_be_drawn_spends_nothing(
+    tmp_path: Path, capsys, clash: str
+) -> None:
+    """A review found `--json` onto the ledger erasing every spend (exit 0), `--json` and
+    `--out` onto one file, and an unknown figure format found after the charge. Each is
+    refused before any noise, in one line naming the flag, with the ledger and the data as
+    they were."""
+    path = ledger(tmp_path)
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"x": [0, 1, 1, 0, 1]}).to_csv(data, index=False)
+    before = {p: p.read_bytes() for p in (path, data)}
+    target = {
+        "ledger": ["--json", str(path)],
+        "lock": ["--json", f"{path}.lock"],
+        "data": ["--json", str(data)],
+        "each-other": ["--json", str(tmp_path / "r.png"), "--out", str(tmp_path / "r.png")],
+        "format": ["--out", str(tmp_path / "fig.xyz")],
+    }[clash]
+    code, out, err = run(
+        capsys,
+        *["release", "--epsilon", "1", "--data", str(data), "--column", "x"],
+        *["--budget-file", str(path), *target],
+    )
+    assert code == 2 and out == "", out
+    assert err.count("\n") == 1 and ("--json" in err or "--out" in err), err
+    assert "nothing was spent" in err
+    assert spent(path) == 0.0
+    assert all(p.read_bytes() == b for p, b in before.items())
+
+
+def test_an_interrupted_noise_aware_posterior_still_prints_the_paid_release(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """Ctrl+C (or any error) in the slow noise-aware step comes after the charge: the
+    release is printed and recorded all the same, and the exit code says it was cut."""
+    from dpbayes.release.base import Release
+
+    def interrupted(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Release, "noise_aware_posterior", interrupted)
+    path = ledger(tmp_path)
+    rec = tmp_path / "rel.json"
+    code, out, err = run(
+        capsys, "release", "--epsilon", "1", "--budget-file", str(path), "--json", str(rec)
+    )
+    assert code == 130 and spent(path) == pytest.approx(1.0)
+    assert "released:" in out and "unavailable: interrupted" in out
+    assert json.loads(rec.read_text())["released"]
+    assert err.count("\n") == 1 and "interrupted" in err and "charged" in err
+
+    def broken(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("out of something")
+
+    monkeypatch.setattr(Release, "noise_aware_posterior", broken)
+    code, out, err = run(capsys, "release", "--epsilon", "0.5", "--budget-file", str(path))
+    assert code == 0 and spent(path) == pytest.approx(1.5)
+    assert "unavailable: out of something" in out and "released:" in out
+
+
 def test_a_write_failing_after_the_charge_still_prints_the_release(
     tmp_path: Path, capsys, monkeypatch
 ) -> None:

@@ -28,7 +28,9 @@ __all__ = [
     "add_quiet_argument",
     "check_destination",
     "check_ledger_writable",
+    "check_outputs",
     "emit_json",
+    "ledger_files",
     "progress",
     "refuse_inapplicable",
 ]
@@ -68,6 +70,43 @@ def check_destination(path: str | None, flag: str) -> Path | None:
     if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise OSError(f"{flag} {path}: not writable (nothing was spent)")
     return p
+
+
+def check_outputs(
+    outputs: dict[str, str | None], keep: dict[str, str | Path | None] | None = None
+) -> None:
+    """Every output can be written (:func:`check_destination`), no two outputs are one
+    file, and no output is a file the command reads or keeps (``keep``: the ledger and its
+    lock, the data, a state folder's files). Checked before any noise is drawn: a record
+    written over the ledger would erase every spend, and over the data the data."""
+    seen: dict[str, str] = {}
+    for flag, path in outputs.items():
+        if check_destination(path, flag) is None:
+            continue
+        real = os.path.realpath(str(path))
+        if real in seen:
+            raise OSError(
+                f"{seen[real]} and {flag} are the same file {path}: give each its own "
+                "(nothing was spent)"
+            )
+        seen[real] = flag
+    for flag, path in (keep or {}).items():
+        if path is None:
+            continue
+        kept = os.path.realpath(str(path))
+        for real, out_flag in seen.items():
+            if real == kept:
+                raise OSError(
+                    f"{out_flag} {path} is the {flag} file: writing it would destroy it "
+                    "(nothing was spent)"
+                )
+
+
+def ledger_files(path: str | None, flag: str = "--budget-file") -> dict[str, str | None]:
+    """The files a ledger keeps (itself, its lock, its temporary), for ``check_outputs``."""
+    if path is None:
+        return {}
+    return {flag: path, f"{flag}'s lock": f"{path}.lock", f"{flag}'s temporary": f"{path}.tmp"}
 
 
 def check_ledger_writable(path: str | None, flag: str = "--budget-file") -> None:

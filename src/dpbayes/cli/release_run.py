@@ -17,11 +17,12 @@ from typing import Any
 
 from dpbayes.cli.cmd_release import build_model, build_model_only
 from dpbayes.cli.common import (
-    check_destination,
     check_ledger_writable,
+    check_outputs,
     describe_distribution,
     emit_json,
     fmt,
+    ledger_files,
     privacy_unit,
     progress,
     refuse_inapplicable,
@@ -155,16 +156,20 @@ def _dry_run(args: argparse.Namespace, user: str | None, k: int | None) -> int:
     return 0
 
 
-def _noise_aware(rel: Any, quiet: bool) -> tuple[Any, str | None]:
+def _noise_aware(rel: Any, quiet: bool) -> tuple[Any, str | None, bool]:
+    """(posterior, why it is missing, interrupted). Runs after the charge: whatever stops
+    it (an error, Ctrl+C, memory), the release that was paid for is still printed."""
     from dpbayes.release.display import slow_reason
 
     slow = slow_reason(rel)
     label = "noise-aware posterior" + (f" ({slow})" if slow else "")
     try:
         with progress(label, quiet=quiet):
-            return rel.noise_aware_posterior(), None
-    except (ValueError, TypeError, ArithmeticError) as exc:
-        return None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return rel.noise_aware_posterior(), None, False
+    except KeyboardInterrupt:
+        return None, "interrupted (Ctrl+C)", True
+    except Exception as exc:  # charged already: nothing may lose the release
+        return None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, False
 
 
 def _record(rel: Any, aware: Any, why: str | None, level: float, accountant: Any) -> dict:
@@ -242,8 +247,14 @@ def run_release(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, user, k)
     build_model_only(args)  # every flag checked before a file is touched
-    check_destination(args.out, "--out")
-    check_destination(args.json, "--json")
+    check_outputs(
+        {"--out": args.out, "--json": args.json},
+        keep={**ledger_files(args.budget_file), "--data": args.data},
+    )
+    if args.out:
+        from dpbayes.plots import check_figure_path
+
+        check_figure_path(args.out, "--out")
     check_ledger_writable(args.budget_file)
     accountant = Accountant.open(args.budget_file) if args.budget_file else None
     model, data, column = build_model(args)
@@ -263,7 +274,7 @@ def run_release(args: argparse.Namespace) -> int:
         **_options(args),
     )
     # charged from here on: whatever fails below, the release is printed, never lost
-    aware, why = _noise_aware(rel, args.quiet)
+    aware, why, interrupted = _noise_aware(rel, args.quiet)
     rec = _record(rel, aware, why, level, accountant)
     failures: list[str] = []
     json_to_stdout = args.json == "-"
@@ -286,11 +297,13 @@ def run_release(args: argparse.Namespace) -> int:
             print(f"record:      {args.json}")
         if args.out and not any("--out" in f for f in failures):
             print(f"figure:      {args.out}")
+    if interrupted:
+        failures.insert(0, "interrupted during the noise-aware posterior")
     if failures:
         print(
             f"dpbayes: error: {'; '.join(failures)}; the release was made (and charged) and "
             "is printed on stdout",
             file=sys.stderr,
         )
-        return 2
+        return 130 if interrupted else 2
     return 0
