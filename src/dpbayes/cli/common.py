@@ -90,14 +90,14 @@ def check_outputs(
                 "(nothing was spent)"
             )
         seen[real] = flag
-    for flag, path in (keep or {}).items():
-        if path is None:
+    for flag, kept_path in (keep or {}).items():
+        if kept_path is None:
             continue
-        kept = os.path.realpath(str(path))
+        kept = os.path.realpath(str(kept_path))
         for real, out_flag in seen.items():
             if real == kept:
                 raise OSError(
-                    f"{out_flag} {path} is the {flag} file: writing it would destroy it "
+                    f"{out_flag} {kept_path} is the {flag} file: writing it would destroy it "
                     "(nothing was spent)"
                 )
 
