@@ -638,3 +638,138 @@ def test_query_takes_attributes_one_way(tmp_path: Path, capsys) -> None:
     assert json.loads(out)["status"] == "fresh"
     spec = json.loads((tmp_path / "s" / "cube.json").read_text())
     assert set(spec["attributes"]) == {"health", "idp"}
+
+
+# ---------------------------------------------------------------- review: outputs of every command
+
+
+def _csv(tmp_path: Path) -> Path:
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"x": [0.5, -0.25, 1.0, 0.0]}).to_csv(data, index=False)
+    return data
+
+
+@pytest.mark.parametrize("clash", ["out-json", "sidecar-json", "out-data"])
+def test_privatize_outputs_are_checked_against_each_other_and_the_data(
+    tmp_path: Path, capsys, clash: str
+) -> None:
+    """A review found `--out p.csv --json p.csv` exiting 0 with p.csv holding only the
+    JSON summary (every privatised value lost); an --out onto --data erases the data."""
+    data = _csv(tmp_path)
+    raw = data.read_bytes()
+    p = tmp_path / "p.csv"
+    outputs = {
+        "out-json": ["--out", str(p), "--json", str(p)],
+        "sidecar-json": ["--out", str(p), "--json", str(tmp_path / "p.guarantee.json")],
+        "out-data": ["--out", str(data)],
+    }[clash]
+    code, out, err = run(
+        capsys, "privatize", "--data", str(data), "--column", "x", "--epsilon", "1", "--r", "1",
+        *outputs,
+    )  # fmt: skip
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "--out" in err and ("--json" in err or "--data" in err)
+    assert data.read_bytes() == raw and not p.exists()
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["d.csv"]
+
+
+def test_privatize_json_failing_after_the_values_are_written_says_where_they_are(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    def failing(obj: dict, dest: str | None) -> None:
+        if dest not in (None, "-"):
+            raise OSError(28, "No space left on device")
+        print(json.dumps(obj))
+
+    monkeypatch.setattr("dpbayes.cli.cmd_privatize.emit_json", failing)
+    data, p = _csv(tmp_path), tmp_path / "p.csv"
+    code, out, err = run(
+        capsys, "privatize", "--data", str(data), "--column", "x", "--epsilon", "1", "--r", "1",
+        "--out", str(p), "--json", str(tmp_path / "s.json"),
+    )  # fmt: skip
+    assert code == 2 and json.loads(out)["count"] == 4 and len(pd.read_csv(p)) == 4
+    assert err.count("\n") == 1 and "--json" in err and "No space left" in err
+    assert f"written to --out {p}" in err and "Errno" not in err
+
+
+@pytest.mark.parametrize("case", ["json-release", "out-release", "format", "folder"])
+def test_posterior_never_writes_over_its_release_and_checks_first(
+    tmp_path: Path, capsys, monkeypatch, case: str
+) -> None:
+    """`posterior --release R --json R` (or `--out R`) overwrote the record it reads; an
+    unknown figure format was found after the posterior; a folder gave a raw [Errno 21]."""
+    import importlib
+
+    base = importlib.import_module("dpbayes.release.base")
+    rec = tmp_path / "rel.json"
+    code, _, _ = run(capsys, "release", "--epsilon", "1", "--seed", "1", "--json", str(rec))
+    assert code == 0
+    raw = rec.read_bytes()
+    computed: list[Any] = []
+    monkeypatch.setattr(base, "noise_aware_posterior", lambda *a, **k: computed.append(a))
+    args, needle = {
+        "json-release": (["--release", str(rec), "--json", str(rec)], "--json"),
+        "out-release": (["--release", str(rec), "--out", str(rec)], "--out"),
+        "format": (["--release", str(rec), "--out", str(tmp_path / "f.xyz")], "--out"),
+        "folder": (["--release", str(tmp_path)], f"--release {tmp_path}: is a folder"),
+    }[case]
+    code, out, err = run(capsys, "posterior", *args)
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err
+    assert "Errno" not in err and computed == [] and rec.read_bytes() == raw
+
+
+@pytest.mark.parametrize("case", ["figure-is-a-folder", "json-is-a-figure"])
+def test_demo_checks_every_figure_before_the_first_release(
+    tmp_path: Path, capsys, case: str
+) -> None:
+    folder = tmp_path / "d"
+    if case == "figure-is-a-folder":
+        (folder / "demo_health.png").mkdir(parents=True)
+        extra: list[str] = []
+    else:
+        extra = ["--json", str(folder / "demo_mdvis.png")]
+    code, out, err = run(capsys, "demo", "--out", str(folder), "--seed", "1", "--quiet", *extra)
+    assert code == 2 and "==" not in out and err.count("\n") == 1, (out, err)
+    assert "--out's" in err and "Errno" not in err
+    assert not (folder / "demo_hlthp.png").exists()  # nothing drawn
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (
+            ["release", "--model", "normal-mean", "--bounds", "0", "inf"],
+            "--bounds LOWER UPPER must be finite",
+        ),
+        (
+            ["release", "--model", "normal-mean", "--bounds", "nan", "1"],
+            "--bounds LOWER UPPER must be finite",
+        ),
+        (["release", "--prior", "-1", "1"], "--prior values must be finite and > 0"),
+        (["release", "--model", "dirichlet-categorical", "--prior", "0"], "--prior values"),
+        (["release", "--model", "normal-mean", "--prior", "0", "-1"], "--prior needs"),
+        (["release", "--model", "normal-mean", "--noise-sd", "inf"], "--noise-sd must be > 0"),
+        (["budget", "init", "{tmp}/nodir/x.json"], "{tmp}/nodir/x.json: folder"),
+        (["query", "--half-width", "-5", "--confidence", "0.9"], "--half-width must be > 0"),
+        (["query", "--half-width", "5", "--confidence", "1.5"], "--confidence must be in (0, 1)"),
+    ],
+)
+def test_errors_name_the_flag_not_the_library_argument(
+    tmp_path: Path, capsys, args: list[str], needle: str
+) -> None:
+    """A review found `noise_sd must be finite` for --bounds, `alpha must be > 0` for
+    --prior, a raw [Errno 2] on the ledger's lock for a missing folder, and `half_width`
+    for --half-width."""
+    path = ledger(tmp_path)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    extra = {
+        "release": ["--epsilon", "1", "--budget-file", str(path)],
+        "budget": ["--epsilon", "1"],
+        "query": ["--state", str(tmp_path / "q"), "--attribute", "idp=0,1", "--epsilon", "1",
+                  "--where", "idp = 1"],
+    }[args[0]]  # fmt: skip
+    code, out, err = run(capsys, *args, *extra)
+    needle = needle.replace("{tmp}", str(tmp_path))
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err
+    assert "Errno" not in err and "_" not in err.split("error: ")[1].split(" ")[0]
+    assert spent(path) == 0.0 and not (tmp_path / "q").exists()

@@ -156,3 +156,87 @@ def test_query_noise_gaussian_needs_a_delta_and_creates_nothing(tmp_path: Path, 
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "noise='gaussian' needs a budget delta" in err
     assert not (tmp_path / "s" / "ledger.json").exists()
+
+
+# ---------------------------------------------------- review: outputs, half-made states
+
+FIRST = [
+    "--attribute", "health=excellent,good,fair,poor", "--epsilon", "1",
+    "--where", "health = poor", "--half-width", "100", "--confidence", "0.95",
+]  # fmt: skip
+STATE_FILES = ("ledger.json", "ledger.json.lock", "ledger.json.tmp", "history.jsonl", "cube.json")
+
+
+@pytest.mark.parametrize("target", ["nodir", *STATE_FILES])
+def test_query_json_is_checked_before_anything_is_spent(
+    tmp_path: Path, capsys, target: str
+) -> None:
+    """A review found `--json nodir/x` spending the budget before a raw [Errno 2], and
+    `--json STATE/ledger.json` erasing the ledger (exit 0). Both are refused first now."""
+    state = tmp_path / "st"
+    code, _ = run_json(capsys, "--state", str(state), *FIRST)
+    assert code == 0
+    (state / "ledger.json.tmp").write_text("")  # so that each state file exists
+    before = {f: (state / f).read_bytes() for f in STATE_FILES}
+    dest = tmp_path / "nodir" / "a.json" if target == "nodir" else state / target
+    code = main(
+        ["query", "--state", str(state), "--where", "health = fair", "--half-width", "100",
+         "--confidence", "0.95", "--json", str(dest)]
+    )  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 2 and out.out == "" and out.err.count("\n") == 1, out.err
+    assert "--json" in out.err and "nothing was spent" in out.err
+    assert {f: (state / f).read_bytes() for f in STATE_FILES} == before
+    # on a first call, nothing is created either
+    new = tmp_path / "new"
+    dest = dest if target == "nodir" else new / target
+    code = main(["query", "--state", str(new), *FIRST, "--json", str(dest)])
+    assert code == 2 and "--json" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_query_json_failing_after_the_spend_prints_the_answer(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    def failing(obj: dict, dest: str | None) -> None:
+        if dest not in (None, "-"):
+            raise OSError(28, "No space left on device")
+        print(json.dumps(obj))
+
+    monkeypatch.setattr("dpbayes.cli.cmd_query.emit_json", failing)
+    state = tmp_path / "st"
+    code = main(["query", "--state", str(state), *FIRST, "--json", str(tmp_path / "a.json")])
+    out = capsys.readouterr()
+    assert code == 2 and json.loads(out.out)["status"] == "fresh"  # paid for: never lost
+    assert out.err.count("\n") == 1 and "--json" in out.err and "No space left" in out.err
+    assert "spent" in out.err and "printed on stdout" in out.err
+    # a first call that spent keeps its state: nothing is undone once a spend is recorded
+    ledger = json.loads((state / "ledger.json").read_text())
+    assert len(ledger["spends"]) == 1 and (state / "cube.json").exists()
+    assert (state / "history.jsonl").read_text().count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        (["--half-width", "-5"], "--half-width must be > 0, got -5.0"),
+        (["--confidence", "1"], "--confidence must be in (0, 1), got 1.0"),
+        (["--where", "helth = poor"], "--where: unknown attribute 'helth'"),
+        (["--where", "health = bad"], "--where: ['bad'] not in the domain"),
+        (["--epsilon", "-1"], "--epsilon must be > 0"),
+        (["--noise", "gaussian"], "needs a budget delta"),
+        (["--half-width", "0.01", "--confidence", "0.999"], "refused"),
+    ],
+)
+def test_a_failed_first_query_leaves_no_state_and_the_retry_works(
+    tmp_path: Path, capsys, bad: list[str], needle: str
+) -> None:
+    """A review found a failed first call leaving ledger.json and cube.json behind, so the
+    corrected call was refused ('already holds a cube', 'epsilon differs')."""
+    state = tmp_path / "a" / "st"
+    code = main(["query", "--state", str(state), *FIRST, *bad])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and needle in err, err
+    assert not (tmp_path / "a").exists()
+    code, a = run_json(capsys, "--state", str(state), *FIRST)
+    assert code == 0 and a["status"] == "fresh"

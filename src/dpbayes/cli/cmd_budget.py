@@ -6,7 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from dpbayes.cli.common import add_json_argument, emit_json
+from dpbayes.cli.common import add_json_argument, check_destination, emit_json
 
 
 def register(sub: Any) -> None:
@@ -35,6 +35,7 @@ def register(sub: Any) -> None:
 def run_init(args: argparse.Namespace) -> int:
     from dpbayes.privacy import Accountant
 
+    check_destination(args.file, "ledger file")  # its folder exists, it is no folder
     acc = Accountant(args.epsilon, args.delta, path=args.file, composition=args.composition)
     if args.json is not None:
         emit_json({"path": str(acc.path), **acc.summary()}, args.json)

@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import dpbayes as dpb
     from dpbayes.cli.common import (
-        check_destination,
+        check_outputs,
         describe_distribution,
         emit_json,
         privacy_unit,
@@ -99,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)  # before any noise is drawn
     if not os.access(out, os.W_OK | os.X_OK):
         raise OSError(f"--out {out}: folder not writable (nothing was released)")
-    check_destination(args.json, "--json")
+    # every figure (and --json, never one of them) checked before the first release
+    figures = {column: str(out / f"demo_{column}.png") for _, _, column, _ in jobs}
+    check_outputs({**{f"--out's {c} figure": f for c, f in figures.items()}, "--json": args.json})
     seed = args.seed
     records = []
     for i, (title, model, column, mechanism) in enumerate(jobs):
@@ -129,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
                 "naive posterior (treats the noise as data)": rel.posterior,
                 "exact posterior (curator only, not published)": exact,
             },
-            out / f"demo_{column}.png",
+            figures[column],
             title=f"{title}: {rel.guarantee.describe()}",
             categories=getattr(model, "categories", None),
             xlabel=column,

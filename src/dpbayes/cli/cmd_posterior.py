@@ -68,7 +68,9 @@ def _fmt(v: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpbayes.cli.common import check_destination, emit_json, progress
+    from pathlib import Path
+
+    from dpbayes.cli.common import check_outputs, emit_json, progress
     from dpbayes.privacy.validation import check_int, check_probability
     from dpbayes.release.base import noise_aware_posterior
     from dpbayes.release.bayes_net.posterior import BayesNetNoiseAwarePosterior
@@ -82,8 +84,16 @@ def run(args: argparse.Namespace) -> int:
     from dpbayes.release.reader import read_release
 
     level = check_probability(args.level, "--level", open_interval=True)
-    check_destination(args.out, "--out")
-    check_destination(args.json, "--json")
+    # the outputs are checked before the slow part, and never onto the release they read
+    check_outputs({"--out": args.out, "--json": args.json}, keep={"--release": args.release})
+    if args.out:
+        from dpbayes.plots import check_figure_path
+
+        check_figure_path(args.out, "--out")
+    if Path(args.release).is_dir():
+        raise OSError(f"--release {args.release}: is a folder, not a release file")
+    if not Path(args.release).exists():
+        raise OSError(f"--release {args.release}: no such file")
     rel = read_release(args.release)
     options: dict[str, Any] = {} if args.n is None else {"n": args.n}
     if args.n_prior is not None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from dpbayes.cli.common import (
     add_json_argument,
-    check_destination,
+    check_outputs,
     emit_json,
     refuse_inapplicable,
 )
@@ -99,9 +99,11 @@ def run(args: argparse.Namespace) -> int:
         raise OSError(f"--data file not found: {path}")
     out = Path(args.out)
     sidecar = out.with_suffix(".guarantee.json")
-    check_destination(args.out, "--out")
-    check_destination(str(sidecar), "--out (its .guarantee.json)")
-    check_destination(args.json, "--json")
+    # each output its own file, none of them the data (an --out onto --data erased it)
+    check_outputs(
+        {"--out": args.out, "--out's .guarantee.json": str(sidecar), "--json": args.json},
+        keep={"--data": args.data},
+    )
     if rr:
         if not args.categories:
             raise ValueError("--categories must list the public categories for randomized-response")
@@ -149,7 +151,14 @@ def run(args: argparse.Namespace) -> int:
             "guarantee": result.guarantee.to_dict(),
             "guarantee_file": str(sidecar),
         }
-        emit_json(summary, args.json)
+        try:
+            emit_json(summary, args.json)
+        except OSError as exc:
+            emit_json(summary, None)
+            raise OSError(
+                f"could not write --json {args.json} ({exc.strerror or exc}); the values were "
+                f"written to --out {out} and the guarantee to {sidecar} (summary on stdout)"
+            ) from None
         return 0
     print(f"wrote {len(result)} privatised values to {out}")
     print(f"guarantee: {result.guarantee.describe()} (per person, local DP)")

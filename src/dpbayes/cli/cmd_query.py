@@ -4,7 +4,9 @@ The engine's state (the cube definition, the budget ledger and the history of no
 answers) lives in ``--state DIR``. The first call creates it and needs ``--attribute`` (one
 per attribute: ``name=a,b,c`` for categories, ``name=bins:0,1,5,inf`` for numeric bins),
 ``--epsilon`` (the total budget) and ``--data`` (default: the bundled RAND HIE data); later
-calls reuse it::
+calls reuse it. The flags and ``--json FILE`` (never a file of the state or the data) are
+checked before the state is created; a first call that still fails, or is refused, with
+nothing spent removes what it created, so the corrected call starts fresh::
 
     dpbayes query --state st --attribute health=excellent,good,fair,poor \\
         --epsilon 1 --where "health = poor" --half-width 100 --confidence 0.95
@@ -23,6 +25,7 @@ the first call, with ``--epsilon``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -32,11 +35,15 @@ from typing import Any
 from dpbayes.cli.common import (
     add_json_argument,
     add_privacy_unit_arguments,
+    check_outputs,
     emit_json,
+    ledger_files,
     privacy_unit,
 )
 
 _SPEC = "cube.json"
+_LEDGER = "ledger.json"
+_HISTORY = "history.jsonl"
 
 
 def register(sub: Any) -> None:
@@ -154,17 +161,74 @@ def _unit_given(args: argparse.Namespace) -> bool:
     )
 
 
+def _state_files(state: Path) -> dict[str, str | Path | None]:
+    """Every file the state folder keeps (the ledger with its lock and temporary, the
+    history, the cube definition), for ``check_outputs``."""
+    return {
+        **ledger_files(str(state / _LEDGER), "--state's ledger"),
+        "--state's history": state / _HISTORY,
+        "--state's cube": state / _SPEC,
+    }
+
+
+def _check_where(cube: Any, where: str) -> None:
+    """The predicate against the cube, named by its flag, before the state is created."""
+    try:
+        cube.query(where)
+    except ValueError as exc:
+        text = str(exc)
+        raise ValueError(
+            f"--{text}" if text.startswith("where:") else f"--where {where!r}: {text}"
+        ) from None
+
+
+def _undo_first_call(state: Path, files: list[Path], folders: list[Path]) -> None:
+    """Remove what a failed or refused first call created (``files``, then ``folders``),
+    so that the corrected call starts fresh. Nothing is removed when a spend or an answer
+    was recorded, or when the ledger cannot be read."""
+    from dpbayes.privacy import Accountant
+
+    ledger, history = state / _LEDGER, state / _HISTORY
+    try:
+        if ledger.exists():
+            acc = Accountant.open(ledger)
+            if acc.spent != (0.0, 0.0) or acc.spends:
+                return
+        if history.exists() and history.stat().st_size > 0:
+            return
+    except Exception:  # an unreadable ledger or history: keep everything
+        return
+    for f in files:
+        with contextlib.suppress(OSError):
+            f.unlink()
+    for folder in folders:  # the state folder first, then the parents this call made
+        try:
+            folder.rmdir()  # only if empty
+        except OSError:
+            break
+
+
 def run(args: argparse.Namespace) -> int:
-    from dpbayes.answers import QueryEngine
+    from dpbayes.privacy.validation import (
+        check_delta,
+        check_epsilon,
+        check_positive,
+        check_probability,
+    )
 
     if args.seed is not None:
         raise ValueError(
             "--seed is refused: dpbayes query spends the real budget in --state, and seeded "
             "noise is a reproducible simulation (use QueryEngine(..., rng=seed) in experiments)"
         )
+    check_positive(args.half_width, "--half-width")
+    check_probability(args.confidence, "--confidence", open_interval=True)
     state = Path(args.state)
+    if state.exists() and not state.is_dir():
+        raise OSError(f"--state {state}: is a file, not a folder")
     spec_path = state / _SPEC
-    if spec_path.exists():
+    first = not spec_path.exists()
+    if not first:
         if args.data or args.attribute:
             raise ValueError(f"{state} already holds a cube; omit --data and --attribute")
         spec = json.loads(spec_path.read_text())
@@ -182,6 +246,9 @@ def run(args: argparse.Namespace) -> int:
                 f"{state} holds no engine yet: the first call needs --attribute and --epsilon "
                 "(and --data, default the bundled RAND HIE data)"
             )
+        check_epsilon(args.epsilon, "--epsilon")
+        if args.delta is not None:
+            check_delta(args.delta, "--delta")
         from dpbayes.data import bundled_path
 
         data = str(Path(args.data or bundled_path("randhie")).resolve())
@@ -189,7 +256,25 @@ def run(args: argparse.Namespace) -> int:
         spec = {"data": data, "attributes": dict(parse_attribute(a) for a in args.attribute)}
         if unit is not None:
             spec["privacy_unit"] = unit
+    # every output is checked before the state is created or anything is spent
+    check_outputs({"--json": args.json}, keep={**_state_files(state), "--data": spec["data"]})
     cube = _cube(spec)
+    _check_where(cube, args.where)
+    # what this call creates: removed again if a first call fails with nothing spent
+    files = [Path(f) for f in _state_files(state).values() if f is not None]
+    files = [f for f in files if not f.exists()]
+    folders = [d for d in (state, *state.parents) if not d.exists()]
+    try:
+        return _ask(args, state, spec, cube)
+    finally:
+        if first:
+            _undo_first_call(state, files, folders)
+
+
+def _ask(args: argparse.Namespace, state: Path, spec: dict[str, Any], cube: Any) -> int:
+    from dpbayes.answers import QueryEngine
+
+    spec_path = state / _SPEC
     engine = QueryEngine.at(
         state,
         cube,
@@ -202,24 +287,27 @@ def run(args: argparse.Namespace) -> int:
         spec_path.write_text(json.dumps(spec, indent=1))
     a = engine.ask(args.where, half_width=args.half_width, confidence=args.confidence)
     remaining = engine.accountant.remaining[0]
+    failure = ""
     if args.json is not None:
-        emit_json(
-            {
-                "query": a.query,
-                "status": a.status,
-                "estimate": a.estimate,
-                "interval": a.interval,
-                "confidence": a.confidence,
-                "epsilon": a.epsilon,
-                "noise": a.noise,
-                "delta": a.delta,
-                "remaining_epsilon": remaining,
-                "reason": a.reason,
-                "privacy_unit": _unit_text(spec.get("privacy_unit")),
-                "guarantee": a.guarantee.describe() if a.guarantee else None,
-            },
-            args.json,
-        )
+        doc = {
+            "query": a.query,
+            "status": a.status,
+            "estimate": a.estimate,
+            "interval": a.interval,
+            "confidence": a.confidence,
+            "epsilon": a.epsilon,
+            "noise": a.noise,
+            "delta": a.delta,
+            "remaining_epsilon": remaining,
+            "reason": a.reason,
+            "privacy_unit": _unit_text(spec.get("privacy_unit")),
+            "guarantee": a.guarantee.describe() if a.guarantee else None,
+        }
+        try:
+            emit_json(doc, args.json)
+        except OSError as exc:  # after the spend: the answer goes to stdout, never lost
+            emit_json(doc, None)
+            failure = f"could not write --json {args.json} ({exc.strerror or exc})"
     elif a.answered:
         assert a.interval is not None and a.estimate is not None
         lo, hi = a.interval
@@ -231,9 +319,19 @@ def run(args: argparse.Namespace) -> int:
         if a.guarantee is not None:
             print(a.guarantee.describe())
     if a.answered:
-        return 0
+        if not failure:
+            return 0
+        paid = "was spent (and charged)" if a.status == "fresh" else "cost nothing"
+        print(
+            f"dpbayes: error: {failure}; the answer {paid} and is printed on stdout",
+            file=sys.stderr,
+        )
+        return 2
     # a refusal (the budget cannot pay for this accuracy) is an error like any other:
     # one line on stderr, exit code 2, nothing spent
     reason = str(a.reason or "refused").strip().splitlines()[0]
-    print(f"dpbayes: error: refused: {reason}", file=sys.stderr)
+    print(
+        f"dpbayes: error: refused: {reason}" + (f"; {failure}" if failure else ""),
+        file=sys.stderr,
+    )
     return 2

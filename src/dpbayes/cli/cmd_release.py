@@ -10,6 +10,7 @@ a public n, expmech and input, are refused there).
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from dpbayes.cli.common import (
@@ -127,6 +128,13 @@ def _check_prior(prior: list[float] | None, k: int, what: str) -> list[float] | 
     return prior
 
 
+def _check_positive_prior(values: Any, what: str) -> None:
+    """Prior parameters that must be finite and > 0, named by the flag (not the model's)."""
+    if not all(math.isfinite(v) and v > 0 for v in values):
+        got = " ".join(f"{v:g}" for v in values)
+        raise ValueError(f"--prior values must be finite and > 0 ({what}), got {got}")
+
+
 def build_model(args: argparse.Namespace) -> tuple[Any, Any, str]:
     """(model, data, column) from the parsed arguments, with bundled defaults."""
 
@@ -165,6 +173,7 @@ def build_model_only(args: argparse.Namespace) -> Any:
     prior = args.prior
     if args.model == "beta-bernoulli":
         a, b = _check_prior(prior, 2, "alpha beta for beta-bernoulli") or (1.0, 1.0)
+        _check_positive_prior((a, b), "alpha beta for beta-bernoulli")
         return models.BetaBernoulli(alpha=a, beta=b)
     if args.model == "dirichlet-categorical":
         cats = args.categories or defaults.get("categories")
@@ -174,6 +183,7 @@ def build_model_only(args: argparse.Namespace) -> Any:
                 "are public and must not be read from the private data"
             )
         alpha: Any = prior if prior else [1.0]
+        _check_positive_prior(alpha, "alpha for dirichlet-categorical")
         if len(alpha) == 1:
             alpha = [alpha[0]] * len(cats)
         if len(alpha) != len(cats):
@@ -182,14 +192,24 @@ def build_model_only(args: argparse.Namespace) -> Any:
     bounds = args.bounds or defaults.get("bounds")
     if not bounds:
         raise ValueError("--bounds LOWER UPPER is required for normal-mean")
+    if not all(math.isfinite(b) for b in bounds):
+        raise ValueError(
+            f"--bounds LOWER UPPER must be finite (the public range the data are clamped "
+            f"to), got {bounds[0]:g} {bounds[1]:g}"
+        )
     if not bounds[0] < bounds[1]:
         raise ValueError(
             f"--bounds LOWER UPPER needs LOWER < UPPER, got {bounds[0]:g} {bounds[1]:g}"
         )
     mean, sd = _check_prior(prior, 2, "mean sd for normal-mean") or (0.0, 10.0)
+    if not (math.isfinite(mean) and math.isfinite(sd) and sd > 0):
+        raise ValueError(
+            f"--prior needs a finite mean and a finite sd > 0 (mean sd for normal-mean), "
+            f"got {mean:g} {sd:g}"
+        )
     noise_sd = args.noise_sd if args.noise_sd is not None else (bounds[1] - bounds[0]) / 4
-    if not noise_sd > 0:
-        raise ValueError(f"--noise-sd must be > 0, got {noise_sd:g}")
+    if not (math.isfinite(noise_sd) and noise_sd > 0):
+        raise ValueError(f"--noise-sd must be > 0 and finite, got {noise_sd:g}")
     return models.NormalMean(
         prior_mean=mean, prior_sd=sd, noise_sd=noise_sd, lower=bounds[0], upper=bounds[1]
     )
