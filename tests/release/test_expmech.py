@@ -349,3 +349,27 @@ def test_priors_beyond_the_double_precision_of_the_distances_are_refused_before_
             ok, data, mechanism="expmech", epsilon=1.0, delta=1e-6, sensitivity="smooth", rng=0
         )
         assert sum(rel.released["counts"]) == 30
+
+
+@pytest.mark.parametrize(("alpha", "beta"), [(1e-300, 1.0), (1.0, 1e7), (1e12, 1e12)])
+def test_total_variation_outside_its_accurate_prior_range_is_refused_before_noise(
+    alpha: float, beta: float
+) -> None:
+    """Total variation is computed accurately enough for the triangle inequality the
+    guarantee rests on only for priors in TV_PRIOR_RANGE; outside it the plan refuses (no
+    noise, nothing spent), and Hellinger still takes the same prior."""
+    import dpbayes as dpb
+    from dpbayes.release.expmech.mechanism import TV_PRIOR_RANGE
+
+    model = dpb.models.BetaBernoulli(alpha=alpha, beta=beta)
+    acc = dpb.Accountant(epsilon=5.0, simulation=True)
+    data = np.r_[np.zeros(20, int), np.ones(10, int)]
+    with pytest.raises(ValueError, match=r"must be in \[1e-250, 1e\+06\] .* total variation"):
+        dpb.release(model, data, mechanism="expmech", epsilon=1.0, divergence="tv", accountant=acc)
+    assert acc.spent == (0.0, 0.0)
+    rel = dpb.release(model, data, mechanism="expmech", epsilon=1.0, accountant=acc, rng=0)
+    assert rel.guarantee.epsilon == 1.0
+    lo, hi = TV_PRIOR_RANGE
+    for a, b in ((lo, hi), (hi, lo)):
+        edge = dpb.models.BetaBernoulli(alpha=a, beta=b)
+        dpb.release(edge, data, mechanism="expmech", epsilon=1.0, divergence="tv", rng=0)

@@ -84,6 +84,14 @@ MAX_CANDIDATES = 2_000_000
 #: and a sensitivity of 0 (-0.0 at 1e16) is no calibration at all; the smooth one reached
 #: 0 for some data sets and not their neighbours, refusing inside the release.
 MAX_PRIOR = 1e12
+#: The range of prior parameters for total variation (the coin). Below 1e-250 the densities
+#: of a posterior and its neighbour can cross within e^-700 of 0 or 1, beyond the normal
+#: doubles (at 1e-300 beside counts or a prior of 1e9 the computed TV of a distance-1 pair
+#: came out e^-1, under-stating the sensitivity 2.7-fold). Above 1e6 the triangle
+#: inequality's slack between a candidate's distances to two neighbours (of order G^3,
+#: G ~ prior^-1/2) approaches the rounding error of the incomplete beta: at 1e8 the
+#: computed scores' change exceeded the computed G by 1e-8 of it. Proof, "Floating point".
+TV_PRIOR_RANGE = (1e-250, 1e6)
 LEMMA_HELLINGER_BOUND = math.sqrt(1.0 - math.pi / 4.0)
 LEMMA_TV_BOUND = 0.5
 
@@ -266,6 +274,13 @@ def _plan_coin(
     kind, div = opts["sensitivity"], opts["divergence"]
     n = int(stats.n)
     _check_common(kind, epsilon, delta, neighbours, n, allow, (a, b))
+    lo, hi = TV_PRIOR_RANGE
+    if div == "tv" and not (lo <= min(a, b) and max(a, b) <= hi):
+        raise ValueError(
+            f"the prior parameters must be in [{lo:g}, {hi:g}] for expmech with total "
+            f"variation (got alpha={a:g}, beta={b:g}): outside it the distances are not "
+            "computed accurately enough to bound the sensitivity; use divergence='hellinger'"
+        )
     k = int(stats.counts[0])
     glob = coin_global_sensitivity(a, b, n, div)
     extra: dict[str, Any] = {"n_candidates": n + 1}
