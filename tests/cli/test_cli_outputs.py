@@ -229,6 +229,17 @@ def test_an_output_that_would_destroy_a_file_or_cannot_be_drawn_spends_nothing(
     assert all(p.read_bytes() == b for p, b in before.items())
 
 
+def test_a_dry_run_never_writes_its_price_over_the_ledger(tmp_path: Path, capsys) -> None:
+    path = ledger(tmp_path)
+    before = path.read_bytes()
+    code, out, err = run(
+        capsys, "release", "--epsilon", "1", "--dry-run", "--budget-file", str(path),
+        "--json", str(path),
+    )  # fmt: skip
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--json" in err
+    assert path.read_bytes() == before
+
+
 def test_an_interrupted_noise_aware_posterior_still_prints_the_paid_release(
     tmp_path: Path, capsys, monkeypatch
 ) -> None:

@@ -94,6 +94,10 @@ def _dry_run(args: argparse.Namespace, user: str | None, k: int | None) -> int:
     from dpbayes.release import plan
 
     model = build_model_only(args)
+    # the price goes to --json: never onto the ledger it is priced against, or the data
+    check_outputs(
+        {"--json": args.json}, keep={**ledger_files(args.budget_file), "--data": args.data}
+    )
     column = args.column or "value"
     planned = plan(
         model,
