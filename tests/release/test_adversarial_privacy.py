@@ -169,9 +169,10 @@ def _cases() -> list[Case]:
         Case("expmech global coin, total variation, prior (1, 1e-250), n=50, k n-1 vs n, "
              "eps 100", "expmech", BB(alpha=1.0, beta=1e-250), coin(50, 49), coin(50, 50),
              100.0, REL_SUB, "exact", options={"divergence": "tv"}),
-        Case("expmech smooth coin, total variation, prior 1e-18, n=50, eps 5, delta 1e-6",
-             "expmech", BB(alpha=1e-18, beta=1e-18), coin(50, 0), coin(50, 1), 5.0, REL_SUB,
-             "exact", delta=1e-6, options={"divergence": "tv", "sensitivity": "smooth"}),
+        Case("expmech smooth coin, total variation, prior 1e-18, n=50, k 14 vs 15, eps 5, "
+             "delta 1e-6", "expmech", BB(alpha=1e-18, beta=1e-18), coin(50, 14), coin(50, 15),
+             5.0, REL_SUB, "exact", delta=1e-6,
+             options={"divergence": "tv", "sensitivity": "smooth"}),
         Case("expmech smooth coin, prior (1e-3, 1e3), n=2000, k 0 vs 1, eps 1, delta 1e-6",
              "expmech", BB(alpha=1e-3, beta=1e3), coin(2000, 0), coin(2000, 1), 1.0, REL_SUB,
              "exact", delta=1e-6, options={"sensitivity": "smooth"}),
