@@ -35,6 +35,35 @@ def test_noise_variance_from_epsilon() -> None:
     assert sampling_noise_variance(m, 1e6) == pytest.approx(0.01)  # the model's own is larger
 
 
+@pytest.mark.parametrize(
+    ("clip", "norm_bound", "reach"), [("box", None, 2.0), ("box", 1.5, 1.5), ("ball", None, 1.0)]
+)
+def test_the_lipschitz_bound_covers_every_bounded_row(
+    clip: str, norm_bound: float | None, reach: float
+) -> None:
+    """A review found clip="box" calibrated to ||x|| <= B while a box row of d = 4 features
+    reaches 2 B: the real loss was 2.24 for a stated eps 1. For every clip the residual's
+    bound B_y + ||x|| W must hold at the worst bounded row (x at the box's corner, w = -W x /
+    ||x||), and the stated eps must cover it."""
+    kw: dict = {"clip": clip} | ({} if norm_bound is None else {"norm_bound": norm_bound})
+    m = bounded_model(weight_bound=1.0, **kw)
+    g = np.random.default_rng(0)
+    x = g.uniform(-1, 1, size=(50, 4))
+    y = np.clip(g.normal(size=50), -1, 1)
+    rel = release(m, (x, y), mechanism="sampling", epsilon=1.0, rng=0)
+    s2 = rel.guarantee.details["noise_variance"]
+    corner, _ = m.bounded(np.full((1, 4), 5.0))
+    assert float(np.linalg.norm(corner)) == pytest.approx(reach)
+    residual = 1.0 + float(np.linalg.norm(corner)) * 1.0  # |y - x'w| at y = 1, w = -x/||x||
+    assert rel.guarantee.epsilon <= 1.0
+    assert 2 * residual**2 / (2 * s2) <= rel.guarantee.epsilon * (1 + 1e-12)
+    with pytest.raises(ValueError, match="features"):
+        if clip == "box":
+            sampling_noise_variance(m, 1.0)
+        else:
+            raise ValueError("features: not needed for the ball")
+
+
 def test_release_guarantee_and_ball() -> None:
     m = bounded_model()
     r = release(m, data(), mechanism="sampling", epsilon=1.0, rng=0)

@@ -42,12 +42,22 @@ __all__ = [
 ]
 
 
-def _bounds(model: BayesianLinearRegression) -> tuple[float, float, float]:
+def _bounds(model: BayesianLinearRegression, features: int | None) -> tuple[float, float, float]:
+    """(B_x, B_y, W): B_x bounds ||x||_2 of a bounded row. With ``clip="box"`` each of the
+    d features is clipped to [-B, B], so a row reaches sqrt(d) B (rounded up), not B: the
+    proof's ball (PROOF.md §1); the model's ``norm_bound``, if smaller, bounds it too."""
     if model.feature_bound is None or model.label_bound is None or model.weight_bound is None:
         raise ValueError(
             "model must set feature_bound, label_bound and weight_bound for posterior sampling"
         )
-    return model.feature_bound, model.label_bound, model.weight_bound
+    bx = model.feature_bound
+    if model.clip == "box":
+        if features is None:
+            raise ValueError("features (the number of features) is needed with clip='box'")
+        bx = math.nextafter(math.sqrt(check_int(features, "features", minimum=1)) * bx, math.inf)
+    if model.norm_bound is not None:
+        bx = min(bx, model.norm_bound)
+    return bx, model.label_bound, model.weight_bound
 
 
 def sampling_noise_variance(
@@ -56,9 +66,11 @@ def sampling_noise_variance(
     *,
     draws: int = 1,
     neighbours: Any = "substitute",
+    features: int | None = None,
 ) -> float:
-    """The noise variance sigma^2 that makes ``draws`` draws eps-DP (at least the model's)."""
-    bx, by, w = _bounds(model)
+    """The noise variance sigma^2 that makes ``draws`` draws eps-DP (at least the model's);
+    ``features``: the number of features d (needed with ``clip="box"``)."""
+    bx, by, w = _bounds(model, features)
     factor = Neighbours.parse(neighbours).lipschitz_factor
     c = factor * draws * (by + bx * w) ** 2 / 2.0
     need = c / epsilon
@@ -87,8 +99,9 @@ def plan_regression_sampling(
     if delta:
         raise ValueError("delta must be 0 for posterior sampling (it is pure eps-DP)")
     d = check_int(draws, "draws", minimum=1)
-    bx, by, wb = _bounds(model)
-    s2 = sampling_noise_variance(model, epsilon, draws=d, neighbours=neighbours)
+    features = int(np.asarray(stats_.xtx).shape[0])
+    bx, by, wb = _bounds(model, features)
+    s2 = sampling_noise_variance(model, epsilon, draws=d, neighbours=neighbours, features=features)
     lip = (by + bx * wb) ** 2 / (2.0 * s2)
     per_draw = neighbours.lipschitz_factor * lip
     details = {
