@@ -127,3 +127,49 @@ def test_a_tiny_prior_precision_with_collinear_features_does_not_fail_inside_the
             rel = release(m, (xs, y), mechanism="sampling", epsilon=50.0, rng=seed)
             w = np.asarray(rel.released["draws"][0])
             assert np.all(np.isfinite(w)) and np.linalg.norm(w) <= 1.0 + 1e-12
+
+
+def test_a_tiny_weight_bound_samples_for_every_data_set_or_is_refused_for_all() -> None:
+    """Q = diag(lam) + k (I - nn') of the half-space envelope, with k ~ gamma / W: a review
+    found inv and Cholesky of Q failing once k / lam passed about 1e16 (collinear rows,
+    W = 1e-50) while the empty data set sampled, a refusal that told them apart. Q is now
+    inverted and factored by its structure; W outside WEIGHT_BOUND_RANGE is refused in the
+    plan for every data set alike."""
+    from dpbayes.privacy.noise import SimulatedNoise
+    from dpbayes.release.base import plan
+
+    datasets = [
+        (np.zeros((3, 2)), np.ones(3)),
+        (np.ones((3, 2)), np.ones(3)),
+        (np.ones((300, 2)), -np.ones(300)),
+        (np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]), np.ones(3)),
+    ]
+    for w in (1e-150, 1e-100, 1e-50, 1e-20, 1e150):
+        m = bounded_model(weight_bound=w, noise_variance=1.0)
+        for x, y in datasets:
+            planned = plan(m, (x, y), mechanism="sampling", epsilon=1.0)
+            draw = np.asarray(
+                planned.run(SimulatedNoise(np.random.default_rng(0))).released["draws"][0]
+            )
+            assert np.all(np.isfinite(draw)) and np.linalg.norm(draw) <= w * (1 + 1e-12)
+    for w in (1e-155, 1e160):
+        for x, y in datasets:
+            with pytest.raises(ValueError, match="weight_bound must be in"):
+                plan(bounded_model(weight_bound=w), (x, y), mechanism="sampling", epsilon=1.0)
+
+
+def test_the_half_space_envelope_covariance_is_q_inverse() -> None:
+    from dpbayes.release.regression.truncated_gaussian import _HalfSpace
+
+    g = np.random.default_rng(0)
+    for d in (1, 2, 3, 5):
+        for _ in range(5):
+            lam = g.uniform(0.1, 10, d)
+            n = g.normal(size=d)
+            n /= np.linalg.norm(n)
+            w = g.uniform(0.1, 2)
+            env = _HalfSpace(lam, lam * w * n * 3 + g.normal(size=d), w, n)
+            k = (1 - env.c) * env.gamma / w
+            ref = np.linalg.inv(np.diag(lam) + k * (np.eye(d) - np.outer(n, n)))
+            np.testing.assert_allclose(env.cov, ref, rtol=1e-10, atol=1e-14)
+            np.testing.assert_allclose(env.chol @ env.chol.T, ref, rtol=1e-10, atol=1e-14)

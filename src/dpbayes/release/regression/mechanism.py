@@ -42,6 +42,12 @@ __all__ = [
 ]
 
 
+#: Public weight bounds W the sampler takes: below 1e-150, W^2 leaves the normal doubles and
+#: the envelopes' proposals refused for some data sets only (the half-space's normal
+#: variance rounds to 0); above 1e150 the noise variance overflows. Refused in the plan.
+WEIGHT_BOUND_RANGE = (1e-150, 1e150)
+
+
 def _bounds(model: BayesianLinearRegression, features: int | None) -> tuple[float, float, float]:
     """(B_x, B_y, W): B_x bounds ||x||_2 of a bounded row. With ``clip="box"`` each of the
     d features is clipped to [-B, B], so a row reaches sqrt(d) B (rounded up), not B: the
@@ -49,6 +55,12 @@ def _bounds(model: BayesianLinearRegression, features: int | None) -> tuple[floa
     if model.feature_bound is None or model.label_bound is None or model.weight_bound is None:
         raise ValueError(
             "model must set feature_bound, label_bound and weight_bound for posterior sampling"
+        )
+    lo, hi = WEIGHT_BOUND_RANGE
+    if not lo <= model.weight_bound <= hi:
+        raise ValueError(
+            f"weight_bound must be in [{lo:g}, {hi:g}] for posterior sampling, got "
+            f"{model.weight_bound:g}: outside it W^2 is not a normal double"
         )
     bx = model.feature_bound
     if model.clip == "box":

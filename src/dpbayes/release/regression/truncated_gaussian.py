@@ -162,7 +162,8 @@ def ball_tau(eigenvalues: np.ndarray, b_rot: np.ndarray, radius: float) -> float
 
     def second_moment(tau: float) -> float:
         den = eigenvalues + tau
-        return float(np.sum(1.0 / den) + np.sum(b_rot**2 / den**2))
+        with np.errstate(over="ignore"):  # den^2 beyond the doubles: that term is 0
+            return float(np.sum(1.0 / den) + np.sum(b_rot**2 / den**2))
 
     w2 = radius**2
     if second_moment(0.0) <= w2:
@@ -208,10 +209,24 @@ class _HalfSpace:
         g = b_rot - lam * self.w0  # gradient of the log target at w0 (exact identity)
         self.gamma = float(g @ n)
         self.c = 2.0 / (d + 1)
-        prec = np.diag(lam) + (1.0 - self.c) * self.gamma / radius * (np.eye(d) - np.outer(n, n))
-        cov = np.linalg.inv(prec)
-        self.cov = (cov + cov.T) / 2
-        self.chol = np.linalg.cholesky(self.cov)
+        # Q = diag(lam) + k (I - nn'), k = (1 - c) gamma / W, is inverted and factored by its
+        # structure, not numerically: with A = diag(lam + k), s = sum n_i^2 lam_i / (lam_i + k)
+        # and q = sum n_i^2 / (lam_i + k) (so k q + s = 1), Sherman-Morrison gives
+        # Q^-1 = A^-1 + (k / s) A^-1 n n' A^-1, and with u = A^-1/2 n / sqrt(q) the factor
+        # root = A^-1/2 (I + (1 / sqrt(s) - 1) u u') has root root' = Q^-1. Every term is a
+        # sum of positive parts: no cancellation at any k / lam (inv and Cholesky of Q
+        # failed or lost the tangential variance once k / lam passed about 1e16, a tiny W
+        # against collinear rows: a refusal for some data sets only).
+        k = (1.0 - self.c) * self.gamma / radius
+        a_inv = 1.0 / (lam + k)
+        s_par = float(np.sum(n * n * lam * a_inv))
+        q_par = float(np.sum(n * n * a_inv))
+        v = a_inv * n
+        self.cov = np.diag(a_inv) + (k / s_par) * np.outer(v, v)
+        u_dir = np.sqrt(a_inv) * n / math.sqrt(q_par)
+        self.chol = np.sqrt(a_inv)[:, None] * (
+            np.eye(d) + (1.0 / math.sqrt(s_par) - 1.0) * np.outer(u_dir, u_dir)
+        )
         linear = self.c * self.gamma * n + (g - self.gamma * n)
         self.mean = self.cov @ linear  # of delta
         self.sn = self.cov @ n
