@@ -15,6 +15,8 @@ which therefore equals :func:`math.fsum` of the same values.
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Iterable
 
 import numpy as np
@@ -33,25 +35,37 @@ _LOW_BITS = 27
 _EXP_OFFSET = 1100  # np.frexp exponents lie in [-1073, 1024]
 
 
-def combine_scaled_sums(parts: Iterable[tuple[int, int]]) -> float:
+def combine_scaled_sums(parts: Iterable[tuple[int, int]], *, saturate: bool = False) -> float:
     """The double nearest to ``sum(m * 2**s for s, m in parts)`` (exact integers in).
 
-    Raises ``OverflowError`` if the exact sum is beyond the double range.
+    Raises ``OverflowError`` if the exact sum is beyond the double range, or with
+    ``saturate=True`` returns the largest finite double of its sign there: the sum clamped
+    to the doubles, then rounded (clamping is a contraction, so any bound on how much the
+    sum moves still holds).
     """
     items = [(int(s), int(m)) for s, m in parts if m]
     if not items:
         return 0.0
     smin = min(s for s, _ in items)
     total = sum(m << (s - smin) for s, m in items)
-    if smin >= 0:
-        return float(total << smin)
-    return total / (1 << -smin)  # int / int is correctly rounded in Python
+    try:
+        if smin >= 0:
+            return float(total << smin)
+        return total / (1 << -smin)  # int / int is correctly rounded in Python
+    except OverflowError:
+        if not saturate:
+            raise
+        return math.copysign(sys.float_info.max, total)
 
 
 def exact_sum(values: np.ndarray) -> float:
     """The correctly rounded sum of a float64 array (equal to ``math.fsum(values)``).
 
-    Values must be finite; the work is vectorised (``np.frexp`` and ``np.bincount``).
+    Values must be finite; the work is vectorised (``np.frexp`` and ``np.bincount``). A sum
+    beyond the double range is clamped to the largest finite double of its sign
+    (``math.fsum`` raises): a sum of data never fails, so an overflow cannot show as an
+    error for one data set and not its neighbour, and clamping moves no sum by more than
+    the data moved it.
     """
     x = np.asarray(values, dtype=np.float64).ravel()
     totals: dict[int, int] = {}
@@ -70,7 +84,7 @@ def exact_sum(values: np.ndarray) -> float:
             e = int(i) - _EXP_OFFSET - 53
             val = (int(hsum[i]) << _LOW_BITS) + int(lsum[i])
             totals[e] = totals.get(e, 0) + val
-    return combine_scaled_sums(totals.items())
+    return combine_scaled_sums(totals.items(), saturate=True)
 
 
 def scaled_parts_sql(expr: str, relation: str, where: str) -> str:

@@ -13,6 +13,7 @@ numpy Generator it is a seeded simulation and the guarantee says ``simulation=Tr
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,11 +60,17 @@ def _neighbours(value: Any) -> Neighbours:
 
 
 def _check_noise_scale(scale: float, epsilon: float) -> None:
-    """Refuse, before any noise, a scale that overflows: noise of infinite scale is inf or
-    NaN, and what a release computes from it fails after the noise (uncharged)."""
+    """Refuse, before any noise, a scale that overflows or underflows to 0: noise of
+    infinite scale is inf or NaN, and what a release computes from it fails after the
+    noise (uncharged); a scale of 0 is refused by the noise source, inside the release."""
     if not math.isfinite(scale):
         raise ValueError(
             f"epsilon = {epsilon:g} is too small for this sensitivity: the noise scale overflows"
+        )
+    if not scale > 0:
+        raise ValueError(
+            f"epsilon = {epsilon:g} is too large for this sensitivity: the noise scale "
+            "underflows to 0"
         )
 
 
@@ -157,6 +164,13 @@ def _analytic_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
 # certificate is p - q + _DELTA_RTOL * (p + q) <= delta, not p - q <= delta.
 _DELTA_RTOL = 1e-12
 
+#: The largest eps of the analytic calibration: beyond it the rounding of the terms (of
+#: size e^eps) exceeds delta (at eps = 1e20 the computed sigma had delta 1), and at 1e308
+#: e^eps overflowed. Above it, refused with a one-line error naming epsilon.
+MAX_ANALYTIC_EPSILON = 1e12
+_LOG_MAX = math.log(sys.float_info.max)  # exp of it is finite
+_LOG_TINY = math.log(sys.float_info.min)  # the smallest normal double
+
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """The smallest sigma for which N(0, sigma^2) noise is (eps, delta)-DP.
@@ -166,7 +180,9 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     side decreases in s, so the tight sigma is found by root bracketing; the returned
     value is then raised until the condition holds even after allowing a relative error
     of 1e-12 in each of the two (cancelling) terms, so it is at most ~1e-9 above the
-    exact root.
+    exact root. eps above ``MAX_ANALYTIC_EPSILON``, and a sigma beyond the normal doubles
+    (overflow, or underflow below the smallest normal), are refused with a one-line
+    ``ValueError`` naming the arguments (public: no data involved).
     """
     from scipy import optimize
 
@@ -175,15 +191,35 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     sens = check_positive(sensitivity, "sensitivity")
     if dlt == 0:
         raise ValueError("delta must be > 0 for the Gaussian mechanism")
+    if eps > MAX_ANALYTIC_EPSILON:
+        raise ValueError(
+            f"epsilon must be at most {MAX_ANALYTIC_EPSILON:g} for the analytic Gaussian "
+            f"calibration (beyond it the rounding of its terms exceeds delta), got {eps:g}"
+        )
 
     def excess(log_sigma: float) -> float:
         return _analytic_delta(math.exp(log_sigma), eps, sens) - dlt
 
-    lo, hi = math.log(sens) - 10.0, math.log(sens) + 10.0
+    # The bracket stays where the terms are computed without overflow or underflow: sigma
+    # a normal double with 2 sigma and eps sigma finite. A root beyond it is refused.
+    log_cap = _LOG_MAX - math.log(2.0 * max(1.0, eps))
+    overflow = ValueError(
+        f"sensitivity = {sens:g} is too large for epsilon = {eps:g}: the noise scale "
+        "overflows (rescale the data)"
+    )
+    lo = min(max(math.log(sens) - 10.0, _LOG_TINY), log_cap)
+    hi = min(math.log(sens) + 10.0, log_cap)
     while excess(lo) < 0:
-        lo -= 10.0
+        if lo <= _LOG_TINY:
+            raise ValueError(
+                f"sensitivity = {sens:g} is too small for epsilon = {eps:g}: the noise "
+                "scale is below the smallest normal double (rescale the data)"
+            )
+        lo = max(lo - 10.0, _LOG_TINY)
     while excess(hi) > 0:
-        hi += 10.0
+        if hi >= log_cap:
+            raise overflow
+        hi = min(hi + 10.0, log_cap)
     root = optimize.brentq(excess, lo, hi, xtol=1e-12, rtol=1e-12)
     sigma = math.exp(root)
 
@@ -195,6 +231,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     while not certified(sigma):
         sigma = math.nextafter(sigma * (1.0 + step), math.inf)
         step *= 2.0
+    if not sigma <= math.exp(log_cap):
+        raise overflow
     return sigma
 
 

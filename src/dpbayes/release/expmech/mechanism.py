@@ -106,14 +106,20 @@ def exponent_epsilon(kind: str, epsilon: float) -> float:
 
 
 def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
-    """log sum exp along rows of a finite 2-d array (scipy's version is slow on small input)."""
+    """log sum exp along rows of a 2-d array of finite numbers and -inf (scipy's version is
+    slow on small input). A row of -inf only (every weight 0) gives -inf exactly, not the
+    NaN of -inf - (-inf)."""
     top = np.max(x, axis=1)
-    return np.asarray(top + np.log(np.sum(np.exp(x - top[:, None]), axis=1)))
+    dead = top == -np.inf
+    shift = np.where(dead, 0.0, top)
+    with np.errstate(divide="ignore"):  # log(0) = -inf for a dead row
+        return np.asarray(shift + np.log(np.sum(np.exp(x - shift[:, None]), axis=1)))
 
 
 def _log_probabilities(scores: np.ndarray, scale: float) -> np.ndarray:
     """log of exp(scores / scale) / sum exp(scores / scale): the selection's exact law."""
-    z = np.asarray(scores, dtype=float) / scale
+    with np.errstate(over="ignore"):  # -inf: weight 0 (the top score's z stays finite)
+        z = np.asarray(scores, dtype=float) / scale
     top = float(np.max(z))
     return np.asarray(z - (top + math.log(float(np.sum(np.exp(z - top))))))
 
@@ -122,7 +128,12 @@ def select_candidate(src: NoiseSource, scores: np.ndarray, scale: float, block: 
     """Index i with probability exp(scores[i] / scale) / sum_j exp(scores[j] / scale).
 
     Gumbel noisy-max (the exponential mechanism's exact distribution); above ``block``
-    scores, the exact two-stage draw described in the module docstring.
+    scores, the exact two-stage draw described in the module docstring. The block weights
+    are taken relative to the top score (a common factor: the law is unchanged), so the
+    top score's block has log weight >= 0. A block whose every (score - top) / scale is
+    -inf (beyond the doubles: eps ~1e308 with expmech's scores in [-1, 0]) has weight
+    exactly 0 against it, and is left out of the first stage: it is never chosen, and
+    the draw cannot fail for some data sets and not others.
     """
     s = np.asarray(scores, dtype=float)
     scale = check_positive(scale, "scale")
@@ -131,16 +142,18 @@ def select_candidate(src: NoiseSource, scores: np.ndarray, scale: float, block: 
         return src.gumbel_argmax(s, scale)
     nb = -(-s.size // block)
     block_scores = np.empty(nb)
+    top = float(np.max(s))
     group = max(1, (1 << 18) // block)  # blocks per pass: bounded temporary memory
     for g in range(0, nb, group):
-        part = s[g * block : min((g + group) * block, s.size)] / scale
+        with np.errstate(over="ignore"):  # overflow to -inf: weight 0, handled exactly
+            part = (s[g * block : min((g + group) * block, s.size)] - top) / scale
         full = part.size // block
         if full:
             block_scores[g : g + full] = _logsumexp_rows(part[: full * block].reshape(full, block))
         if part.size > full * block:  # the last, shorter block
             block_scores[g + full] = _logsumexp_rows(part[full * block :][None, :])[0]
-    block_scores *= scale
-    b = src.gumbel_argmax(block_scores, scale)
+    live = np.flatnonzero(block_scores != -np.inf)  # weight-0 blocks are never chosen
+    b = int(live[src.gumbel_argmax(block_scores[live] * scale, scale)])
     lo, hi = b * block, min((b + 1) * block, s.size)
     return lo + src.gumbel_argmax(s[lo:hi], scale)
 

@@ -43,7 +43,14 @@ from dpbayes.release.base import Plan, Release, register
 from dpbayes.release.counts.mechanism import counts_release
 from dpbayes.release.input.record import InputCoinRecord, InputNormalRecord
 
-__all__ = ["plan_input_coin", "plan_input_normal"]
+__all__ = ["BOUND_LIMIT", "MAX_NOISE_SD", "plan_input_coin", "plan_input_normal"]
+
+#: The largest |lower|, |upper| of a Normal mean: the clamped sum of n values is then at
+#: most n 1e150 (< 1e169 for any n < 2^63), far from overflow; beyond it a sum of n values
+#: at a bound overflowed for some data sets and not their neighbours.
+BOUND_LIMIT = 1e150
+#: The largest per-record noise sd: the sum of n draws stays far below the double range.
+MAX_NOISE_SD = 1e200
 
 
 def _substitute(neighbours: Neighbours) -> None:
@@ -101,12 +108,23 @@ def plan_input_normal(
     _substitute(neighbours)
     if not delta > 0:
         raise ValueError("delta must be > 0 for the Gaussian mechanism")
+    # public checks before any use of the data (PROOF.md, Theorem 2, "Floating point")
+    if not max(abs(model.lower), abs(model.upper)) <= BOUND_LIMIT:
+        raise ValueError(
+            f"lower and upper must be within [-{BOUND_LIMIT:g}, {BOUND_LIMIT:g}] for input "
+            f"perturbation (rescale the data), got lower={model.lower:g}, upper={model.upper:g}"
+        )
     mech = GaussianMechanism(
         epsilon=epsilon,
         delta=delta,
         sensitivity=model.upper - model.lower,
         name="gaussian input perturbation",
     )
+    if not mech.sigma <= MAX_NOISE_SD:
+        raise ValueError(
+            f"epsilon = {epsilon:g} is too small for these bounds: the noise sd "
+            f"{mech.sigma:g} exceeds {MAX_NOISE_SD:g}, where the noisy total could overflow"
+        )
     n = int(stats.n)
     guarantee = mech.guarantee(input_perturbation=True)
     record = InputNormalRecord(n=n, sigma=mech.sigma, range=(model.lower, model.upper))

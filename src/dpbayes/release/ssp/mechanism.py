@@ -43,6 +43,7 @@ PSD cone, the posteriors) is post-processing.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,12 @@ FIRST_ORDER_SHARE = 0.5
 #: The largest noise sd a release draws: squares of noisy values (the noise-aware
 #: posteriors' variances) stay finite. Reached only at absurdly small eps.
 MAX_NOISE_SD = 1e150
+
+#: The smallest noise sd a release draws: the smallest normal double. Below it the noise
+#: loses its precision to underflow, down to a scale of 0 (Laplace at eps = 1e300 with
+#: bounds 1e-60), which the noise source refused inside the release. Reached only at
+#: absurdly large eps.
+MIN_NOISE_SD = sys.float_info.min
 
 #: The public bounds a release accepts: within this range every sensitivity below (sums
 #: of fourth powers of the bounds over up to 10^6 coordinates) is a normal float, so no
@@ -340,6 +347,12 @@ class _QuadraticRelease:
                 f"epsilon = {epsilon:g} is too small for these bounds: the noise sd "
                 f"{float(np.max(noise_sd_vec)):g} exceeds {MAX_NOISE_SD:g}, where the "
                 "statistics computed from the noisy values would overflow"
+            )
+        if not np.all(noise_sd_vec >= MIN_NOISE_SD):
+            raise ValueError(
+                f"epsilon = {epsilon:g} is too large for these bounds: the noise sd "
+                f"{float(np.min(noise_sd_vec)):g} is below {MIN_NOISE_SD:g} (the smallest "
+                "normal double), where it underflows to 0 (rescale the data or lower epsilon)"
             )
         self.sd = np.zeros((self.m, self.m))
         self.sd[self.rows, self.cols] = noise_sd_vec

@@ -1,0 +1,210 @@
+"""Neighbouring data at the numerical edges: input perturbation, the expmech block
+sampler and SSP. A failure for one data set and not its neighbour is itself an output,
+so public parameters whose arithmetic overflows or underflows are refused in the plan,
+with a one-line error naming the argument and nothing spent, whatever the data."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import mpmath
+import numpy as np
+import pytest
+from scipy import special, stats
+
+import dpbayes as dpb
+from dpbayes.models import BetaBernoulli, CountStatistics, NormalMean
+from dpbayes.privacy import Neighbours
+from dpbayes.privacy.mechanisms import analytic_gaussian_sigma
+from dpbayes.privacy.noise import SecureNoise, SimulatedNoise
+from dpbayes.release.base import plan as plan_release
+from dpbayes.release.expmech.mechanism import plan_expmech_coin, select_candidate
+from dpbayes.release.ssp import quadratic_l1_sensitivity
+
+P_MIN = 1e-4
+
+
+def refused_spending_nothing(call: object, match: str) -> str:
+    """``call(accountant)`` raises a one-line ValueError matching ``match``; nothing spent."""
+    acc = dpb.Accountant(epsilon=5.0, delta=1e-3, simulation=True)
+    with pytest.raises(ValueError, match=match) as info:
+        call(acc)  # type: ignore[operator]
+    assert acc.spent == (0.0, 0.0)
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+# -- 1. input perturbation, Normal mean -------------------------------------------------
+
+
+def test_input_normal_bounds_whose_sum_overflows_refused_alike_for_both_neighbours() -> None:
+    """3e303 * 59923 is below the largest double, 3e303 * 59924 above it: the sum of x1
+    overflowed inside the plan (OverflowError) while x0 was released. Both are now refused
+    by the public bounds, with the same message."""
+    model = NormalMean(lower=-3e303, upper=3e303)
+    n = 60_000
+    x0 = np.zeros(n)
+    x0[:59_923] = model.upper
+    x1 = x0.copy()
+    x1[59_923] = model.upper  # substitute one record: 0 -> upper
+    messages = {
+        refused_spending_nothing(
+            lambda acc, x=x: dpb.release(
+                model, x, mechanism="input", epsilon=1.0, delta=1e-6, accountant=acc, rng=0
+            ),
+            "lower and upper must be within",
+        )
+        for x in (x0, x1)
+    }
+    assert len(messages) == 1
+    # the clamped sum itself never fails: beyond the doubles it is clamped to them
+    assert model.statistics(x1).total == sys.float_info.max
+    assert model.statistics(-x1).total == -sys.float_info.max
+
+
+def test_input_normal_noise_beyond_max_sd_refused_and_edge_bounds_release() -> None:
+    wide = NormalMean(lower=-1e150, upper=1e150)
+    refused_spending_nothing(
+        lambda acc: dpb.release(
+            wide, [0.0], mechanism="input", epsilon=1e-60, delta=1e-60, accountant=acc, rng=0
+        ),
+        "epsilon = 1e-60 is too small",
+    )
+    # at the largest bounds both neighbours at the edge release a finite total
+    n = 1000
+    for k in (n - 1, n):
+        x = np.r_[np.full(k, 1e150), np.zeros(n - k)]
+        rel = dpb.release(wide, x, mechanism="input", epsilon=1.0, delta=1e-6, rng=1)
+        assert math.isfinite(rel.released["total"])
+        assert math.isfinite(rel.noise_aware_posterior().mean())
+
+
+def test_analytic_gaussian_sigma_at_huge_sensitivities() -> None:
+    """sigma = e^10 * sensitivity overflowed in the root bracket above ~8e303 (a bare
+    OverflowError); now the bracket stays in the doubles and a sigma beyond them is a
+    one-line ValueError naming the sensitivity."""
+    for sens in (8.5e303, 1e305):
+        sigma = analytic_gaussian_sigma(1.0, 1e-6, sens)
+        assert sigma == pytest.approx(analytic_gaussian_sigma(1.0, 1e-6, 1.0) * sens, rel=1e-9)
+        with mpmath.workdps(50):
+            s, d = mpmath.mpf(sigma), mpmath.mpf(sens)
+            a, b = d / (2 * s) - s / d, -d / (2 * s) - s / d
+            assert mpmath.ncdf(a) - mpmath.e * mpmath.ncdf(b) <= 1e-6
+    for eps, sens in ((1.0, 1e308), (1e-3, 1e305), (1e12, 1e304)):
+        with pytest.raises(ValueError, match=r"sensitivity = \S+ is too large") as info:
+            analytic_gaussian_sigma(eps, 1e-6, sens)
+        assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match=r"sensitivity = \S+ is too small"):
+        analytic_gaussian_sigma(1.0, 1e-6, 5e-324)
+
+
+# -- 2. expmech, the block sampler ------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [10, 4090])
+def test_expmech_blocks_of_weight_zero_at_huge_epsilon(k: int) -> None:
+    """eps = 1.5e308, n = 5000 (two blocks of 4096): every score of the far block divided
+    by the scale is -inf. Its log-sum-exp was NaN, refused for k = 10 and not for 4090;
+    it is now a block of weight 0. Every candidate but k has weight below e^-1e307, so
+    the exact law is the point mass at k, for both data sets."""
+    n, eps = 5000, 1.5e308
+    plan = plan_expmech_coin(
+        BetaBernoulli(alpha=1, beta=1),
+        CountStatistics(counts=np.array([k, n - k]), n=n),
+        epsilon=eps,
+        delta=0.0,
+        neighbours=Neighbours.SUBSTITUTE,
+    )
+    assert plan.log_distribution is not None
+    outputs, logp = plan.log_distribution()
+    assert np.exp(logp[k]) == 1.0 and np.all(np.exp(np.delete(logp, k)) == 0.0)
+    assert tuple(outputs[k]) == (k, n - k)
+    src = SimulatedNoise(np.random.default_rng(k))
+    with np.errstate(over="ignore"):  # the seeded source's s / scale
+        for _ in range(20):
+            assert list(plan.run(src).released["counts"]) == [k, n - k]
+    assert list(plan.run(SecureNoise()).released["counts"]) == [k, n - k]
+
+
+def test_two_stage_selection_with_dead_blocks_has_the_exact_law() -> None:
+    """Blocks of 3: a dead block ((s - top) / scale all -inf), the live block, a block of
+    finite but negligible weight (-1e300), another dead block, a live singleton."""
+    scale = 1e-300
+    blocks = [
+        [-1e10, -2e10, -3e10],
+        [0.0, -1e-300, -2e-300],
+        [-1.0, -1.0, -1.0],
+        [-1e10, -1e10, -1e10],
+        [-5e-301],
+    ]
+    scores = np.concatenate([np.array(b) for b in blocks])
+    with np.errstate(over="ignore"):
+        z = scores / scale
+    probs = np.exp(z - special.logsumexp(z))
+    assert np.all(probs[[0, 1, 2, 9, 10, 11]] == 0.0)
+    for src, draws_n in ((SimulatedNoise(np.random.default_rng(5)), 3000), (SecureNoise(), 300)):
+        with np.errstate(over="ignore"):
+            draws = np.array(
+                [select_candidate(src, scores, scale, block=3) for _ in range(draws_n)]
+            )
+        assert set(draws.tolist()) <= {3, 4, 5, 12}
+        observed = np.bincount(draws, minlength=scores.size)[[3, 4, 5, 12]]
+        assert stats.chisquare(observed, probs[[3, 4, 5, 12]] * draws_n).pvalue > P_MIN
+
+
+# -- 3. SSP ------------------------------------------------------------------------------
+
+
+def _linear(bound: float) -> dpb.models.BayesianLinearRegression:
+    return dpb.models.BayesianLinearRegression(feature_bound=bound, label_bound=bound, clip="box")
+
+
+def test_ssp_laplace_scale_that_underflows_is_refused_in_the_plan() -> None:
+    """Bounds 1e-60, eps = 1e300: the Laplace scale 4e-540 rounds to 0; the plan accepted
+    it and the run refused ("scale must be > 0"). Now the plan refuses, naming epsilon;
+    a subnormal noise sd is refused too."""
+    x, y = np.zeros((5, 2)), np.zeros(5)
+    with pytest.raises(ValueError, match=r"epsilon = 1e\+300 is too large") as info:
+        plan_release(_linear(1e-60), (x, y), mechanism="ssp", epsilon=1e300, noise="laplace")
+    assert "\n" not in str(info.value)
+    refused_spending_nothing(
+        lambda acc: dpb.release(
+            _linear(1e-60),
+            (x, y),
+            mechanism="ssp",
+            epsilon=1e300,
+            noise="laplace",
+            accountant=acc,
+            rng=0,
+        ),
+        "epsilon",
+    )
+    sens = quadratic_l1_sensitivity(np.full(3, 1e-60))
+    eps = sens / 1e-312  # a scale of ~1e-312: subnormal
+    with pytest.raises(ValueError, match=r"is too large for these bounds.*smallest normal"):
+        plan_release(_linear(1e-60), (x, y), mechanism="ssp", epsilon=eps, noise="laplace")
+
+
+def test_ssp_gaussian_at_epsilon_beyond_the_calibration_is_a_one_line_error() -> None:
+    x, y = np.zeros((5, 2)), np.zeros(5)
+    for eps in (1.7e308, 1e20):
+        msg = refused_spending_nothing(
+            lambda acc, e=eps: dpb.release(
+                _linear(1.0),
+                (x, y),
+                mechanism="ssp",
+                epsilon=e,
+                delta=1e-6,
+                noise="gaussian",
+                accountant=acc,
+                rng=0,
+            ),
+            "epsilon must be at most 1e",
+        )
+        assert f"{eps:g}" in msg
+    # the largest eps still calibrates, and the release runs
+    rel = dpb.release(
+        _linear(1.0), (x, y), mechanism="ssp", epsilon=1e12, delta=1e-6, noise="gaussian", rng=0
+    )
+    assert np.all(np.isfinite(rel.released["xtx"]))
