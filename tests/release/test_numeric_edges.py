@@ -208,3 +208,28 @@ def test_ssp_gaussian_at_epsilon_beyond_the_calibration_is_a_one_line_error() ->
         _linear(1.0), (x, y), mechanism="ssp", epsilon=1e12, delta=1e-6, noise="gaussian", rng=0
     )
     assert np.all(np.isfinite(rel.released["xtx"]))
+
+
+@pytest.mark.parametrize("source", ["memory", "parquet"])
+def test_a_sum_beyond_the_doubles_releases_for_both_neighbours(tmp_path, source: str) -> None:
+    """Normal mean (counts family) with public bounds [0, 1e306], add/remove: 179 records
+    at the bound sum to 1.8e308, 180 beyond the doubles. The exact sum raised for the
+    second only (in memory and in the engine's SQL alike), an error that told the two
+    apart; the sum of data now saturates, so both release."""
+    import pandas as pd
+
+    model = NormalMean(lower=0.0, upper=1e306, prior_mean=0.0, prior_sd=1.0, noise_sd=1.0)
+    out = []
+    for k in (179, 180):
+        data: object = np.full(k, 1e306)
+        column = None
+        if source == "parquet":
+            path = tmp_path / f"x{k}.parquet"
+            pd.DataFrame({"x": data}).to_parquet(path)
+            data, column = str(path), "x"
+        planned = plan_release(
+            model, data, column=column, mechanism="laplace", epsilon=1.0,
+            neighbours="add-remove",
+        )  # fmt: skip
+        out.append(planned.run(SimulatedNoise(np.random.default_rng(0))).released)
+    assert all(math.isfinite(r["centred_sum"]) for r in out)

@@ -178,7 +178,8 @@ class SQLTable(ABC):
         clamped = f"LEAST(GREATEST({self.as_double(column)}, {lo}), {hi})"
         expr = self.square(clamped) if square else clamped
         rows = self.fetch(self.scaled_parts_sql(expr, self.not_null(column)))
-        return combine_scaled_sums((s, m) for s, m in rows if m is not None)
+        # saturated like exact_sum: a sum of data beyond the doubles never fails
+        return combine_scaled_sums(((s, m) for s, m in rows if m is not None), saturate=True)
 
     def min_max(self, column: str) -> tuple[Any, Any]:
         q = self.quote(column)
