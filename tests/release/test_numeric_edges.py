@@ -233,3 +233,22 @@ def test_a_sum_beyond_the_doubles_releases_for_both_neighbours(tmp_path, source:
         )  # fmt: skip
         out.append(planned.run(SimulatedNoise(np.random.default_rng(0))).released)
     assert all(math.isfinite(r["centred_sum"]) for r in out)
+
+
+def test_the_geometric_mechanism_refuses_scales_its_integers_cannot_carry() -> None:
+    """At eps 1e-300 the seeded sampler's two geometric draws both saturated at the int64
+    maximum and cancelled: the simulated release was the exact count (a review). Scales
+    above 2^52 are refused in the plan, for every data set alike; 2^52 itself releases."""
+    from dpbayes.privacy.mechanisms import MAX_GEOMETRIC_SCALE
+
+    model = BetaBernoulli(alpha=1.0, beta=1.0)
+    data = np.r_[np.ones(3, int), np.zeros(7, int)]
+    with pytest.raises(ValueError, match="too small for the geometric mechanism"):
+        plan_release(model, data, mechanism="geometric", epsilon=1e-300)
+    eps = 1.0 / MAX_GEOMETRIC_SCALE  # the substitute count sensitivity is 1 per coordinate
+    planned = plan_release(model, data, mechanism="geometric", epsilon=eps)
+    draws = [
+        planned.run(SimulatedNoise(np.random.default_rng(s))).released["counts"][0]
+        for s in range(20)
+    ]
+    assert len(set(draws)) > 1  # noise, not the exact count

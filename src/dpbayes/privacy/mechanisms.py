@@ -354,6 +354,12 @@ class GaussianMechanism:
         return Noisy(src.gaussian(v, self.sigma), self.guarantee(simulation=src.simulation))
 
 
+#: The largest scale of the geometric mechanism: beyond it the seeded sampler's geometric
+#: draws (numpy's, int64) saturate, both at once from about 1e19, adding no noise at all,
+#: and noise of this size on counts is no release anyway.
+MAX_GEOMETRIC_SCALE = float(2**52)
+
+
 @dataclass(frozen=True, kw_only=True)
 class GeometricMechanism:
     """Geometric (discrete Laplace) mechanism on integers: P(z) proportional to e^{-eps|z|/D}.
@@ -374,6 +380,12 @@ class GeometricMechanism:
             self, "sensitivity", check_int(self.sensitivity, "sensitivity", minimum=1)
         )
         object.__setattr__(self, "neighbours", _neighbours(self.neighbours))
+        if self.scale > MAX_GEOMETRIC_SCALE:
+            raise ValueError(
+                f"epsilon = {self.epsilon:g} is too small for the geometric mechanism: its "
+                f"noise scale {self.scale:g} exceeds 2^52, where its integers are no longer "
+                "drawn exactly (use laplace)"
+            )
 
     @property
     def scale(self) -> float:
