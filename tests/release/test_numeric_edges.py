@@ -252,3 +252,20 @@ def test_the_geometric_mechanism_refuses_scales_its_integers_cannot_carry() -> N
         for s in range(20)
     ]
     assert len(set(draws)) > 1  # noise, not the exact count
+
+
+def test_a_noise_scale_whose_draws_overflow_is_refused_in_the_plan() -> None:
+    """Counts with add/remove at eps 1e-308: a finite scale of 1e308, and about one
+    Laplace draw in five overflowed to inf, failing the run after the noise. Scales above
+    MAX_NOISE_SCALE are refused in the plan; just below it every run releases."""
+    from dpbayes.privacy.mechanisms import MAX_NOISE_SCALE
+
+    model = BetaBernoulli(alpha=1.0, beta=1.0)
+    data = np.r_[np.ones(3, int), np.zeros(7, int)]
+    with pytest.raises(ValueError, match=r"noise scale .* exceeds"):
+        plan_release(model, data, mechanism="laplace", epsilon=1e-308, neighbours="add-remove")
+    planned = plan_release(
+        model, data, mechanism="laplace", epsilon=2.0 / MAX_NOISE_SCALE, neighbours="add-remove"
+    )
+    for s in range(50):
+        planned.run(SimulatedNoise(np.random.default_rng(s)))
