@@ -685,14 +685,9 @@ def test_privatize_outputs_are_checked_against_each_other_and_the_data(
 
 
 def test_privatize_json_failing_after_the_values_are_written_says_where_they_are(
-    tmp_path: Path, capsys, monkeypatch
+    tmp_path: Path, capsys, monkeypatch, full_disk_json
 ) -> None:
-    def failing(obj: dict, dest: str | None) -> None:
-        if dest not in (None, "-"):
-            raise OSError(28, "No space left on device")
-        print(json.dumps(obj))
-
-    monkeypatch.setattr("dpbayes.cli.cmd_privatize.emit_json", failing)
+    monkeypatch.setattr("dpbayes.cli.cmd_privatize.emit_json", full_disk_json)
     data, p = _csv(tmp_path), tmp_path / "p.csv"
     code, out, err = run(
         capsys, "privatize", "--data", str(data), "--column", "x", "--epsilon", "1", "--r", "1",

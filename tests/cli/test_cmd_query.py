@@ -196,14 +196,9 @@ def test_query_json_is_checked_before_anything_is_spent(
 
 
 def test_query_json_failing_after_the_spend_prints_the_answer(
-    tmp_path: Path, capsys, monkeypatch
+    tmp_path: Path, capsys, monkeypatch, full_disk_json
 ) -> None:
-    def failing(obj: dict, dest: str | None) -> None:
-        if dest not in (None, "-"):
-            raise OSError(28, "No space left on device")
-        print(json.dumps(obj))
-
-    monkeypatch.setattr("dpbayes.cli.cmd_query.emit_json", failing)
+    monkeypatch.setattr("dpbayes.cli.cmd_query.emit_json", full_disk_json)
     state = tmp_path / "st"
     code = main(["query", "--state", str(state), *FIRST, "--json", str(tmp_path / "a.json")])
     out = capsys.readouterr()
