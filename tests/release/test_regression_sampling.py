@@ -173,3 +173,18 @@ def test_the_half_space_envelope_covariance_is_q_inverse() -> None:
             ref = np.linalg.inv(np.diag(lam) + k * (np.eye(d) - np.outer(n, n)))
             np.testing.assert_allclose(env.cov, ref, rtol=1e-10, atol=1e-14)
             np.testing.assert_allclose(env.chol @ env.chol.T, ref, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("feature", "label", "weight"), [(1e200, 1.0, 1e150), (1.0, 1e308, 1.0), (1e300, 1e300, 1e10)]
+)
+def test_bounds_whose_noise_variance_overflows_are_refused_by_name(
+    feature: float, label: float, weight: float
+) -> None:
+    """Public bounds so large that sigma^2 overflows: one line naming the bounds, for every
+    data set alike (was "epsilon must be finite, got nan" or a bare OverflowError)."""
+    from dpbayes.release.base import plan
+
+    m = bounded_model(feature_bound=feature, label_bound=label, weight_bound=weight)
+    with pytest.raises(ValueError, match="bounds are too large for posterior sampling"):
+        plan(m, (np.zeros((3, 2)), np.zeros(3)), mechanism="sampling", epsilon=1.0)

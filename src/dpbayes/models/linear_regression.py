@@ -213,7 +213,8 @@ class BayesianLinearRegression:
         elif self.feature_bound is not None:
             xa = np.clip(xa, -COORDINATE_CAP, COORDINATE_CAP)
             norms = np.linalg.norm(xa, axis=1)
-            scale = np.minimum(1.0, self.feature_bound / np.maximum(norms, 1e-300))
+            with np.errstate(over="ignore"):  # a bound / 1e-300 beyond the doubles: scale 1
+                scale = np.minimum(1.0, self.feature_bound / np.maximum(norms, 1e-300))
             xa = xa * scale[:, None]
         xa = scale_into_ball(xa, self.norm_bound)
         if y is None:

@@ -84,8 +84,19 @@ def sampling_noise_variance(
     ``features``: the number of features d (needed with ``clip="box"``)."""
     bx, by, w = _bounds(model, features)
     factor = Neighbours.parse(neighbours).lipschitz_factor
-    c = factor * draws * (by + bx * w) ** 2 / 2.0
+    try:
+        c = factor * draws * (by + bx * w) ** 2 / 2.0
+    except OverflowError:
+        c = math.inf
     need = c / epsilon
+    if not math.isfinite(need):
+        # public bounds: refused alike for every data set (was "epsilon must be finite,
+        # got nan" from the guarantee, or a bare OverflowError)
+        raise ValueError(
+            f"the bounds are too large for posterior sampling at epsilon = {epsilon:g}: "
+            f"(label_bound + feature_bound * weight_bound)^2 = ({by:g} + {bx:g} * {w:g})^2 "
+            "over epsilon overflows the noise variance (rescale the data)"
+        )
     while c / need > epsilon:  # round up so that the computed eps never exceeds epsilon
         need = math.nextafter(need, math.inf)
     return max(model.noise_variance, need)
