@@ -27,7 +27,11 @@ from scipy import special
 from dpbayes.answers.blue import NOISES
 from dpbayes.answers.error_distribution import LaplaceSum
 from dpbayes.answers.limits import check_time
-from dpbayes.privacy.mechanisms import analytic_gaussian_epsilon, analytic_gaussian_sigma
+from dpbayes.privacy.mechanisms import (
+    MAX_ANALYTIC_EPSILON,
+    analytic_gaussian_epsilon,
+    analytic_gaussian_sigma,
+)
 
 __all__ = [
     "MAX_GAUSSIAN_EPSILON",
@@ -52,9 +56,9 @@ _MAX_GROW_STEPS = 200  # 1.5^200 > 1e35 > any ratio cap / start (>= 1e-12 .. < 1
 _SCAN = 25
 _MAX_BISECT = 64  # the bracket [lo, hi] has hi / lo <= 1e4 * 1.5: 14 halvings in log
 _MAX_NUDGES = 64  # rounding nudges of a Gaussian answer's eps (each doubles the step)
-# The largest eps of a Gaussian answer: the analytic calibration's terms (of size e^eps)
-# keep their precision up to here (a requirement that needs more is refused).
-MAX_GAUSSIAN_EPSILON = 1e12
+# The largest eps of a Gaussian answer: the analytic calibration's own limit (its terms, of
+# size e^eps, keep their precision up to there; a requirement that needs more is refused).
+MAX_GAUSSIAN_EPSILON = MAX_ANALYTIC_EPSILON
 
 
 def _ok(dist: LaplaceSum, d: float, p: float) -> bool:
