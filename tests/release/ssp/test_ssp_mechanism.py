@@ -252,9 +252,19 @@ def test_naive_posteriors_match_the_exact_ones_at_huge_epsilon() -> None:
     lm = dpb.models.BayesianLogisticRegression(prior_precision=1.0, feature_bound=1.0)
     lrel = dpb.release(lm, (x, yl), mechanism="ssp", epsilon=1e7, rng=1)
     np.testing.assert_allclose(lrel.posterior.mean(), lm.exact_posterior((x, yl)).mean(), atol=1e-4)
-    na = lrel.noise_aware_posterior()
+    na = lrel.noise_aware_posterior(likelihood="pass-glm")  # the naive one's likelihood
     assert na.mean().shape == (3,) and na.interval(0.9).shape == (3, 2)
     np.testing.assert_allclose(na.mean(), lrel.posterior.mean(), atol=1e-3)
+    # the adaptive likelihood's slope is the link's at these margins, not the polynomial's
+    # over [-R, R]: the weights the labels were drawn with are inside its 95% ellipsoid
+    # (squared Mahalanobis distance 3.1; chi2(3) quantile 7.81) and outside PASS-GLM's 99%
+    # one (16.4 against 11.34)
+    truth = np.array([2.0, -1.0, 0.5])
+    adaptive = lrel.noise_aware_posterior()
+    assert adaptive.likelihood == "adaptive"
+    r_a, r_p = adaptive.mean() - truth, na.mean() - truth
+    assert r_a @ np.linalg.solve(adaptive.cov, r_a) < 7.81
+    assert r_p @ np.linalg.solve(na.cov, r_p) > 11.34
 
 
 def test_pass_glm_coefficients_interpolate_log_sigmoid() -> None:
