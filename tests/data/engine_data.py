@@ -67,13 +67,15 @@ def _sort_key(v: Any, raw: Any) -> tuple:
 
 def reference_bounded(frame: pd.DataFrame, user: str, k: int, hashed: list[str]) -> pd.DataFrame:
     """Python twin of ``bound_contributions``: per user the k rows with the smallest
-    md5(row text), ties broken by the row's values (NULLS LAST)."""
+    md5(row text), ties broken by the row's values (NULLS LAST); rows whose user is NULL
+    dropped."""
     keep: list[int] = []
     cols = list(frame.columns)
     records = frame.astype(object).to_dict("index")
     by_user: dict[Any, list[int]] = {}
     for i, rec in records.items():
-        by_user.setdefault(_py(rec[user]), []).append(i)
+        if _py(rec[user]) is not None:  # rows without a user belong to no one: dropped
+            by_user.setdefault(_py(rec[user]), []).append(i)
     for rows in by_user.values():
 
         def order(i: int) -> tuple:

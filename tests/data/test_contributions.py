@@ -88,6 +88,41 @@ def test_a_users_rows_depend_on_that_user_only(frame):
     pd.testing.assert_frame_equal(a, b)
 
 
+def test_rows_without_a_user_are_dropped_so_their_people_are_protected(frame):
+    """Rows whose user is NULL belong to no one and are dropped (the reference twin does
+    the same). Bounded together as one "user" they were not protected: removing one
+    person's two NULL-id rows changed the kept counts by 6 at k = 2, where the release is
+    calibrated to 4 (a loss of 1.5 eps). Now no such removal changes any statistic."""
+    import itertools
+
+    from dpbayes.models.bayes_net import BayesNet
+
+    with_nulls = frame.copy()
+    with_nulls["user"] = with_nulls["user"].astype("Int64")
+    with_nulls.loc[with_nulls.index % 7 == 0, "user"] = pd.NA
+    for k in (1, 3):
+        table = open_table(with_nulls, user_column="user", max_rows_per_user=k)
+        hashed = hashed_columns(table, "user")
+        ref = reference_bounded(with_nulls, "user", k, hashed)
+        got = _rows(table)
+        assert got["user"].notna().all() and len(got) == len(ref) == table.n()
+    model = BayesNet({"a": [0, 1], "b": [0, 1]}, [("a", "b")])
+    g = np.random.default_rng(0)
+    rows = pd.DataFrame(
+        {
+            "u": pd.array([None] * 12 + [1, 1, 2], dtype="Int64"),
+            "rid": np.arange(15),
+            "a": g.integers(0, 2, 15),
+            "b": g.integers(0, 2, 15),
+        }
+    )
+    full = model.statistics(Table(rows, user_column="u", max_rows_per_user=2)).vector(model)
+    for pair in itertools.combinations(range(12), 2):  # one person: two NULL-id rows
+        less = rows.drop(index=list(pair)).reset_index(drop=True)
+        v = model.statistics(Table(less, user_column="u", max_rows_per_user=2)).vector(model)
+        np.testing.assert_array_equal(v, full)
+
+
 def test_randhie_person_level_counts():
     """RAND HIE: 5,912 people with 1..5 person-years; bounding keeps min(rows, k) each."""
     src = as_source(bundled_path(), column="year")
