@@ -165,3 +165,26 @@ def test_outputs_that_are_not_numbers_need_a_statistic():
         statistic=lambda o: o["v"],
     )
     assert not r.passed  # a deterministic output is infinitely non-private
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"statistic": "first"}, "statistic must be callable, got str"),
+        ({"batch": "no"}, "batch must be True or False"),
+        ({"batch": 1}, "batch must be True or False"),
+    ],
+)
+def test_audit_refuses_a_statistic_or_batch_of_the_wrong_type_naming_it(kwargs, match):
+    mech = released(LaplaceMechanism(epsilon=1.0, sensitivity=1.0))
+    with pytest.raises(TypeError, match=match):
+        audit(mech, [([0.0], [1.0])], epsilon=1.0, samples=100, rng=0, **kwargs)
+
+
+@pytest.mark.parametrize("max_pairs", [0, -2])
+def test_model_pairs_refuses_max_pairs_below_one(max_pairs):
+    from dpbayes.audit.targets import MODEL_NAMES, builtin_model, model_pairs
+
+    for name in MODEL_NAMES:  # the coin returned 1 pair, the Normal mean 3
+        with pytest.raises(ValueError, match="max_pairs must be >= 1"):
+            model_pairs(builtin_model(name), 10, max_pairs=max_pairs)

@@ -191,7 +191,9 @@ def test_exact_ranking_audits_the_most_detectable_pair():
         for p in pairs
     }
     assert {m.pair for m in r.measured} == {max(power, key=power.get)}  # keep_pairs = 1
-    assert r.passed and r.epsilon_lower_bound < 1.0
+    # the samples do not show the violation, but the exact eps does: the verdict is FAIL
+    assert r.epsilon_lower_bound < 1.0 and r.exact_exceeds_claim and not r.passed
+    assert "exceeds the claim" in r.describe() and r.describe().startswith("FAIL:")
     assert all(m.samples == 400 for m in r.measured)  # fixed events: all samples measure
 
 
@@ -211,3 +213,117 @@ def test_builtin_model_prior_is_validated():
 def test_pair_label_is_kept_with_neighbour_pair_objects():
     r = audit(_rr(0.5), [NeighbourPair([0], [1], "zero vs one")], epsilon=0.5, samples=200, rng=2)
     assert r.exact_worst_pair == "zero vs one"
+
+
+# ------------------------------------------------------- the exact eps decides the verdict
+
+
+def test_an_exact_eps_above_the_claim_fails_the_audit_even_when_samples_miss_it():
+    # randomized response at eps 1.2 claimed as eps 1: 20 samples cannot show the excess,
+    # the exact output distribution does
+    r = audit(_rr(1.2), [([0], [1])], epsilon=1.0, samples=20, rng=0)
+    assert r.epsilon_lower_bound <= 1.0 and r.exact_epsilon == pytest.approx(1.2)
+    assert r.exact_exceeds_claim and not r.passed
+    assert r.describe().startswith("FAIL:")
+    assert "exact eps over the pairs searched 1.2 (pair pair 0) exceeds the claim" in r.describe()
+    assert json.loads(json.dumps(r.to_dict()))["exact_exceeds_claim"] is True
+
+
+def test_the_exact_eps_is_compared_with_a_stated_tolerance():
+    from dpbayes.audit.auditor import EXACT_TOLERANCE
+
+    assert EXACT_TOLERANCE == 1e-9
+    # the exact eps 0.8 at a claim below it only by rounding (1e-12 relative): a pass
+    r = audit(_rr(0.8), [([0], [1])], epsilon=0.8 * (1 - 1e-12), samples=20, rng=0)
+    assert r.passed and not r.exact_exceeds_claim and "exceeds" not in r.describe()
+    # ... and by 1e-6 relative: a real excess, a fail
+    r = audit(_rr(0.8), [([0], [1])], epsilon=0.8 * (1 - 1e-6), samples=20, rng=0)
+    assert not r.passed and r.exact_exceeds_claim
+
+
+# ------------------------------------------------------- the exact eps in log space
+
+
+def test_exact_eps_does_not_underflow_for_a_large_epsilon():
+    # global expmech at eps = 3000: probabilities of 1e-650 underflow to 0 in linear space,
+    # which made the exact eps inf (and, with it, failed a private mechanism)
+    from dpbayes.audit.targets import audit_release, exact_expmech_coin_epsilon
+    from dpbayes.models import BetaBernoulli
+
+    e, where = exact_expmech_coin_epsilon(BetaBernoulli(), 50, epsilon=3000.0, sensitivity="global")
+    assert e == pytest.approx(1500.0, rel=1e-9) and where == "k=0 vs k=1 (n=50)"
+    r = audit_release(
+        BetaBernoulli(), "expmech", 50, epsilon=3000.0, samples=200, rng=0, sensitivity="global"
+    )
+    assert r.exact_epsilon == pytest.approx(1500.0, rel=1e-9) and r.passed
+    assert r.details["exact_epsilon_all_pairs"] == pytest.approx(1500.0, rel=1e-9)
+
+
+def test_exact_eps_is_not_understated_by_denormal_probabilities():
+    # Beta(0.5, 0.5), n = 20, eps = 700, local: the linear-space loss was 389.5497 (a
+    # ratio of denormals); the log-probabilities give the loss directly
+    from dpbayes.audit.targets import expmech_log_distribution
+
+    model = builtin_model("beta-bernoulli", prior=[0.5, 0.5])
+    mech = release_mechanism(
+        model, "expmech", epsilon=700.0, sensitivity="local", allow_non_private=True
+    )
+    pair = model_pairs(model, 20, max_pairs=None)[2]
+    assert pair.label == "k=2 vs k=3 (n=20)"
+    ox, lx = expmech_log_distribution(model, mech.plan_for(pair.x), pair.x, 700.0)
+    oy, ly = expmech_log_distribution(model, mech.plan_for(pair.x_prime), pair.x_prime, 700.0)
+    assert np.array_equal(ox, oy)
+    reference = float(np.max(np.abs(lx - ly)))  # every output is possible under both
+    assert reference == pytest.approx(389.552, abs=1e-3)
+    r = audit(mech, [pair], epsilon=700.0, samples=100, batch=True, rng=0)
+    assert r.exact_epsilon == pytest.approx(reference, rel=1e-12)
+
+
+def test_log_distributions_rank_and_measure_without_underflow_or_warnings():
+    import warnings
+
+    from dpbayes.audit.exact import best_output_sets, exact_epsilon_log, pair_exact_epsilon_log
+
+    outputs = np.array([[0.0], [1.0], [2.0], [3.0]])
+    lx = np.array([0.0, -800.0, -900.0, -np.inf])  # output 3 impossible under both
+    ly = np.array([0.0, -900.0, -800.0, -np.inf])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert pair_exact_epsilon_log((outputs, lx), (outputs, ly)) == pytest.approx(100.0)
+        assert exact_epsilon_log(lx, ly) == pytest.approx(100.0)
+        # ranked by the log ratio: output 1 first for x over x', output 2 for x' over x
+        sets = best_output_sets((outputs, lx), (outputs, ly), 1000, 0.01, log=True)
+        assert [s.direction for s in sets] == ["x over x'", "x' over x"]
+        r = audit(
+            lambda x, rng: 0.0,
+            [(0, 1)],
+            epsilon=1.0,
+            samples=100,
+            rng=0,
+            log_distribution=lambda x: (outputs, lx if x == 0 else ly),
+        )
+    assert r.exact_epsilon == pytest.approx(100.0) and not r.passed
+    with pytest.raises(ValueError, match="not both"):
+        audit(
+            lambda x, rng: 0.0,
+            [(0, 1)],
+            epsilon=1.0,
+            samples=100,
+            distribution=lambda x: (outputs[:1], np.ones(1)),
+            log_distribution=lambda x: (outputs[:1], np.zeros(1)),
+        )
+
+
+def test_outputs_impossible_under_both_data_sets_contribute_nothing_and_warn_nothing():
+    import warnings
+
+    def dist(x):
+        keep = math.exp(0.8) / (1 + math.exp(0.8))
+        p1 = keep if int(np.asarray(x).ravel()[0]) == 1 else 1 - keep
+        return np.array([[0.0], [1.0], [2.0]]), np.array([1 - p1, p1, 0.0])
+
+    rr = _rr(0.8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # was 'invalid value encountered in subtract'
+        r = audit(rr, [([0], [1])], epsilon=0.8, samples=200, rng=1, distribution=dist)
+    assert r.exact_epsilon == pytest.approx(0.8) and r.passed

@@ -11,19 +11,23 @@ Clopper-Pearson bounds at level alpha' = (1 - confidence) / (2 T) for T measured
 
 is, with probability at least ``confidence``, below the mechanism's true eps: if the
 mechanism were (eps, delta)-DP then P_x(E) <= e^eps P_x'(E) + delta for every E. The
-audit *fails* a mechanism when eps_lb exceeds the eps it claims. A pass is not a proof of
-privacy: it only says that these samples found no violation.
+audit *fails* a mechanism when eps_lb exceeds the eps it claims, or when the exact eps
+(below) exceeds it by more than the relative tolerance :data:`EXACT_TOLERANCE`. A pass is
+not a proof of privacy: it only says that these samples found no violation.
 
 When the mechanism has finitely many outputs and exposes their probabilities
-(``output_distribution(data) -> (outputs, probabilities)``, or ``distribution=``), the
-result also states the *exact* eps over the pairs searched (:mod:`dpbayes.audit.exact`),
+(``output_log_distribution(data) -> (outputs, log-probabilities)``, or
+``output_distribution(data) -> (outputs, probabilities)``, or ``log_distribution=`` /
+``distribution=``), the result also states the *exact* eps over the pairs searched
+(:mod:`dpbayes.audit.exact`, computed from log-probabilities, so that probabilities that
+underflow do not make it infinite or understate it),
 the pairs are ranked by the bound their distributions would give at this sample size
 instead of by a sampling pilot, and the events are the likelihood-ratio sets of the exact
 distributions, fixed before sampling so that all samples measure them (the bound stays
 valid even if the stated distribution were wrong: any fixed event gives one). The
 sampling bound is never above the exact eps (except with probability 1 - confidence), so
-it can fail a mechanism only where the exact loss exceeds the claim; ``exact_epsilon``
-says whether it does.
+it can fail a mechanism only where the exact loss exceeds the claim; an exact eps above
+the claim fails the mechanism even where the samples are too few to show it.
 """
 
 from __future__ import annotations
@@ -40,15 +44,33 @@ from dpbayes.audit.bounds import clopper_pearson_lower, clopper_pearson_upper, e
 from dpbayes.audit.events import Event, best_events, features
 from dpbayes.audit.exact import (
     Distribution,
+    as_log_distribution,
     best_output_sets,
     expected_lower_bound,
-    pair_exact_epsilon,
+    pair_exact_epsilon_log,
 )
 from dpbayes.privacy.noise import noise_source
-from dpbayes.privacy.validation import check_delta, check_epsilon, check_int, check_probability
+from dpbayes.privacy.validation import (
+    check_delta,
+    check_epsilon,
+    check_flag,
+    check_int,
+    check_probability,
+)
 from dpbayes.progress import Progress
 
-__all__ = ["AuditResult", "NeighbourPair", "PairAudit", "as_vector", "audit"]
+__all__ = ["EXACT_TOLERANCE", "AuditResult", "NeighbourPair", "PairAudit", "as_vector", "audit"]
+
+#: Relative numerical tolerance of the exact eps against the claim: an exact eps above
+#: claim * (1 + EXACT_TOLERANCE) fails the audit. The exact eps is computed in floating
+#: point (log-probabilities of about 1e-16 relative error, a bisection for delta > 0); a
+#: mechanism exactly at its claim must not fail on rounding.
+EXACT_TOLERANCE = 1e-9
+
+
+def _exact_exceeds(exact: float | None, claimed: float) -> bool:
+    """Whether an exact eps (None: unknown) exceeds the claimed eps beyond the tolerance."""
+    return exact is not None and exact > claimed * (1.0 + EXACT_TOLERANCE)
 
 
 @dataclass(frozen=True)
@@ -96,11 +118,17 @@ class AuditResult:
     exact_epsilon: float | None = None
     exact_worst_pair: str | None = None
 
+    @property
+    def exact_exceeds_claim(self) -> bool:
+        """The exact eps over the pairs searched exceeds the claim (a violation)."""
+        return _exact_exceeds(self.exact_epsilon, self.claimed_epsilon)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["measured"] = [asdict(p) for p in self.measured]
         if d["exact_epsilon"] is not None and not math.isfinite(d["exact_epsilon"]):
             d["exact_epsilon"] = "inf"  # JSON has no infinity
+        d["exact_exceeds_claim"] = self.exact_exceeds_claim
         return d
 
     def describe(self) -> str:
@@ -116,6 +144,11 @@ class AuditResult:
                 if self.exact_epsilon is None
                 else f"; exact eps over the pairs searched {self.exact_epsilon:.4g} "
                 f"(pair {self.exact_worst_pair})"
+                + (
+                    f" exceeds the claim eps={self.claimed_epsilon:.4g}"
+                    if self.exact_exceeds_claim
+                    else ""
+                )
             )
         )
 
@@ -208,6 +241,7 @@ def audit(
     rng: Any = None,
     name: str | None = None,
     distribution: Callable[[Any], Distribution] | None = None,
+    log_distribution: Callable[[Any], Distribution] | None = None,
 ) -> AuditResult:
     """Audit ``mechanism`` against its claimed (epsilon, delta) on neighbouring ``pairs``.
 
@@ -227,7 +261,7 @@ def audit(
     confidence:
         Probability that the reported lower bound is below the true eps.
     statistic:
-        Maps an output to numbers (default :func:`as_vector`).
+        A callable mapping an output to numbers (default :func:`as_vector`).
     tests:
         How many of the best (pair, direction, event) candidates are measured; the
         confidence is split among them (Bonferroni).
@@ -237,27 +271,31 @@ def audit(
         outputs per data set (default 2 pairs), or, with output distributions, by the
         bound their distributions would give (:func:`~dpbayes.audit.exact.expected_lower_bound`,
         default 1 pair). Either ranking is independent of the samples of the bound.
+    batch:
+        True or False: whether ``mechanism`` takes a ``size`` (see ``mechanism``).
     rng:
         Seed or Generator for the simulation (the audit is an experiment).
     distribution:
         ``distribution(data) -> (outputs, probabilities)``, the exact output distribution
-        of a mechanism with finitely many outputs (default: the mechanism's
-        ``output_distribution`` attribute, if any). Adds ``exact_epsilon``.
+        of a mechanism with finitely many outputs. Adds ``exact_epsilon``; an exact eps
+        above the claim (beyond :data:`EXACT_TOLERANCE`) fails the audit.
+    log_distribution:
+        The same as ``(outputs, log-probabilities)`` (``-inf`` for impossible outputs):
+        exact where probabilities underflow. Give at most one of the two; by default the
+        mechanism's ``output_log_distribution`` attribute, else its
+        ``output_distribution``, if any.
     """
     eps = check_epsilon(epsilon)
     dlt = check_delta(delta)
     samples = check_int(samples, "samples", minimum=20)
     conf = check_probability(confidence, "confidence", open_interval=True)
     tests = check_int(tests, "tests", minimum=1)
+    batch = check_flag(batch, "batch")
     if not callable(mechanism):
         raise TypeError(f"mechanism must be callable, got {type(mechanism).__name__}")
-    dist_fn = (
-        distribution
-        if distribution is not None
-        else getattr(mechanism, "output_distribution", None)
-    )
-    if dist_fn is not None and not callable(dist_fn):
-        raise TypeError(f"distribution must be callable, got {type(dist_fn).__name__}")
+    if statistic is not None and not callable(statistic):
+        raise TypeError(f"statistic must be callable, got {type(statistic).__name__}")
+    dist_fn = _log_distribution(mechanism, distribution, log_distribution)
     keep = check_int(
         keep_pairs if keep_pairs is not None else (1 if dist_fn else 2), "keep_pairs", minimum=1
     )
@@ -275,7 +313,7 @@ def audit(
             exact, exact_pair, dists = _exact(dist_fn, plist, dlt)
             alpha_sel = (1.0 - conf) / (2.0 * tests)
             power = [
-                expected_lower_bound(dx, dy, samples, alpha=alpha_sel, delta=dlt)
+                expected_lower_bound(dx, dy, samples, alpha=alpha_sel, delta=dlt, log=True)
                 for dx, dy in dists
             ]
             order = sorted(range(len(plist)), key=lambda i: -power[i])[:keep]
@@ -322,7 +360,7 @@ def audit(
         samples=samples,
         worst_pair=worst.pair,
         event=worst.event,
-        passed=bool(lb <= eps),
+        passed=bool(lb <= eps) and not _exact_exceeds(exact, eps),
         pairs_searched=len(plist),
         time_s=time.perf_counter() - t0,
         measured=measured,
@@ -335,14 +373,39 @@ def audit(
 Chosen = tuple[float, str, str, str, int, int, int]
 
 
+def _log_distribution(
+    mechanism: Any,
+    distribution: Callable[[Any], Distribution] | None,
+    log_distribution: Callable[[Any], Distribution] | None,
+) -> Callable[[Any], Distribution] | None:
+    """``data -> (outputs, log-probabilities)`` from whichever form is given, or None."""
+    if distribution is not None and log_distribution is not None:
+        raise ValueError("give distribution or log_distribution, not both")
+    for fn, name, is_log in (
+        (log_distribution, "log_distribution", True),
+        (distribution, "distribution", False),
+        (getattr(mechanism, "output_log_distribution", None), "output_log_distribution", True),
+        (getattr(mechanism, "output_distribution", None), "output_distribution", False),
+    ):
+        if fn is None:
+            continue
+        if not callable(fn):
+            raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
+        if is_log:
+            return fn
+        linear = fn
+        return lambda data: as_log_distribution(linear(data), "distribution")
+    return None
+
+
 def _exact(
     dist_fn: Callable[[Any], Distribution], plist: list[NeighbourPair], delta: float
 ) -> tuple[float, str, list[tuple[Distribution, Distribution]]]:
-    """Exact eps over the pairs (max, and where) and each pair's two distributions."""
+    """Exact eps over the pairs (max, and where) and each pair's two log-distributions."""
     best, where, dists = -1.0, "", []
     for pair in plist:
         dx, dy = dist_fn(pair.x), dist_fn(pair.x_prime)
-        e = pair_exact_epsilon(dx, dy, delta)
+        e = pair_exact_epsilon_log(dx, dy, delta)
         if e > best:
             best, where = e, pair.label
         dists.append((dx, dy))
@@ -368,7 +431,7 @@ def _exact_events(
         pair = plist[i]
         ox = _draw(mechanism, pair.x, samples, gen, stat, batch)
         oy = _draw(mechanism, pair.x_prime, samples, gen, stat, batch)
-        for ev in best_output_sets(dists[i][0], dists[i][1], samples, alpha, dlt):
+        for ev in best_output_sets(dists[i][0], dists[i][1], samples, alpha, dlt, log=True):
             in_x, in_y = int(ev.contains(ox).sum()), int(ev.contains(oy).sum())
             num, den = (in_x, in_y) if ev.direction == "x over x'" else (in_y, in_x)
             out.append(

@@ -9,6 +9,13 @@ privacy profile of :func:`dpbayes.audit.bounds.exact_epsilon`), and the auditor 
 next to its sampling lower bound. No sampling bound can exceed it except with probability
 1 - confidence: a sampling audit fails a mechanism only where this loss exceeds the claim.
 
+Probabilities that underflow (eps in the hundreds, n in the thousands) make the loss of
+linear-space probabilities wrong (0 / 0, or a ratio of denormals); a mechanism may then
+expose ``output_log_distribution(data) -> (outputs, log-probabilities)`` instead, and the
+functions here with ``log=True`` (or :func:`pair_exact_epsilon_log`) work on logs
+throughout: ``-inf`` marks an impossible output, and an output impossible under both data
+sets contributes nothing.
+
 :func:`expected_lower_bound` is the Clopper-Pearson bound the auditor's best event would
 give if the counts took their expected values; it ranks neighbouring pairs by how
 detectable their loss is with a given number of samples (data-independent, so ranking
@@ -22,18 +29,22 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+from scipy.special import logsumexp
 
 from dpbayes.audit.bounds import exact_epsilon
-from dpbayes.privacy.validation import check_delta, check_int, check_probability
+from dpbayes.privacy.validation import check_delta, check_flag, check_int, check_probability
 
 __all__ = [
     "Distribution",
     "OutputSet",
     "align",
+    "align_log",
+    "as_log_distribution",
     "best_output_sets",
     "exact_epsilon_log",
     "expected_lower_bound",
     "pair_exact_epsilon",
+    "pair_exact_epsilon_log",
     "product_exact_epsilon",
 ]
 
@@ -53,15 +64,53 @@ def _check(dist: Distribution, name: str) -> tuple[np.ndarray, np.ndarray]:
     return out, p
 
 
-def _union(dist_x: Distribution, dist_y: Distribution) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    ox, px = _check(dist_x, "dist_x")
-    oy, py = _check(dist_y, "dist_y")
+def _check_log(dist: Distribution, name: str) -> tuple[np.ndarray, np.ndarray]:
+    outputs, logprobs = dist
+    out = np.asarray(outputs, dtype=float)
+    lp = np.asarray(logprobs, dtype=float)
+    if out.ndim == 1:
+        out = out[:, None]
+    if out.ndim != 2 or lp.ndim != 1 or out.shape[0] != lp.size or lp.size == 0:
+        raise ValueError(f"{name} must be (outputs of shape (k, d), log-probabilities of length k)")
+    if np.any(np.isnan(lp)) or np.any(lp == np.inf):
+        raise ValueError(f"{name} log-probabilities must be numbers or -inf")
+    if not math.isclose(float(logsumexp(lp)), 0.0, abs_tol=1e-6):
+        raise ValueError(f"{name} log-probabilities must be logs of probabilities that sum to 1")
+    return out, lp
+
+
+def _rows_union(ox: np.ndarray, oy: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The union of two output sets, and where each row of ``ox`` then ``oy`` lies in it."""
     if ox.shape[1] != oy.shape[1]:
         raise ValueError("outputs on x and x_prime must have the same length")
     if ox.shape == oy.shape and np.array_equal(ox, oy):
-        return ox, px, py
+        return ox, None
     allrows, inverse = np.unique(np.concatenate([ox, oy]), axis=0, return_inverse=True)
-    inverse = np.ravel(inverse)
+    return allrows, np.ravel(inverse)
+
+
+def _union_log(
+    dist_x: Distribution, dist_y: Distribution
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Outputs over the union and the two log-probability vectors on them."""
+    ox, lx = _check_log(dist_x, "dist_x")
+    oy, ly = _check_log(dist_y, "dist_y")
+    rows, inverse = _rows_union(ox, oy)
+    if inverse is None:
+        return rows, lx, ly
+    lp = np.full(rows.shape[0], -np.inf)
+    lq = np.full(rows.shape[0], -np.inf)
+    np.logaddexp.at(lp, inverse[: lx.size], lx)
+    np.logaddexp.at(lq, inverse[lx.size :], ly)
+    return rows, lp, lq
+
+
+def _union(dist_x: Distribution, dist_y: Distribution) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ox, px = _check(dist_x, "dist_x")
+    oy, py = _check(dist_y, "dist_y")
+    allrows, inverse = _rows_union(ox, oy)
+    if inverse is None:
+        return ox, px, py
     p = np.bincount(inverse[: px.size], weights=px, minlength=allrows.shape[0])
     q = np.bincount(inverse[px.size :], weights=py, minlength=allrows.shape[0])
     return allrows, p, q
@@ -73,10 +122,33 @@ def align(dist_x: Distribution, dist_y: Distribution) -> tuple[np.ndarray, np.nd
     return p, q
 
 
+def align_log(dist_x: Distribution, dist_y: Distribution) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`align` for (outputs, log-probabilities): two log vectors over the union."""
+    _, lp, lq = _union_log(dist_x, dist_y)
+    return lp, lq
+
+
 def pair_exact_epsilon(dist_x: Distribution, dist_y: Distribution, delta: float = 0.0) -> float:
-    """The true eps of one pair of neighbours from the two output distributions."""
+    """The true eps of one pair of neighbours from the two output distributions.
+
+    Probabilities that underflowed to 0 or to denormals make this wrong; with
+    log-probabilities use :func:`pair_exact_epsilon_log`.
+    """
     p, q = align(dist_x, dist_y)
     return exact_epsilon(p, q, delta)
+
+
+def pair_exact_epsilon_log(dist_x: Distribution, dist_y: Distribution, delta: float = 0.0) -> float:
+    """:func:`pair_exact_epsilon` from (outputs, log-probabilities), exact in log space."""
+    lp, lq = align_log(dist_x, dist_y)
+    return exact_epsilon_log(lp, lq, delta)
+
+
+def as_log_distribution(dist: Distribution, name: str = "distribution") -> Distribution:
+    """(outputs, probabilities) as (outputs, log-probabilities), 0 as -inf."""
+    out, p = _check(dist, name)
+    with np.errstate(divide="ignore"):
+        return out, np.log(p)
 
 
 @dataclass(frozen=True)
@@ -96,16 +168,22 @@ class OutputSet:
 
 
 def _prefix_bounds(
-    u: np.ndarray, v: np.ndarray, m: int, alpha: float, delta: float
+    lu: np.ndarray, lv: np.ndarray, m: int, alpha: float, delta: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Outputs by decreasing ratio u/v, candidate prefix lengths, their expected bounds."""
-    with np.errstate(divide="ignore"):
-        order = np.argsort(np.log(v) - np.log(u), kind="stable")
+    """Outputs by decreasing ratio u/v, candidate prefix lengths, their expected bounds.
+
+    ``lu``, ``lv`` are log-probabilities: the ratio is ranked in log space (exact where the
+    probabilities underflow); outputs impossible under u (or under both) come last.
+    """
+    key = np.full(lu.shape, np.inf)
+    live = lu > -np.inf
+    key[live] = lv[live] - lu[live]  # -inf where only v is impossible: first
+    order = np.argsort(key, kind="stable")
     # prefixes at geometrically spaced lengths: the short ones (the most extreme outputs)
     # all, the long ones sparsely (a choice of event, not a bound)
     cut = np.unique(np.geomspace(1, order.size, min(order.size, 512)).astype(int)) - 1
-    ku = np.minimum(np.round(np.cumsum(u[order])[cut] * m), m)
-    kv = np.minimum(np.round(np.cumsum(v[order])[cut] * m), m)
+    ku = np.minimum(np.round(np.cumsum(np.exp(lu[order]))[cut] * m), m)
+    kv = np.minimum(np.round(np.cumsum(np.exp(lv[order]))[cut] * m), m)
     lo = np.zeros(ku.shape)
     pos = ku > 0
     lo[pos] = stats.beta.ppf(alpha, ku[pos], m - ku[pos] + 1)
@@ -125,35 +203,53 @@ def expected_lower_bound(
     *,
     alpha: float = 0.0125,
     delta: float = 0.0,
+    log: bool = False,
 ) -> float:
     """The eps lower bound of the best likelihood-ratio event at the expected counts.
 
     For each direction the outputs are sorted by their likelihood ratio and the prefixes
     (the Neyman-Pearson sets) are scored as the auditor scores an event measured on
     ``samples`` outputs per data set: ln((CP_lower(P(E)) - delta) / CP_upper(P'(E))) at
-    one-sided level ``alpha``, with the counts replaced by samples * probability.
+    one-sided level ``alpha``, with the counts replaced by samples * probability. With
+    ``log=True`` the distributions are (outputs, log-probabilities).
     """
     return max(
-        (e.expected_bound for e in best_output_sets(dist_x, dist_y, samples, alpha, delta)),
+        (
+            e.expected_bound
+            for e in best_output_sets(dist_x, dist_y, samples, alpha, delta, log=log)
+        ),
         default=0.0,
     )
 
 
 def best_output_sets(
-    dist_x: Distribution, dist_y: Distribution, samples: int, alpha: float, delta: float = 0.0
+    dist_x: Distribution,
+    dist_y: Distribution,
+    samples: int,
+    alpha: float,
+    delta: float = 0.0,
+    *,
+    log: bool = False,
 ) -> list[OutputSet]:
     """For each direction, the output set with the largest :func:`expected_lower_bound`.
 
     Chosen from the distributions alone, so the samples it is then measured on can all be
-    used (no selection half): the Clopper-Pearson bound of a fixed event is valid.
+    used (no selection half): the Clopper-Pearson bound of a fixed event is valid. The
+    outputs are ranked by their log likelihood ratio; ``log=True`` takes (outputs,
+    log-probabilities), which keeps the ranking exact where probabilities underflow.
     """
     m = check_int(samples, "samples", minimum=1)
     a = check_probability(alpha, "alpha", open_interval=True)
     dlt = check_delta(delta)
-    rows, p, q = _union(dist_x, dist_y)
+    if not check_flag(log, "log"):
+        dist_x, dist_y = (
+            as_log_distribution(dist_x, "dist_x"),
+            as_log_distribution(dist_y, "dist_y"),
+        )
+    rows, lp, lq = _union_log(dist_x, dist_y)
     out = []
-    for u, v, label in ((p, q, "x over x'"), (q, p, "x' over x")):
-        order, lengths, bound = _prefix_bounds(u, v, m, a, dlt)
+    for lu, lv, label in ((lp, lq, "x over x'"), (lq, lp, "x' over x")):
+        order, lengths, bound = _prefix_bounds(lu, lv, m, a, dlt)
         i = int(np.argmax(bound))
         chosen = rows[order[: lengths[i]]]
         shown = ", ".join(

@@ -8,7 +8,8 @@ vectors; for the Normal mean one record moved from ``lower`` to ``upper`` with t
 at either end or in the middle. :func:`release_mechanism` wraps
 ``dpbayes.release.base.plan`` as the ``(data, rng, size) -> outputs`` callable the auditor
 runs; for the exponential mechanism it also exposes the exact output distribution
-(``output_distribution``), so that audits state the exact eps.
+(``output_log_distribution``, in log space, and ``output_distribution``), so that audits
+state the exact eps.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from dpbayes.audit.auditor import AuditResult, NeighbourPair, audit
-from dpbayes.audit.exact import Distribution, pair_exact_epsilon
+from dpbayes.audit.exact import Distribution, pair_exact_epsilon_log
 from dpbayes.audit.names import MODEL_NAMES
 from dpbayes.models import BetaBernoulli, DirichletCategorical, NormalMean
 from dpbayes.privacy.validation import check_array, check_flag, check_int
@@ -90,6 +91,8 @@ def _evenly(items: list[Any], limit: int | None) -> list[Any]:
 def model_pairs(model: Any, n: int, *, max_pairs: int | None = 24) -> list[NeighbourPair]:
     """Neighbouring data sets (substitute one record) of size ``n`` for a built-in model."""
     n = check_int(n, "n", minimum=1)
+    if max_pairs is not None:
+        max_pairs = check_int(max_pairs, "max_pairs", minimum=1)
     if isinstance(model, BetaBernoulli):
         ks = list(range(n))
         if max_pairs is not None and n > max_pairs:
@@ -151,7 +154,9 @@ def release_mechanism(
     ``release`` before the noise) and then only repeats the noise step ``plan.run`` with
     the seeded source, so that an audit of 10^5 releases takes seconds; nothing is
     charged. The plan's guarantee is the claim. For ``expmech`` with global or local
-    sensitivity, ``output_distribution(data)`` gives the exact selection probabilities.
+    sensitivity, ``output_log_distribution(data)`` gives the exact selection
+    log-probabilities (which the auditor uses) and ``output_distribution(data)`` their
+    exponentials (which may underflow).
     """
     from dpbayes.privacy.noise import noise_source
     from dpbayes.release.base import plan
@@ -177,8 +182,12 @@ def release_mechanism(
     run.__name__ = f"{mechanism} ({type(model).__name__})"
     run.plan_for = plan_for  # type: ignore[attr-defined]
     if mechanism == "expmech":
+        divergence = options.get("divergence", "hellinger")
+        run.output_log_distribution = lambda data: expmech_log_distribution(  # type: ignore[attr-defined]
+            model, plan_for(data), data, epsilon, divergence
+        )
         run.output_distribution = lambda data: expmech_distribution(  # type: ignore[attr-defined]
-            model, plan_for(data), data, epsilon, options.get("divergence", "hellinger")
+            model, plan_for(data), data, epsilon, divergence
         )
     return run
 
@@ -281,9 +290,9 @@ def exact_expmech_coin_epsilon(
 ) -> tuple[float, str]:
     """The true eps of the coin's expmech release over *every* pair k vs k + 1.
 
-    From :func:`expmech_distribution` (the candidate scores and the sensitivity the plan
-    states for each count k; global or local, not smooth, whose S_beta(x) is not exposed).
-    Returns (eps, worst pair).
+    From :func:`expmech_log_distribution` (the candidate scores and the sensitivity the
+    plan states for each count k; global or local, not smooth, whose S_beta(x) is not
+    exposed), in log space. Returns (eps, worst pair).
     """
     n = check_int(n, "n", minimum=1)
     kind = options.get("sensitivity", "global")
@@ -291,12 +300,12 @@ def exact_expmech_coin_epsilon(
         raise ValueError("sensitivity must be 'global' or 'local' for the exact computation")
     mech = release_mechanism(model, "expmech", epsilon=epsilon, allow_non_private=True, **options)
     dists = [
-        mech.output_distribution(np.array([1] * k + [0] * (n - k)))  # type: ignore[attr-defined]
+        mech.output_log_distribution(np.array([1] * k + [0] * (n - k)))  # type: ignore[attr-defined]
         for k in range(n + 1)
     ]
     best, where = 0.0, ""
     for k in range(n):
-        e = pair_exact_epsilon(dists[k], dists[k + 1])
+        e = pair_exact_epsilon_log(dists[k], dists[k + 1])
         if e > best:
             best, where = e, f"k={k} vs k={k + 1} (n={n})"
     return best, where

@@ -4,7 +4,10 @@ Prints the claimed eps, the lower bound the audit found and whether the claim su
 exit code 0 when no violation was found, 1 when the lower bound exceeds the claim. For
 mechanisms with finitely many outputs whose probabilities are known (the exponential
 mechanism with global or local sensitivity) it also prints the exact eps over the pairs
-searched: the sampling bound can only fail a mechanism whose exact eps exceeds the claim.
+searched: the sampling bound can only fail a mechanism whose exact eps exceeds the claim,
+and an exact eps above the claim (beyond a relative 1e-9, see
+``dpbayes.audit.auditor.EXACT_TOLERANCE``) fails it, exit code 1, even where the samples
+do not show the violation.
 
 The local-sensitivity exponential mechanism (paper 003 §2.2, not DP) is below its claim
 on the default coin at n = 10 (exact eps 0.633 at eps = 1), so its audit there passes;
@@ -16,6 +19,7 @@ it violates the claim, detectably, on the die with a concentrated prior, e.g.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from typing import Any
 
 from dpbayes.cli.common import add_json_argument, add_quiet_argument, emit_json, progress
@@ -23,6 +27,19 @@ from dpbayes.cli.common import add_json_argument, add_quiet_argument, emit_json,
 #: Largest --n an audit accepts: it builds neighbouring data sets of n records (and the
 #: exponential mechanism scores every candidate), so memory grows with n.
 MAX_AUDIT_N = 10_000_000
+
+#: Largest number of count tuples ``--example hellinger-dirichlet`` may enumerate: its
+#: program lists the candidate posteriors by enumerating all (n + 1)^k tuples of k counts
+#: (k = 3 categories), which caps --n at 99.
+MAX_EXAMPLE_TUPLES = 1_000_000
+
+#: Largest number of records the neighbouring pairs of an --example audit may hold
+#: (--max-pairs pairs of two data sets of n records each; 800 MB as 8-byte integers).
+MAX_PAIR_RECORDS = 100_000_000
+
+#: The examples whose neighbours are k vs k + 1 ones for every k (n pairs, built lazily
+#: here: only the first --max-pairs of them).
+_BOOL_PAIR_EXAMPLES = frozenset({"input-beta", "params-beta", "hellinger-beta"})
 
 
 def register(sub: Any) -> None:
@@ -32,7 +49,8 @@ def register(sub: Any) -> None:
         description=(
             "Audit a release mechanism of a built-in model (searching neighbouring data sets "
             "of size n) or a paper-002 example program (--example). Exit code 1 if the "
-            "empirical lower bound exceeds the claimed eps."
+            "empirical lower bound, or the exact eps where it is known, exceeds the claimed "
+            "eps."
         ),
     )
     from dpbayes.audit.names import MODEL_NAMES
@@ -76,6 +94,55 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
+def _bool_pairs(n: int, limit: int) -> Iterator[tuple[Any, Any, str]]:
+    """The first ``limit`` of ``dpbayes.programs.examples.bool_pairs(n)``, one at a time."""
+    import numpy as np
+
+    for k in range(min(n, limit)):
+        yield (
+            np.array([1] * k + [0] * (n - k)),
+            np.array([1] * (k + 1) + [0] * (n - k - 1)),
+            f"k={k} vs k={k + 1}",
+        )
+
+
+def _max_tuples_n(k: int) -> int:
+    """The largest n with (n + 1)^k <= MAX_EXAMPLE_TUPLES."""
+    n = 0
+    while (n + 2) ** k <= MAX_EXAMPLE_TUPLES:
+        n += 1
+    return n
+
+
+def _check_example_n(args: argparse.Namespace, examples: Any) -> None:
+    """Refuse an --n the example cannot be audited at, in one line naming --n."""
+    n, name = args.n, args.example
+    if name in _BOOL_PAIR_EXAMPLES:  # the other examples have at most 2 pairs
+        count = min(args.max_pairs, n)
+        if count * 2 * n > MAX_PAIR_RECORDS:
+            raise ValueError(
+                f"--n must be at most {MAX_PAIR_RECORDS // (2 * count):,} for --example "
+                f"{name} with --max-pairs {args.max_pairs} (its pairs hold 2 n records each, "
+                f"at most {MAX_PAIR_RECORDS:,} records), got {n:,}"
+            )
+    if name == "hellinger-dirichlet":
+        import inspect
+
+        k = len(inspect.signature(examples[name]).parameters["alpha"].default)
+        if n > _max_tuples_n(k):
+            raise ValueError(
+                f"--n must be at most {_max_tuples_n(k)} for --example {name} (it enumerates "
+                f"(n + 1)^{k} count tuples, at most {MAX_EXAMPLE_TUPLES:,}), got {n:,}"
+            )
+
+
+def _example_pairs(args: argparse.Namespace, example: Any) -> list[Any]:
+    """The first --max-pairs neighbouring pairs of the example (only those are built)."""
+    if args.example in _BOOL_PAIR_EXAMPLES:
+        return list(_bool_pairs(args.n, args.max_pairs))
+    return list(example.pairs()[: args.max_pairs])
+
+
 def _result(args: argparse.Namespace) -> Any:
     from dpbayes.audit import audit
     from dpbayes.audit.targets import audit_release, builtin_model
@@ -85,6 +152,10 @@ def _result(args: argparse.Namespace) -> Any:
             f"--n must be between 1 and {MAX_AUDIT_N:,} (an audit builds data sets of n "
             f"records), got {args.n:,}"
         )
+    if args.max_pairs < 1:
+        raise ValueError(f"--max-pairs must be >= 1, got {args.max_pairs}")
+    if args.keep_pairs is not None and args.keep_pairs < 1:
+        raise ValueError(f"--keep-pairs must be >= 1, got {args.keep_pairs}")
 
     if args.example:
         from dataclasses import replace
@@ -96,10 +167,11 @@ def _result(args: argparse.Namespace) -> Any:
 
         if args.example not in ex.EXAMPLES:
             raise ValueError(f"example must be one of {sorted(ex.EXAMPLES)}, got {args.example!r}")
+        _check_example_n(args, ex.EXAMPLES)
         e = ex.EXAMPLES[args.example](n=args.n, epsilon=args.epsilon)
         r = audit(
             e.program,
-            e.pairs()[: args.max_pairs],
+            _example_pairs(args, e),
             epsilon=e.epsilon,
             delta=e.delta,
             samples=args.samples,
@@ -154,7 +226,12 @@ def run(args: argparse.Namespace) -> int:
                 "  note: this mechanism is NOT differentially private; a pass only means "
                 "these samples found no violation"
             )
-        if r.exact_epsilon is not None and r.exact_epsilon <= r.claimed_epsilon:
+        if r.exact_exceeds_claim:
+            print(
+                "  note: the exact eps exceeds the claim on these pairs: the claim is "
+                "violated (FAIL) whether or not these samples show it"
+            )
+        elif r.exact_epsilon is not None:
             print(
                 "  note: the exact eps is within the claim on these pairs, so no sampling "
                 "audit can (soundly) fail it here"

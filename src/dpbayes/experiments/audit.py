@@ -197,7 +197,7 @@ def _violation_rows(seed: int, small: bool) -> Iterator[dict[str, Any]]:
 
     ``small`` states the exact eps only (no sampling), over the same searched pairs.
     """
-    from dpbayes.audit.exact import pair_exact_epsilon
+    from dpbayes.audit.exact import pair_exact_epsilon_log
     from dpbayes.audit.targets import audit_release, builtin_model, model_pairs
     from dpbayes.audit.targets import release_mechanism as target
 
@@ -208,10 +208,10 @@ def _violation_rows(seed: int, small: bool) -> Iterator[dict[str, Any]]:
             mech = target(
                 model, "expmech", epsilon=1.0, sensitivity="local", allow_non_private=True
             )
-            dist = mech.output_distribution  # type: ignore[attr-defined]
+            dist = mech.output_log_distribution  # type: ignore[attr-defined]
             pairs = model_pairs(model, n, max_pairs=10)
             t0 = time.perf_counter()
-            exact = [pair_exact_epsilon(dist(p.x), dist(p.x_prime)) for p in pairs]
+            exact = [pair_exact_epsilon_log(dist(p.x), dist(p.x_prime)) for p in pairs]
             i = int(np.argmax(exact))
             yield {
                 "group": "violation",
