@@ -48,15 +48,20 @@ class Step:
 class Bound:
     """The relational bound of one sub-term (missing metrics are unbounded).
 
-        ``metrics``: sensitivities ``L1``/``L2`` of a value or of a distribution's parameter
-        vector, the f-divergences ``hellinger``/``tv``/``kl`` between the two runs'
-        distributions, and for an actual distribution its ``eps``/``delta`` index.
-        ``coords``: the largest change of each coordinate (flattened, C order) of the value,
-        or of the parameter vector of a (symbolic or actual) distribution. ``shape``: the
-        shape of the value, or of one draw of an actual distribution (None: not known when
-        checking). ``family``, ``param_shape``: the family and the shape of the parameter vector
-    (what ``get_params`` returns) of a distribution, when known. NaN anywhere is read as
-        infinity (unbounded), and a bound whose sensitivity (or index) is 0 is ``equal``.
+    ``metrics``: sensitivities ``L1``/``L2`` of a value or of a distribution's parameter
+    vector, the f-divergences ``hellinger``/``tv``/``kl`` between the two runs'
+    distributions, and for an actual distribution its ``eps``/``delta`` index.
+    ``coords``: the largest change of each coordinate (flattened, C order) of the value,
+    or of the parameter vector of a (symbolic or actual) distribution. ``shape``: the
+    shape of the value, or of one draw of an actual distribution (None: not known when
+    checking). ``family``, ``param_shape``: the family and the shape of the parameter
+    vector (what ``get_params`` returns) of a distribution, when known. ``levels``: every
+    coordinate of the value is an integer in 0..levels-1 in every run (2: 0/1 values),
+    when the checker can prove it. NaN anywhere is read as infinity (unbounded).
+
+    ``equal`` (public) is structural only: the rules set it when the sub-term does not
+    depend on the private input. A bound that computes to 0 is *not* equal: a computed 0
+    may be an underflow, and a run's values may still differ (in the sign of a zero, say).
     """
 
     kind: str
@@ -68,18 +73,14 @@ class Bound:
     shape: tuple[int, ...] | None = None
     family: str | None = None
     param_shape: tuple[int, ...] | None = None
+    levels: int | None = None
 
     def __post_init__(self) -> None:
         metrics = {k: _unbounded_if_nan(v) for k, v in self.metrics.items()}
         coords = None if self.coords is None else tuple(_unbounded_if_nan(c) for c in self.coords)
-        equal = bool(self.equal)
-        if not equal and self.kind in ("value", "sym"):
-            equal = metrics.get("L1", INF) == 0 and all(c == 0 for c in coords or ())
-        elif not equal and self.kind == "monad":
-            equal = metrics.get("eps", INF) == 0 and metrics.get("delta", INF) == 0
         object.__setattr__(self, "metrics", MappingProxyType(metrics))
         object.__setattr__(self, "coords", coords)
-        object.__setattr__(self, "equal", equal)
+        object.__setattr__(self, "equal", bool(self.equal))
 
     def get(self, name: str) -> float:
         if self.equal:

@@ -80,12 +80,8 @@ class _Enumerator(Runtime):
                     for yv, q in self.outcomes(body).values():
                         _add(out, yv, p * q)
         elif op == "exp_mech":
-            r, score, cands = t.args
-            values = [self.candidate(c) for c in cands]
-            scores = np.empty(len(values))
-            for i, c in enumerate(values):
-                with self.binding(r, c):
-                    scores[i] = float(self.value(score))
+            values = [self.candidate(c) for c in t.args[2]]
+            scores = self.exp_scores(t, values)  # as a run computes them
             for c, p in zip(values, t.info["mechanism"].probabilities(scores), strict=True):
                 _add(out, c, float(p))
         elif op == "map_records":

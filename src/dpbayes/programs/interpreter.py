@@ -11,11 +11,20 @@ were built with (:mod:`dpbayes.privacy`: secure unless the run is a seeded simul
 Binders are not called here: a binder's body was built once, on a variable, and the
 interpreter binds that variable to a value in its environment (the checker reads the same
 body). Only the program's own private input can be read.
+
+Arithmetic (``PROOF.md`` A4): the checker reasons in real numbers, so every numeric result
+of a primitive (``add``, ``neg``, ``mul``, ``clip``, ``get_params``, ``get_mean``, a
+divergence, a score of ``exp_mech``, a mechanism's input, the Normal posterior mean) goes
+through :func:`finite`: clamped to [-DBL_MAX, DBL_MAX] (an overflow is the largest double,
+not inf), NaN mapped to 0 and -0.0 to +0.0. Each of these maps is 1-Lipschitz on the reals
+(and NaN arises only from operands that are public or that the checker leaves unbounded),
+so every bound the checker proves for the real-valued operation holds for the run's.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +38,22 @@ from dpbayes.models import kl as _kl
 from dpbayes.models import total_variation as _tv
 from dpbayes.programs.terms import Term
 
-__all__ = ["Bernoulli", "Categorical", "Runtime", "public_value"]
+__all__ = ["Bernoulli", "Categorical", "Runtime", "finite", "public_value"]
+
+_MAX = sys.float_info.max
+
+
+def finite(x: Any) -> Any:
+    """A run's numeric result as the checker reasons about it: a finite real.
+
+    Clamped to [-DBL_MAX, DBL_MAX], NaN sent to 0.0, -0.0 to +0.0 (adding +0.0 does that):
+    an overflow cannot make one run's value infinite (and a later 0 * inf NaN) while its
+    neighbour's is finite, and the sign of a zero cannot tell two runs apart.
+    """
+    a = np.asarray(x, dtype=float)
+    with np.errstate(invalid="ignore"):
+        out = np.where(np.isnan(a), 0.0, np.clip(a, -_MAX, _MAX)) + 0.0
+    return float(out) if out.ndim == 0 else out
 
 
 @dataclass(frozen=True)
@@ -111,11 +135,13 @@ class Runtime:
                 raise ValueError(f"unbound variable {t.info.get('name', '?')}")
             return self.env[t.uid]
         if op == "add":
-            return _arith(self.value(t.args[0])) + _arith(self.value(t.args[1]))
+            with np.errstate(over="ignore", invalid="ignore"):
+                return finite(_arith(self.value(t.args[0])) + _arith(self.value(t.args[1])))
         if op == "neg":
-            return -_arith(self.value(t.args[0]))
+            return finite(-_arith(self.value(t.args[0])))
         if op == "mul":
-            return _arith(self.value(t.args[0])) * _arith(self.value(t.args[1]))
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                return finite(_arith(self.value(t.args[0])) * _arith(self.value(t.args[1])))
         if op == "clip":
             return clip_value(self.value(t.args[0]), t.args[1], t.args[2])
         if op == "eq_score":
@@ -125,16 +151,16 @@ class Runtime:
         if op == "dist":
             return make_distribution(t.info["family"], [self.value(a) for a in t.args])
         if op == "get_params":
-            return distribution_params(self.value(t.args[0]))
+            return tuple(finite(x) for x in distribution_params(self.value(t.args[0])))
         if op == "get_mean":
             d = self.value(t.args[0])
             if not isinstance(d, Normal):
                 raise TypeError("get_mean needs a Normal distribution")
-            return float(d.loc)
+            return finite(float(d.loc))
         if op == "divergence":
             p, q = self.value(t.args[0]), self.value(t.args[1])
             fn = {"hellinger": _hellinger, "tv": _tv, "kl": _kl}[t.info["divergence"]]
-            return float(fn(p, q))
+            return finite(float(fn(p, q)))
         if op == "infer":
             return self.symbolic(t.args[0])
         raise TypeError(f"{op} is not a value term")
@@ -142,6 +168,15 @@ class Runtime:
     def candidate(self, c: Any) -> Any:
         """A candidate of the exponential mechanism: a public value or a public term."""
         return self.value(c) if isinstance(c, Term) else c
+
+    def exp_scores(self, t: Term, values: list[Any]) -> np.ndarray:
+        """The scores of an ``exp_mech`` term for its candidate ``values`` (finite reals)."""
+        r, score, _ = t.args
+        scores = np.empty(len(values))
+        for i, c in enumerate(values):
+            with self.binding(r, c):
+                scores[i] = finite(float(self.value(score)))
+        return scores
 
     # ------------------------------------------------------------ infer: exact inference
     def symbolic(self, m: Term) -> Any:
@@ -176,18 +211,14 @@ class Runtime:
             with self.binding(x, self.sample(m)):
                 return self.sample(body)
         if op in ("lap_mech", "gauss_mech"):
-            v = np.asarray(self.value(t.args[0]), dtype=float)
+            v = np.asarray(finite(self.value(t.args[0])), dtype=float)
             out = t.info["mechanism"].release(np.atleast_1d(v), rng=self.mech_rng).value
             return float(out[0]) if v.ndim == 0 else np.asarray(out).reshape(v.shape)
         if op == "exp_mech":
-            r, score, cands = t.args
-            values = [self.candidate(c) for c in cands]
+            values = [self.candidate(c) for c in t.args[2]]
             scores = self.scores.get(t.uid) if not t.free else None
             if scores is None:
-                scores = np.empty(len(values))
-                for i, c in enumerate(values):
-                    with self.binding(r, c):
-                        scores[i] = float(self.value(score))
+                scores = self.exp_scores(t, values)
                 if not t.free:  # the scores depend on the data only
                     self.scores[t.uid] = scores
             chosen = int(t.info["mechanism"].release(scores, rng=self.mech_rng).value)
@@ -227,7 +258,7 @@ def clip_value(x: Any, lo: float | None, hi: float | None) -> Any:
     fill = lo if lo is not None else hi
     if fill is not None:
         out = np.where(np.isnan(out), fill, out)
-    return float(out) if np.ndim(out) == 0 else out
+    return finite(out)
 
 
 def _plain(y: Any) -> Any:
@@ -236,6 +267,24 @@ def _plain(y: Any) -> Any:
 
 def _arith(x: Any) -> Any:
     return np.asarray(x, dtype=float) if isinstance(x, tuple | list | np.ndarray) else float(x)
+
+
+def _clamped_sum(records: np.ndarray) -> float:
+    """The records' sum from left to right, each partial sum clamped (:func:`finite`).
+
+    One fixed order for every data set (so it is 1-Lipschitz in each record): numpy's
+    cumulative sum is that order, and equals the clamped sum when no partial sum overflows.
+    """
+    if not records.size:
+        return 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        partial = np.cumsum(records)
+    if np.all(np.isfinite(partial)):
+        return finite(float(partial[-1]))
+    acc = 0.0
+    for x in records.tolist():
+        acc = finite(acc + x)
+    return float(acc)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -308,8 +357,9 @@ def conjugate_update(prior: Any, lik: Term, records: np.ndarray, rt: Runtime) ->
             raise ValueError(f"the likelihood's variance must be > 0, got {kv}")
         v0 = float(prior.sd) ** 2
         prec = 1.0 / v0 + records.size / kv
-        mean = (float(prior.loc) / v0 + float(records.sum()) / kv) / prec
-        return Normal(mean, math.sqrt(1.0 / prec))
+        # clamped arithmetic (finite), as everywhere: 1-Lipschitz in the records' sum
+        total = finite(finite(float(prior.loc) / v0) + finite(_clamped_sum(records) / kv))
+        return Normal(finite(total / prec), math.sqrt(1.0 / prec))
     raise TypeError(
         f"no conjugate update for a {type(prior).__name__} prior with a {family} likelihood"
     )

@@ -18,7 +18,11 @@ here is their content, derived and checked numerically:
   TV <= H sqrt(2 - H^2) (with H^2 = 1 - affinity), valid for any pair of distributions.
 * Normal mean with known variance: the posterior means differ by at most
   Delta = B / kv / (1/v0 + n/kv) for records that change by at most B, the variances are
-  equal, so H^2 = 1 - exp(-Delta^2 / (8 v)), KL = Delta^2 / (2 v), TV = 2 Phi(Delta / 2 sd) - 1.
+  equal, so H^2 = 1 - exp(-Delta^2 / (8 v)), KL = Delta^2 / (2 v), TV = 2 Phi(Delta / 2 sd) - 1
+  (computed as erf(Delta / 2 sqrt(2 v)), which does not cancel for a small Delta).
+* Floating point: every bound is an upper bound of the exact value (A4 in ``PROOF.md``):
+  rational expressions are evaluated exactly and rounded up, the values of special
+  functions (lgamma, erf, expm1) get the margin of :func:`~dpbayes.programs.outward.special`.
 * Several records: k changed records are k neighbouring steps (:func:`several_records`).
 
 Every function returns a dict with ``hellinger``, ``tv``, ``kl``, ``coords`` (the
@@ -30,12 +34,14 @@ one record moves one count up and one down, so 2 and sqrt 2 for Beta and Dirichl
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
-from dpbayes.models import hellinger_beta, kl_beta
+from dpbayes.models import hellinger_beta, hellinger_dirichlet, kl_beta, kl_dirichlet
+from dpbayes.programs import outward
 
 __all__ = [
     "LEMMA_6_1_HELLINGER",
@@ -43,16 +49,23 @@ __all__ = [
     "dirichlet_categorical_bounds",
     "le_cam_tv",
     "normal_mean_bounds",
+    "normal_shift_bounds",
     "several_records",
 ]
 
 LEMMA_6_1_HELLINGER = math.sqrt(1.0 - math.pi / 4.0)
 
 
+_SQRT2 = outward.hypot([1.0, 1.0])  # the smallest double >= sqrt(2)
+
+
 def le_cam_tv(h: float) -> float:
-    """TV <= sqrt(1 - (1 - H^2)^2) = H sqrt(2 - H^2) (Le Cam; H^2 = 1 - affinity)."""
+    """TV <= sqrt(1 - (1 - H^2)^2) = H sqrt(2 - H^2) (Le Cam; H^2 = 1 - affinity).
+
+    Increasing in H on [0, 1]; rounded up (:func:`~dpbayes.programs.outward.special`).
+    """
     h = min(max(h, 0.0), 1.0)
-    return min(1.0, h * math.sqrt(2.0 - h * h))
+    return min(1.0, outward.special(h * math.sqrt(2.0 - h * h)))
 
 
 def beta_bernoulli_bounds(a: float, b: float, n: int) -> dict[str, Any]:
@@ -64,7 +77,7 @@ def beta_bernoulli_bounds(a: float, b: float, n: int) -> dict[str, Any]:
     i = int(np.argmax(h))
     kl12 = np.atleast_1d(kl_beta(a1, b1, a2, b2))
     kl21 = np.atleast_1d(kl_beta(a2, b2, a1, b1))
-    hb = float(h[i])
+    hb = min(1.0, outward.special(float(h[i])))  # accurate to ~1e-14; rounded up
     lemma = (
         f"; Lemma 6.1 constant sqrt(1 - pi/4) = {LEMMA_6_1_HELLINGER:.4f} holds as a, b >= 1"
         if a >= 1 and b >= 1
@@ -73,25 +86,15 @@ def beta_bernoulli_bounds(a: float, b: float, n: int) -> dict[str, Any]:
     return {
         "hellinger": hb,
         "tv": le_cam_tv(hb),
-        "kl": float(max(kl12.max(), kl21.max())),
+        "kl": outward.special(float(max(kl12.max(), kl21.max()))),
         "coords": (1.0, 1.0),
         "l1": 2.0,
-        "l2": math.sqrt(2.0),
+        "l2": _SQRT2,
         "note": (
             f"max over k of H(Beta({a:g}+k+1, {b:g}+{n - 1}-k), Beta({a:g}+k, {b:g}+{n}-k)) "
             f"= {hb:.4f} at k={i}{lemma}"
         ),
     }
-
-
-def _log_g(x: np.ndarray) -> np.ndarray:
-    """log g(x) = lgamma(x + 1/2) - lgamma(x) - log(x) / 2; g increases from 0 to 1."""
-    return special.gammaln(x + 0.5) - special.gammaln(x) - 0.5 * np.log(x)
-
-
-def _u(x: np.ndarray) -> np.ndarray:
-    """u(x) = log x - psi(x) > 0, decreasing."""
-    return np.log(x) - special.digamma(x)
 
 
 def dirichlet_categorical_bounds(alpha: np.ndarray, n: int) -> dict[str, Any]:
@@ -119,22 +122,21 @@ def dirichlet_categorical_bounds(alpha: np.ndarray, n: int) -> dict[str, Any]:
         out["coords"] = (1.0, 1.0)
         out["note"] = "Lemma 6.3 with 2 categories: " + out["note"]
         return out
-    lg = _log_g(alpha)
-    log_aff = lg[:, None] + lg[None, :]
-    np.fill_diagonal(log_aff, 0.0)
-    h2 = -np.expm1(log_aff)
-    i, j = np.unravel_index(int(np.argmax(h2)), h2.shape)
-    hb = float(np.sqrt(max(float(h2[i, j]), 0.0)))
-    u = _u(alpha)
-    kl = (1.0 / alpha - u)[:, None] + u[None, :]
-    np.fill_diagonal(kl, 0.0)
+    # both distances decrease in beta_i and beta_j: the worst pair is the two smallest alphas
+    i, j = (int(x) for x in np.argsort(alpha, kind="stable")[:2])
+    e_i, e_j = np.eye(m)[i], np.eye(m)[j]
+    # the models' divergences (lgamma Jensen gaps, Bregman divergences) keep their relative
+    # accuracy for large alpha, where log g by lgamma differences cancels (1% at 1e6)
+    hb = min(1.0, outward.special(float(hellinger_dirichlet(alpha + e_i, alpha + e_j))))
+    kl_ij = float(kl_dirichlet(alpha + e_i, alpha + e_j))
+    kl_ji = float(kl_dirichlet(alpha + e_j, alpha + e_i))
     return {
         "hellinger": hb,
         "tv": le_cam_tv(hb),
-        "kl": float(max(kl.max(), 0.0)),
+        "kl": outward.special(max(kl_ij, kl_ji, 0.0)),
         "coords": (1.0,) * m,
         "l1": 2.0,
-        "l2": math.sqrt(2.0),
+        "l2": _SQRT2,
         "note": (
             f"Lemma 6.3 in closed form: H^2 = 1 - g(alpha_i) g(alpha_j) at the worst pair "
             f"(i, j) = ({i}, {j}), the other {n - 1} records elsewhere: H = {hb:.4f}"
@@ -151,15 +153,32 @@ def several_records(one: dict[str, Any], k: int) -> dict[str, Any]:
     """
     if k <= 1:
         return one
-    h = min(1.0, k * one["hellinger"])
+    h = min(1.0, outward.mul(k, one["hellinger"]))
     return {
         "hellinger": h,
-        "tv": min(1.0, k * one["tv"]),
+        "tv": min(1.0, outward.mul(k, one["tv"])),
         "kl": math.inf,
-        "coords": tuple(k * c for c in one["coords"]),
-        "l1": k * one["l1"],
-        "l2": k * one["l2"],
+        "coords": tuple(outward.mul(k, c) for c in one["coords"]),
+        "l1": outward.mul(k, one["l1"]),
+        "l2": outward.mul(k, one["l2"]),
         "note": f"{k} records may differ: {k} x ({one['note']}) by the triangle inequality",
+    }
+
+
+def normal_shift_bounds(d: float | Fraction, var: float | Fraction) -> dict[str, float]:
+    """H, TV and KL between two Normals of variance ``var`` whose means differ by <= d.
+
+    H^2 = 1 - exp(-x), TV = erf(sqrt x), KL = 4 x with x = d^2 / 8 var (each increasing in
+    d); x is computed exactly and rounded up, and the results get the margin of
+    :func:`~dpbayes.programs.outward.special` (the special functions, and a run's standard
+    deviation sqrt(var) rounded to nearest). erf, not 2 Phi - 1, which cancels for a small
+    shift.
+    """
+    x = outward.up(Fraction(d) ** 2 / (8 * Fraction(var)))  # exact, then rounded up
+    return {
+        "hellinger": min(1.0, outward.special(math.sqrt(-math.expm1(-x)))),
+        "tv": min(1.0, outward.special(float(special.erf(math.sqrt(x))))),
+        "kl": outward.special(outward.mul(4.0, x)),
     }
 
 
@@ -177,14 +196,17 @@ def normal_mean_bounds(
             "l2": math.inf,
             "note": "records are unbounded: the posterior mean moves arbitrarily far",
         }
-    prec = 1.0 / prior_var + n / known_var
-    delta = bound / known_var / prec
-    var = 1.0 / prec
-    h = math.sqrt(-math.expm1(-(delta**2) / (8.0 * var)))
+    # exact rationals, rounded up: the mean's shift B / kv / (1/v0 + n/kv), and the
+    # distances of two Normals of variance 1/prec whose means differ by that much
+    prec = 1 / Fraction(prior_var) + n / Fraction(known_var)
+    exact = Fraction(bound) / Fraction(known_var) / prec
+    delta = outward.up(exact)
+    var = float(1 / prec)
+    shifted = normal_shift_bounds(exact, 1 / prec)
     return {
-        "hellinger": h,
-        "tv": float(2.0 * stats.norm.cdf(delta / (2.0 * math.sqrt(var))) - 1.0),
-        "kl": delta**2 / (2.0 * var),
+        "hellinger": shifted["hellinger"],
+        "tv": shifted["tv"],
+        "kl": shifted["kl"],
         "coords": (delta, 0.0),
         "l1": delta,
         "l2": delta,

@@ -70,7 +70,7 @@ class Program:
             if np.any(vals != np.round(vals)) or vals.min() < 0 or vals.max() >= info["k"]:
                 raise ValueError(f"data must contain category indices in 0..{info['k'] - 1}")
             return vals.astype(np.int64)
-        return check_array(arr, "data")
+        return check_array(arr, "data") + 0.0  # -0.0 is the record 0.0
 
     def certificate(self) -> Any:
         """The certificate without a budget, computed once and cached."""
@@ -92,7 +92,15 @@ class Program:
     def sample(
         self, data: Any, size: int, *, rng: Any = None, allow_non_private: bool = False
     ) -> list[ProgramResult]:
-        """``size`` independent runs on the same data (shares the deterministic work)."""
+        """``size`` independent runs on the same data (shares the deterministic work).
+
+        Each result carries the certificate of one run. ``size`` > 1 is for simulations
+        only (a seed or Generator as ``rng``: experiments, the auditor), where no budget is
+        spent: released together, ``size`` runs would cost ``size`` times the certificate,
+        which no single result states. With ``rng=None`` (secure noise, publishable) it is
+        refused before anything runs; call :meth:`run` once per release, and account for
+        each release's guarantee.
+        """
         from dpbayes.programs.checker import NotPrivate
         from dpbayes.programs.interpreter import Runtime
 
@@ -100,6 +108,12 @@ class Program:
         allow_non_private = check_flag(allow_non_private, "allow_non_private")
         values = self.validate_data(data)
         src = noise_source(rng)
+        if size > 1 and not src.simulation:
+            raise ValueError(
+                f"sample(size={size}) with secure noise would release {size} runs, each "
+                f"labelled with the guarantee of one run: pass a seed for a simulation, or "
+                "call run() once per release (each run spends the certificate's budget)"
+            )
         try:
             cert = self.certificate()
             guarantee = cert.guarantee(simulation=src.simulation)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 
-from scipy import stats
-
+from dpbayes.programs import outward
 from dpbayes.programs.certificate import INF, Bound, Step
 from dpbayes.programs.checker_base import CheckerBase, _why, public_bound
 from dpbayes.programs.interpreter import public_value
+from dpbayes.programs.lemmas import normal_shift_bounds
 from dpbayes.programs.terms import Term
 
 __all__ = ["DistributionRules", "draw_shape"]
@@ -55,8 +55,8 @@ class DistributionRules(CheckerBase):
         if all(b.equal for b, _ in subs):
             return public_bound("sym", family=fam, param_shape=pshape), s
         m = {
-            "L1": sum(b.get("L1") for b, _ in subs),
-            "L2": math.sqrt(sum(b.get("L2") ** 2 for b, _ in subs)),
+            "L1": outward.add(*(b.get("L1") for b, _ in subs)),
+            "L2": outward.hypot(b.get("L2") for b, _ in subs),
             "hellinger": 1.0,
             "tv": 1.0,
         }
@@ -66,13 +66,11 @@ class DistributionRules(CheckerBase):
             except (TypeError, ValueError):
                 var = math.nan
             d = subs[0][0].get("L1")
-            if var > 0 and math.isfinite(d):
-                m["hellinger"] = math.sqrt(-math.expm1(-(d**2) / (8 * var)))
-                m["tv"] = float(2.0 * stats.norm.cdf(d / (2.0 * math.sqrt(var))) - 1.0)
-                m["kl"] = d**2 / (2 * var)
+            if var > 0 and math.isfinite(var) and math.isfinite(d):
+                m.update(normal_shift_bounds(d, var))
                 s.note = (
                     "Normal with public variance v, mean moving by D: H^2 = 1 - exp(-D^2/8v), "
-                    "TV = 2 Phi(D / 2 sqrt v) - 1, KL = D^2/2v"
+                    "TV = erf(D / 2 sqrt(2v)) = 2 Phi(D / 2 sqrt v) - 1, KL = D^2/2v"
                 )
         blame = self.blame_of(*(b for b, _ in subs))
         return Bound(
@@ -104,8 +102,8 @@ class DistributionRules(CheckerBase):
             return Bound("value", metrics=m0, blame=d.blame, shape=d.param_shape), s
         c = d.coords
         m = {
-            "L1": min(d.get("L1"), sum(c)),
-            "L2": min(d.get("L2"), math.sqrt(sum(x * x for x in c))),
+            "L1": min(d.get("L1"), outward.add(*c)),
+            "L2": min(d.get("L2"), outward.hypot(c)),
         }
         return Bound("value", metrics=m, coords=c, blame=d.blame, shape=(len(c),)), s
 
@@ -141,7 +139,7 @@ class DistributionRules(CheckerBase):
                 "sensitivity",
                 shape=(),
             ), s
-        d = p.get(div) + q.get(div)
+        d = outward.add(p.get(div), q.get(div))
         if math.isinf(d):
             return self.fail(
                 s, "value", f"no {div} bound on the arguments" + _why(p, q), shape=()

@@ -8,7 +8,10 @@ records, one changed. See ``PROOF.md``.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
+from dpbayes.privacy.mechanisms import analytic_gaussian_epsilon
+from dpbayes.programs import outward
 from dpbayes.programs.certificate import _CAP, _FDIV, INF, Bound, Step
 from dpbayes.programs.checker_base import (
     CheckerBase,
@@ -21,6 +24,10 @@ from dpbayes.programs.terms import Term
 
 __all__ = ["MechanismRules"]
 
+#: a Delta_2 this far (relatively) above the Gaussian's calibrated sensitivity is a rounding
+#: of the sensitivity, not too little noise: charged the eps of its sigma at Delta_2
+_ROUNDING = 1e-9
+
 
 class MechanismRules(CheckerBase):
     """LapMech, GaussMech, ExpMech, MapRecords."""
@@ -28,6 +35,22 @@ class MechanismRules(CheckerBase):
     def _mech(self, s: Step, eps: float, delta: float, shape: tuple[int, ...] | None) -> Bound:
         self.mechanisms.append((s, eps, delta))
         return Bound("monad", metrics={"eps": eps, "delta": delta}, shape=shape)
+
+    def _free(self, s: Step, shape: tuple[int, ...] | None) -> Bound:
+        """A mechanism on a public input: the same distribution in both runs, free."""
+        self.mechanisms.append((s, 0.0, 0.0))
+        s.note = "the input is public: the same distribution in both runs"
+        return public_bound("monad", shape)
+
+    @staticmethod
+    def _cost(d: float, scale: float, factor: int = 1) -> float:
+        """factor * Delta / scale, exactly, rounded up.
+
+        The privacy loss of noise at the sampler's own (double) ``scale``: eps * Delta /
+        sensitivity in real numbers, but the sampler draws at the rounded scale. Never 0:
+        the input reads private data (only a structurally public input is free).
+        """
+        return max(outward.up(factor * Fraction(d) / Fraction(scale)), outward.TINY)
 
     def _unbounded(self, s: Step, reason: str, shape: tuple[int, ...] | None) -> Bound:
         return self.fail(s, "monad", reason, metrics={"eps": INF, "delta": 0.0}, shape=shape)
@@ -39,14 +62,16 @@ class MechanismRules(CheckerBase):
         s = self.step(
             "LapMech", f"lapMech(eps={e:g}, [{i}], calibrated to L1 sensitivity {sens:g})"
         )
+        if v.equal:
+            return self._free(s, v.shape), s
         d = v.get("L1")
         if math.isinf(d):
             return self._unbounded(
                 s, f"the value [{i}] has unbounded L1 sensitivity" + _why(v), v.shape
             ), s
-        cost = e * d / sens
+        cost = self._cost(d, mech.scale)  # Laplace: Delta / b, b = sensitivity / eps
         s.note = f"Delta_1 = {d:.6g}: eps * Delta / sensitivity = {cost:.6g}"
-        if d > sens * (1 + 1e-12):
+        if d > sens:
             s.note += f"; noise too small for the sensitivity ({d:.6g} > {sens:g})"
         return self._mech(s, cost, 0.0, v.shape), s
 
@@ -57,12 +82,14 @@ class MechanismRules(CheckerBase):
         s = self.step(
             "GaussMech", f"gaussMech(eps={e:g}, delta={dl:g}, [{i}], L2 sensitivity {sens:g})"
         )
+        if v.equal:
+            return self._free(s, v.shape), s
         d = v.get("L2")
         if math.isinf(d):
             return self._unbounded(
                 s, f"the value [{i}] has unbounded L2 sensitivity" + _why(v), v.shape
             ), s
-        if d > sens * (1 + 1e-12):
+        if d > sens * (1 + _ROUNDING):
             return self._unbounded(
                 s,
                 f"noise too small for the sensitivity: sigma is "
@@ -70,9 +97,16 @@ class MechanismRules(CheckerBase):
                 f"{d:.6g}",
                 v.shape,
             ), s
+        if d > sens:
+            # above the calibration by rounding only (e.g. sensitivity=np.sqrt(40), a double
+            # below sqrt 40): the eps of this sigma at Delta_2, certified by the mechanism's
+            # own analytic profile (Balle & Wang 2018, Thm 8)
+            e2 = max(e, analytic_gaussian_epsilon(mech.sigma, dl, d))
+            s.note = f"Delta_2 = {d!r} > {sens!r} by rounding: sigma gives eps {e2!r} there"
+            return self._mech(s, e2, dl, v.shape), s
+        # a private input costs the calibrated (eps, delta) whatever its computed Delta_2
+        # (a computed 0 is no proof that the two runs' values are equal)
         s.note = f"Delta_2 = {d:.6g} <= {sens:g}"
-        if d == 0:
-            return self._mech(s, 0.0, 0.0, v.shape), s
         return self._mech(s, e, dl, v.shape), s
 
     def rule_exp_mech(self, t: Term) -> tuple[Bound, Step]:
@@ -105,12 +139,17 @@ class MechanismRules(CheckerBase):
         )
         if u.shape is not None and math.prod(u.shape) != 1:
             raise TypeError(f"the score must be a real number, got shape {u.shape}")
+        if u.equal:
+            return self._free(s, shape), s
         d = u.get("L1")
         if math.isinf(d):
             return self._unbounded(s, "the score has unbounded sensitivity" + _why(u), shape), s
-        cost = e * d / sens
+        # weights exp(u / T) and their sum each move by e^(Delta / T): 2 Delta / T, with
+        # T = 2 sensitivity / eps (= eps Delta / sensitivity), or sensitivity / eps if
+        # monotonic (twice that: the rule does not use monotonicity)
+        cost = self._cost(d, mech.scale, 2)
         s.note = f"score sensitivity {d:.6g}: eps * Delta / sensitivity = {cost:.6g}"
-        if d > sens * (1 + 1e-12):
+        if d > sens:
             s.note += f"; noise too small for the sensitivity ({d:.6g} > {sens:g})"
         return self._mech(s, cost, 0.0, shape), s
 
@@ -120,7 +159,10 @@ class MechanismRules(CheckerBase):
         assert db.db is not None
         n = int(db.db["n"])
         rec = record_bound(db.db)
-        changed = Bound("value", metrics={"L1": rec, "L2": rec}, coords=(rec,), shape=())
+        levels = {"bool": 2, "category": db.db.get("k")}.get(db.db["record"])
+        changed = Bound(
+            "value", metrics={"L1": rec, "L2": rec}, coords=(rec,), shape=(), levels=levels
+        )
         # the record that differs, and the n - 1 records that are equal in both runs (their
         # f may still read other private data): sequential composition over the n records
         with self.binding(y, changed):
@@ -137,7 +179,7 @@ class MechanismRules(CheckerBase):
         m = {
             k: min(
                 _CAP.get(k, INF),
-                body.get(k) + (n - 1) * same.get(k) if same.get(k) else body.get(k),
+                outward.add(body.get(k), outward.mul(n - 1, same.get(k)) if n > 1 else 0.0),
             )
             for k in ("eps", "delta", *_FDIV)
         }

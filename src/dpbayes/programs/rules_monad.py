@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from dpbayes.models import Beta, Dirichlet, Normal
-from dpbayes.programs import lemmas
+from dpbayes.programs import lemmas, outward
 from dpbayes.programs.certificate import _CAP, _FDIV, INF, Bound, Step
 from dpbayes.programs.checker_base import CheckerBase, _why, public_bound, record_bound
 from dpbayes.programs.interpreter import public_distribution, public_value
@@ -61,8 +62,8 @@ class MonadRules(CheckerBase):
             return public_bound("sym", **extra), s
         metrics = {k: m.get(k) for k in (*_FDIV, "L1", "L2")}
         if m.coords is not None:
-            metrics["L1"] = min(metrics["L1"], sum(m.coords))
-            metrics["L2"] = min(metrics["L2"], math.sqrt(sum(c * c for c in m.coords)))
+            metrics["L1"] = min(metrics["L1"], outward.add(*m.coords))
+            metrics["L2"] = min(metrics["L2"], outward.hypot(m.coords))
         return Bound("sym", metrics=metrics, coords=m.coords, blame=m.blame, **extra), s
 
     def rule_unit(self, t: Term) -> tuple[Bound, Step]:
@@ -93,7 +94,8 @@ class MonadRules(CheckerBase):
         if m.equal and body.equal:
             return public_bound("monad", body.shape), s
         metrics = {
-            k: min(_CAP.get(k, INF), m.get(k) + body.get(k)) for k in ("eps", "delta", *_FDIV)
+            k: min(_CAP.get(k, INF), outward.add(m.get(k), body.get(k)))
+            for k in ("eps", "delta", *_FDIV)
         }
         metrics["delta"] = min(metrics["delta"], 1.0)
         return Bound(
@@ -131,7 +133,8 @@ class MonadRules(CheckerBase):
             v0 = float(inner.base.sd) ** 2 if inner.var is None else inner.var
             if kv is None:
                 return None
-            var = 1.0 / (1.0 / v0 + size / kv)
+            # rounded up: every distance of the lemma increases with the prior variance
+            var = outward.up(1 / (1 / Fraction(v0) + size / Fraction(kv)))
         return PriorInfo(inner.base, inner.extra + size, var)
 
     @staticmethod
@@ -144,30 +147,63 @@ class MonadRules(CheckerBase):
             return None
         return kv if kv > 0 and math.isfinite(kv) else None
 
-    def _changed_records(self, data: Bound, fam: str, s: Step) -> tuple[int, int, float] | None:
-        """(records observed, how many may differ, how far their sum may move)."""
+    def _check_domain(self, data: Bound, idata: int, fam: str, prior: Bound, s: Step) -> None:
+        """Refuse private data a run's conjugate update would refuse on some data sets only.
+
+        A Bernoulli datum must be 0/1 and a categorical one an index below the Dirichlet's
+        size, in every run: the input's boolean or category records, or a value the checker
+        proves integer-valued in 0..levels-1 (``Bound.levels``: an ``eq_score``, a record
+        of ``map_records``). Public data are the same in both runs (a failure does not
+        depend on the private input); a Normal likelihood takes any (finite) real.
+        """
+        if fam == "normal" or data.equal:
+            return
         if data.kind == "db":
             assert data.db is not None
             info = data.db
-            ok = {
-                "bernoulli": info["record"] == "bool"
-                or (info["record"] == "category" and info["k"] == 2),
-                "categorical": info["record"] in ("bool", "category"),
-                "normal": True,
-            }[fam]
-            if not ok:
+            if info["record"] == "real":
                 self.reject(
                     s,
-                    f"a {fam} likelihood cannot observe {info['record']} records: a run would "
-                    "fail on some data sets and not on others",
+                    f"a {fam} likelihood cannot observe real records: a run would fail on "
+                    "some data sets and not on others",
                 )
-            return int(info["n"]), 1, record_bound(info)
+            levels: int | None = 2 if info["record"] == "bool" else int(info["k"])
+            what, verb = f"the {info['record']} records", ("are", "take")
+        else:
+            levels = data.levels
+            what, verb = f"the private datum [{idata}]", ("is", "takes")
+        size = None
+        if fam == "categorical" and prior.param_shape is not None:
+            size = math.prod(prior.param_shape)
+        allowed = 2 if fam == "bernoulli" else size
+        if levels is None or allowed is None or levels > allowed:
+            if levels is None:
+                cause = f"{verb[0]} not provably integer-valued (only eq_score and records are)"
+            elif allowed is None:
+                cause = (
+                    f"{verb[0]} observed under a Dirichlet prior of a size unknown when checking"
+                )
+            else:
+                cause = f"{verb[1]} values up to {levels - 1}, beyond 0..{allowed - 1}"
+            need = "0/1" if fam == "bernoulli" else "a category index of the prior"
+            self.reject(
+                s,
+                f"{what} {cause}: a {fam} likelihood needs {need}, and a run would fail "
+                "on some data sets and not on others",
+            )
+
+    def _changed_records(self, data: Bound, fam: str) -> tuple[int, int, float] | None:
+        """(records observed, how many may differ, how far their sum may move)."""
+        if data.kind == "db":
+            assert data.db is not None
+            return int(data.db["n"]), 1, record_bound(data.db)
         if data.shape is None:
             return None
         n = math.prod(data.shape)
         l1 = data.get("L1")
         k = n if data.coords is None else sum(1 for c in data.coords if c > 0)
-        if math.isfinite(l1) and fam != "normal":  # 0/1 and category records move by >= 1
+        if math.isfinite(l1) and fam != "normal":
+            # integer-valued data (_check_domain) move by >= 1 where they move
             k = min(k, math.ceil(l1 - 1e-12))
         return n, k, l1
 
@@ -205,7 +241,8 @@ class MonadRules(CheckerBase):
                 metrics=unbounded,
                 **extra,
             ), s
-        changed = self._changed_records(data, fam, s)
+        self._check_domain(data, idata, fam, prior, s)
+        changed = self._changed_records(data, fam)
         if data.equal:
             s.note = "equal observations and equal priors give equal posteriors"
             return public_bound("monad", **extra), s
@@ -262,13 +299,6 @@ class MonadRules(CheckerBase):
         if isinstance(base, Beta) and fam == "bernoulli":
             return lemmas.several_records(lemmas.beta_bernoulli_bounds(base.a, base.b, total), k)
         if isinstance(base, Dirichlet) and fam == "categorical":
-            if data.kind == "db" and data.db and data.db["record"] == "category":
-                if data.db["k"] > base.alpha.size:
-                    self.reject(
-                        s,
-                        f"the records are categories 0..{data.db['k'] - 1} but the Dirichlet "
-                        f"prior has {base.alpha.size}: a run would fail on some data sets only",
-                    )
             one = lemmas.dirichlet_categorical_bounds(base.alpha, total)
             return lemmas.several_records(one, k)
         if isinstance(base, Normal) and fam == "normal":

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes.programs import outward
 from dpbayes.programs.certificate import INF, Bound, Step
 from dpbayes.programs.checker_base import CheckerBase, _why, numeric_shape, public_bound
 from dpbayes.programs.interpreter import public_value
@@ -21,11 +22,11 @@ from dpbayes.programs.terms import Term
 __all__ = ["ValueRules", "spread"]
 
 
-def _times(w: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """w * c elementwise, with 0 * inf (and anything with NaN) read as infinity."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        out = w * c
-    return np.where(np.isnan(out) | np.isinf(c), INF, out)
+def _groups(idx: np.ndarray, w: np.ndarray, n_in: int) -> list[np.ndarray]:
+    """The weights w_j of the output coordinates J_i that copy input coordinate i."""
+    order = np.argsort(idx, kind="stable")
+    ends = np.cumsum(np.bincount(idx, minlength=n_in))
+    return [g for g in np.split(w[order], ends[:-1]) if g.size]
 
 
 def spread(
@@ -36,25 +37,30 @@ def spread(
     Returns (per-coordinate bounds, L1, L2). Numpy broadcasting copies input coordinate i
     to a set J_i of output coordinates; with weights w: L1 <= L1(b) * max_i sum_{J_i} |w_j|
     and L2 <= L2(b) * sqrt(max_i sum_{J_i} w_j^2), and both are also bounded by the norms of
-    the per-coordinate bounds |w_j| c_{i(j)}.
+    the per-coordinate bounds |w_j| c_{i(j)}. Every product, sum and norm is rounded up
+    (:mod:`~dpbayes.programs.outward`): none underflows to 0 (``1e-162 * 1e-170`` is the
+    smallest subnormal, not 0) and the norms are scaled (no square underflows).
     """
     assert b.shape is not None
     n_in = math.prod(b.shape)
     size = math.prod(shape_out)
+    if not size:
+        return np.zeros(0), 0.0, 0.0
     idx = np.broadcast_to(np.arange(n_in).reshape(b.shape), shape_out).ravel()
     if b.coords is not None and len(b.coords) == n_in:
         c_in = np.asarray(b.coords, dtype=float)
     else:
         c_in = np.full(n_in, min(b.get("L1"), b.get("L2")))  # |x_i| <= ||x||_2 <= ||x||_1
-    w = np.ones(size) if weight is None else np.abs(np.broadcast_to(weight, shape_out)).ravel()
-    per = _times(w, c_in[idx]) if size else np.zeros(0)
-    g1 = float(np.bincount(idx, weights=w, minlength=n_in).max()) if size else 0.0
-    g2 = float(np.bincount(idx, weights=w * w, minlength=n_in).max()) if size else 0.0
-    l1 = min(float(per.sum()), float(_times(np.array(g1), np.array(b.get("L1")))))
-    l2 = min(
-        float(np.sqrt((per * per).sum())),
-        float(_times(np.array(math.sqrt(g2)), np.array(b.get("L2")))),
-    )
+    if weight is None:
+        w = np.ones(size)
+    else:
+        w = np.abs(np.broadcast_to(np.asarray(weight, dtype=float), shape_out)).ravel()
+    per = outward.vec_mul(w, c_in[idx])
+    groups = _groups(idx, w, n_in)
+    g1 = max(outward.add(*g.tolist()) for g in groups)  # max_i sum_{J_i} |w_j|
+    g2 = max(outward.hypot(g.tolist()) for g in groups)  # max_i sqrt(sum_{J_i} w_j^2)
+    l1 = min(outward.add(*per.tolist()), outward.mul(g1, b.get("L1")))
+    l2 = min(outward.hypot(per.tolist()), outward.mul(g2, b.get("L2")))
     return per, l1, l2
 
 
@@ -115,8 +121,8 @@ class ValueRules(CheckerBase):
             return public_bound("value", shape), s
         assert shape is not None
         parts = [spread(x, shape) for x in (a, b) if not x.equal]
-        per = sum((p for p, _, _ in parts), np.zeros(math.prod(shape)))
-        m = {"L1": sum(p[1] for p in parts), "L2": sum(p[2] for p in parts)}
+        per = parts[0][0] if len(parts) == 1 else outward.vec_add(parts[0][0], parts[1][0])
+        m = {"L1": outward.add(*(p[1] for p in parts)), "L2": outward.add(*(p[2] for p in parts))}
         return Bound(
             "value", metrics=m, coords=tuple(per), shape=shape, blame=self.blame_of(a, b)
         ), s
@@ -135,7 +141,7 @@ class ValueRules(CheckerBase):
         s = self.step("Clip (1-Lipschitz; range bounds the change)", f"clip([{ia}], {lo}, {hi})")
         if a.equal:
             return public_bound("value", a.shape), s
-        width = hi - lo if lo is not None and hi is not None else INF
+        width = outward.sub(hi, lo) if lo is not None and hi is not None else INF
         if a.coords is not None:
             coords: tuple[float, ...] | None = tuple(min(c, width) for c in a.coords)
         elif a.shape is not None and math.isfinite(width):
@@ -144,8 +150,8 @@ class ValueRules(CheckerBase):
             coords = None
         l1, l2 = a.get("L1"), a.get("L2")
         if coords is not None:
-            l1 = min(l1, sum(coords))
-            l2 = min(l2, math.sqrt(sum(c * c for c in coords)))
+            l1 = min(l1, outward.add(*coords))
+            l2 = min(l2, outward.hypot(coords))
         if math.isfinite(width) and coords is not None:
             s.note = f"every coordinate stays in [{lo:g}, {hi:g}]: it moves by <= {width:g}"
         blame = a.blame if math.isinf(l1) else None
@@ -185,12 +191,15 @@ class ValueRules(CheckerBase):
         assert shape is not None
         per, l1, l2 = spread(other, shape, w)
         s.note = f"|public factor| <= {float(np.max(np.abs(w))) if w.size else 0.0:.6g}"
+        # 0/1 weights keep integer levels (0 * x = 0 and 1 * x = x, for x in 0..levels-1)
+        keeps = other.levels is not None and bool(np.all((w == 0) | (w == 1)))
         return Bound(
             "value",
             metrics={"L1": l1, "L2": l2},
             coords=tuple(per),
             shape=shape,
             blame=other.blame,
+            levels=other.levels if keeps else None,
         ), s
 
     def rule_eq_score(self, t: Term) -> tuple[Bound, Step]:
@@ -198,7 +207,7 @@ class ValueRules(CheckerBase):
         s = self.step("EqScore (range [0, 1])", f"[{ia}] == [{ib}]")
         if a.equal and b.equal:
             return public_bound("value", ()), s
-        return Bound("value", metrics={"L1": 1.0, "L2": 1.0}, coords=(1.0,), shape=()), s
+        return Bound("value", metrics={"L1": 1.0, "L2": 1.0}, coords=(1.0,), shape=(), levels=2), s
 
     def rule_proj(self, t: Term) -> tuple[Bound, Step]:
         a, ia = self.visit(t.args[0])
@@ -216,10 +225,12 @@ class ValueRules(CheckerBase):
         if sub is not None and a.coords is not None:
             k = math.prod(sub)
             coords = a.coords[i * k : (i + 1) * k]
-            l1 = min(l1, sum(coords))
-            l2 = min(l2, math.sqrt(sum(x * x for x in coords)))
+            l1 = min(l1, outward.add(*coords))
+            l2 = min(l2, outward.hypot(coords))
         if math.isinf(l1):
             return self.fail(
                 s, "value", "the component has unbounded sensitivity" + _why(a), shape=sub
             ), s
-        return Bound("value", metrics={"L1": l1, "L2": l2}, coords=coords, shape=sub), s
+        return Bound(
+            "value", metrics={"L1": l1, "L2": l2}, coords=coords, shape=sub, levels=a.levels
+        ), s

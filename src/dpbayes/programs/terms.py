@@ -22,6 +22,7 @@ value that depends on private data cannot be passed off as a public constant.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -485,6 +486,12 @@ def exp_mech(
     ``candidates`` is a public list: Python values, or terms the checker must find public.
     """
     mech = ExponentialMechanism(epsilon=epsilon, sensitivity=sensitivity)
+    if not 0 < mech.scale < math.inf:
+        # refused when built, alike for every data set (not by the sampler, in a run)
+        raise ValueError(
+            f"exp_mech: the temperature 2 sensitivity / epsilon = {mech.scale:g} must be a "
+            "positive finite number (rescale the score)"
+        )
     if isinstance(candidates, Term) or not isinstance(candidates, Sequence | np.ndarray):
         raise TypeError("candidates must be a list of public candidates")
     cands = tuple(
