@@ -22,9 +22,13 @@ def binary_data(n: int = 1500, d: int = 6, seed: int = 0) -> tuple[np.ndarray, n
 def test_sklearn_check_estimator() -> None:
     """Every applicable scikit-learn check passes (array-API input is skipped by sklearn)."""
     est = PrivateNaiveBayes(epsilon=50.0, bin_edges=np.linspace(-3, 3, 7), random_state=0)
+    # binned on edges, +-inf falls in the end bins (the bins cover the whole line; a refusal
+    # would tell inf from 1e308): scikit-learn's check wants inf refused. NaN is refused
+    # (test_infinities_fall_in_the_end_bins_and_nan_is_refused)
+    expected = {"check_estimators_nan_inf": "+-inf is binned into the end bins"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        results = check_estimator(est, on_fail=None, on_skip=None)
+        results = check_estimator(est, on_fail=None, on_skip=None, expected_failed_checks=expected)
     failed = [(r["check_name"], str(r["exception"])) for r in results if r["status"] == "failed"]
     assert not failed
     assert sum(r["status"] == "passed" for r in results) >= 50
@@ -198,3 +202,68 @@ def test_empty_data_are_fitted_under_add_remove_and_refused_under_substitution()
         with pytest.raises(ValueError, match="a label that is not in classes") as info:
             clone(est).fit(np.zeros((3, 2)), np.array([0, 1, 42]))
         assert "42" not in str(info.value)
+
+
+def test_mixed_type_categories_and_classes_accept_each_declared_value() -> None:
+    """Lists mixing numbers and strings keep their Python objects: a record's value is
+    accepted exactly when it is declared, whatever the other records hold (numpy made
+    text of [[0], [1], ["unknown"]], and "0" was refused against the declared 0)."""
+    for x in ([[0], [1], [1]], [[0], [1], ["unknown"]], [["unknown"], [1], [0]]):
+        for y in ([0, 1, 1], [0, 1, "a"], ["a", "a", 1]):
+            est = PrivateNaiveBayes(
+                epsilon=1.0, classes=[0, 1, "a"], categories=[0, 1, "unknown"], random_state=0
+            ).fit(x, y)
+            assert est.classes_.tolist() == [0, 1, "a"]
+            assert est.predict([[0], ["unknown"], [1]]).shape == (3,)
+    for x in ([[0], [1], ["1"]], [["0"], ["unknown"], [1]]):  # "1", "0" are not declared
+        with pytest.raises(ValueError, match="'x0' has a value that is not a category"):
+            PrivateNaiveBayes(
+                epsilon=1.0, classes=[0, 1], categories=[0, 1, "unknown"], random_state=0
+            ).fit(x, [0, 1, 1])
+    with pytest.raises(ValueError, match="not in classes"):
+        PrivateNaiveBayes(epsilon=1.0, classes=[0, 1, "a"], categories=[0, 1], random_state=0).fit(
+            [[0], [1], [1]], [0, "1", "a"]
+        )
+
+
+def test_infinities_fall_in_the_end_bins_and_nan_is_refused() -> None:
+    """The bins on edges cover the whole line: -inf and +inf fall in the end bins like
+    -1e308 and 1e308 (refusing them told the two apart); NaN lies in no bin."""
+    edges = [-1.0, 0.0, 1.0]
+    est = PrivateNaiveBayes(epsilon=1.0, classes=[0, 1], bin_edges=edges, random_state=0)
+    big = np.array([[-1e308], [1e308], [0.5]])
+    inf = np.array([[-np.inf], [np.inf], [0.5]])
+    assert est.fit(inf, [0, 1, 1]).guarantee_ is not None
+    np.testing.assert_array_equal(est._encode(inf)["x0"], est._encode(big)["x0"])
+    np.testing.assert_array_equal(est._encode(inf)["x0"], [0, 3, 2])
+    assert est.predict_proba(inf).shape == (3, 2)
+    with pytest.raises(ValueError, match="NaN"):
+        clone(est).fit(np.array([[0.5], [np.nan], [0.5]]), [0, 1, 1])
+    with pytest.raises(ValueError, match="NaN"):
+        est.predict(np.array([[np.nan]]))
+
+
+@pytest.mark.parametrize(
+    ("params", "error", "message"),
+    [
+        ({"classes": [0, 0, 1]}, ValueError, "classes has repeated labels"),
+        ({"classes": 1}, TypeError, "classes must be a flat sequence"),
+        ({"classes": "ab"}, TypeError, "classes must be a flat sequence"),
+        ({"categories": 1}, TypeError, "categories must be one list"),
+        ({"categories": None, "bin_edges": 0.5}, TypeError, "bin_edges must be one list"),
+        ({"categories": None, "bin_edges": [0.5, np.nan]}, ValueError, r"bin_edges\[0\] .*NaN"),
+        ({"categories": None, "bin_edges": ["a"]}, TypeError, r"bin_edges\[0\] must be numbers"),
+        ({"categories": None, "bin_edges": [0.5, np.inf, np.inf]}, ValueError, "increasing"),
+        ({"mechanism": "sampling", "epsilon": 5000.0}, ValueError, "epsilon = 5000 is too large"),
+        ({"mechanism": "sampling", "epsilon": 1e-300}, ValueError, "epsilon = 1e-300 is too small"),
+    ],
+)
+def test_bad_arguments_are_refused_in_one_line_naming_them(
+    params: dict[str, object], error: type[Exception], message: str
+) -> None:
+    x, y = binary_data(50, d=2)
+    kwargs: dict[str, object] = {"epsilon": 1.0, "classes": [0, 1], "categories": [0, 1]}
+    kwargs.update(params)
+    with pytest.raises(error, match=message) as info:
+        PrivateNaiveBayes(random_state=0, **kwargs).fit(x.astype(float), y)  # type: ignore[arg-type]
+    assert "\n" not in str(info.value)

@@ -80,13 +80,16 @@ def test_pandas_string_dtypes_and_float32_take_the_numpy_path() -> None:
     assert_same(bn.statistics(df), bnc._engine_counts(bn, df))
 
 
-def test_other_dtypes_go_to_the_engine() -> None:
+def test_other_dtypes_are_matched_as_python_objects_with_the_engine_tables() -> None:
+    # the path depends on the container, never on a column's dtype or values: categorical
+    # and nullable columns are counted in memory, their values matched as Python objects
     bn, plain = model(), frame(4, 50)
     for column, dtype in (("a", "category"), ("b", "category"), ("e", "Int64")):
         df = plain.copy()
         df[column] = df[column].astype(dtype)
-        assert bnc.in_memory_columns(bn, df) is None
+        assert bnc.in_memory_columns(bn, df) is not None
         assert_same(bn.statistics(df), bn.statistics(plain))
+        assert_same(bn.statistics(df), bnc._engine_counts(bn, df))
 
 
 def corrupt(df: pd.DataFrame, column: str, rows: list[int], value: Any) -> pd.DataFrame:
@@ -179,3 +182,70 @@ def test_user_level_tables_stay_in_the_engine_and_match_the_kept_rows(k: int) ->
     assert bnc.in_memory_columns(bn, kept) is not None
     assert_same(bounded, bn.statistics(kept))
     assert bounded.n <= 60 * k
+
+
+SMOKER = {"smoker": [0, 1, "unknown"], "cancer": [0, 1]}
+
+
+def smoker_model() -> BayesNet:
+    return BayesNet(SMOKER, [("smoker", "cancer")])
+
+
+@pytest.mark.parametrize(
+    "container",
+    [
+        pd.DataFrame,
+        dict,  # a mapping of lists: numpy would turn [0, 1, "unknown"] into text
+        lambda d: {k: np.asarray(v, dtype=object) for k, v in d.items()},
+        lambda d: pd.DataFrame(d).astype({"smoker": "category"}),
+    ],
+)
+def test_mixed_type_categories_accept_every_declared_value_whatever_the_other_records(
+    container: Any,
+) -> None:
+    """Acceptance of a record depends on its own value only: 1 is the declared 1 whether
+    or not another record holds "unknown" (it was refused when one did: the column went
+    to the engine as text, or numpy made text of the list)."""
+    bn = smoker_model()
+    cancer = [0, 1, 0]
+    for smoker, expected in (
+        ([0, 1, 1], [[1, 0], [1, 1], [0, 0]]),
+        ([0, 1, "unknown"], [[1, 0], [0, 1], [1, 0]]),
+        (["unknown", "unknown", 1], [[0, 0], [1, 0], [1, 1]]),
+    ):
+        stats = bn.statistics(container({"smoker": smoker, "cancer": cancer}))
+        assert stats.n == 3
+        np.testing.assert_array_equal(stats.counts["cancer"], expected)
+    # an undeclared value is refused whatever the others hold: "1" is not the category 1
+    for smoker in ([0, 1, "1"], ["1", "1", "1"], ["unknown", "1", 0]):
+        with pytest.raises(ValueError, match="'smoker' has a value that is not a category"):
+            bn.statistics(container({"smoker": smoker, "cancer": cancer}))
+
+
+def test_mixed_type_categories_are_refused_on_the_engine_path_whatever_the_data() -> None:
+    """The engine holds one type per column: a model with mixed-type categories is refused
+    there before any value is read, alike for every data set (a public fact)."""
+    bn = smoker_model()
+    for smoker in ([0, 1, 1], [0, 1, "unknown"], [1, 1, 1]):
+        df = pd.DataFrame({"u": [1, 2, 3], "smoker": smoker, "cancer": [0, 1, 0]})
+        with pytest.raises(ValueError, match="variable 'smoker' declares categories of mixed"):
+            bn.statistics(Table(df, user_column="u", max_rows_per_user=1))
+    # the path is chosen by the container: a frame is counted in memory, whatever it holds
+    for smoker in ([0, 1, 1], [0, 1, "unknown"], ["unknown"] * 3):
+        df = pd.DataFrame({"smoker": smoker, "cancer": [0, 1, 0]})
+        assert bnc.in_memory_columns(bn, df) is not None
+    assert bnc.mixed_type_variable(bn) == "smoker"
+    assert bnc.mixed_type_variable(model()) is None  # ints with floats, bools: numbers
+
+
+@pytest.mark.parametrize("parents", [22, 40, 70])
+def test_an_oversized_family_table_is_refused_naming_the_node(parents: int) -> None:
+    variables: dict[str, list[int]] = {f"p{i}": [0, 1] for i in range(parents)}
+    variables["c"] = [0, 1]
+    bn = BayesNet(variables, [(f"p{i}", "c") for i in range(parents)])
+    df = pd.DataFrame({k: [0, 1] for k in variables})
+    for data in (df, Table(df.assign(u=[1, 2]), user_column="u", max_rows_per_user=1)):
+        with pytest.raises(ValueError, match=f"node 'c' .*{parents} parents.* cells, more than"):
+            bn.statistics(data)
+    small = BayesNet({k: variables[k] for k in ("p0", "p1", "c")}, [("p0", "c"), ("p1", "c")])
+    assert small.statistics(df).n == 2

@@ -162,3 +162,61 @@ def test_errors() -> None:
         release(bn2, df2, mechanism="fourier", epsilon=1.0, rng=0, stealth=1.0)
     with pytest.raises(ValueError, match="epsilon"):
         release(bn2, df2, mechanism="fourier", epsilon=0.0, rng=0)
+
+
+def test_coefficients_by_the_fast_transform_are_the_definition() -> None:
+    """c_a = sum over records of (-1)^{<a, record>} for every a in the closure, now by a
+    Walsh-Hadamard transform of each family table; the tables rebuild exactly."""
+    names = [f"p{i}" for i in range(9)] + ["c", "d"]
+    bn = BayesNet(
+        {v: [0, 1] for v in names},
+        [(f"p{i}", "c") for i in range(9)] + [("p0", "d"), ("c", "d")],
+    )
+    g = np.random.default_rng(3)
+    rows = g.integers(0, 2, (300, len(names)))
+    stats_ = bn.statistics(pd.DataFrame(rows, columns=names))
+    coeffs = fourier_coefficients(bn, stats_)
+    assert sorted(coeffs) == downward_closure(bn)
+    for a in downward_closure(bn)[::7]:
+        bits = np.array([a >> i & 1 for i in range(len(names))])
+        assert coeffs[a] == float(np.sum((-1.0) ** (rows @ bits)))
+    tables = marginal_tables(bn, coeffs)
+    for v in bn.nodes:
+        np.testing.assert_allclose(tables[v], stats_.counts[v], atol=1e-9)
+
+
+def test_a_node_with_too_many_parents_is_refused_in_the_plan_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Over 16 parents (the family's 2^(m+1) coefficients: 14 parents took 32 s by the old
+    sum over subsets) the plan refuses in one line naming the node, before it computes a
+    coefficient or draws any noise; 16 parents run."""
+    from dpbayes.privacy import Accountant
+    from dpbayes.release.bayes_net import fourier
+
+    def model(parents: int) -> BayesNet:
+        variables = {f"p{i}": [0, 1] for i in range(parents)} | {"c": [0, 1]}
+        return BayesNet(variables, [(f"p{i}", "c") for i in range(parents)])
+
+    def no_coefficients(*args: object) -> None:
+        raise AssertionError("the coefficients were computed before the refusal")
+
+    bn = model(17)
+    acc = Accountant(epsilon=1.0)
+    with monkeypatch.context() as patch:
+        patch.setattr(fourier, "fourier_coefficients", no_coefficients)
+        for value in (0, 1):
+            df = pd.DataFrame({k: [value, 1] for k in bn.nodes})
+            with pytest.raises(ValueError, match="node 'c' has 17") as info:
+                release(bn, df, mechanism="fourier", epsilon=1.0, rng=0, accountant=acc)
+            assert "\n" not in str(info.value)
+    assert acc.spent == (0.0, 0.0)
+    small = model(16)
+    r = release(
+        small,
+        pd.DataFrame({k: [0, 1] for k in small.nodes}),
+        mechanism="fourier",
+        epsilon=1.0,
+        rng=0,
+    )
+    assert len(r.released["coefficients"]) == 2**17 and r.guarantee.epsilon == 1.0

@@ -108,3 +108,24 @@ def test_bad_options() -> None:
         release(nb, df, mechanism="laplace", epsilon=1, delta=1e-6, rng=0)
     with pytest.raises(ValueError, match="mechanism must be one of"):
         release(nb, df, mechanism="gaussian-magic", epsilon=1, rng=0)
+
+
+def test_an_oversized_family_table_is_refused_before_any_noise() -> None:
+    """40 binary parents asked numpy for 16 TiB, 70 exceeded its 64 dimensions: a one-line
+    error naming the node, from the model alone, nothing spent."""
+    for parents in (40, 70):
+        variables = {f"p{i}": [0, 1] for i in range(parents)} | {"c": [0, 1]}
+        bn = BayesNet(variables, [(f"p{i}", "c") for i in range(parents)])
+        acc = Accountant(epsilon=1.0)
+        for mechanism in ("laplace", "fourier", "sampling", "map"):
+            with pytest.raises(ValueError, match="count table of node 'c'") as info:
+                release(
+                    bn,
+                    pd.DataFrame({k: [0, 1] for k in variables}),
+                    mechanism=mechanism,
+                    epsilon=1.0,
+                    rng=0,
+                    accountant=acc,
+                )
+            assert "\n" not in str(info.value)
+        assert acc.spent == (0.0, 0.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -192,3 +193,101 @@ def test_grid_is_on_the_trimmed_simplex() -> None:
     assert len(g3) == special.comb(12, 2, exact=True)
     np.testing.assert_allclose(g3.sum(axis=1), 1.0)
     assert g3.min() == pytest.approx(0.05) and g3.max() == pytest.approx(0.9)
+
+
+def test_an_epsilon_out_of_the_samplers_range_is_refused_naming_it() -> None:
+    """eps so large that the trim e^-(eps per node) underflows (a bare OverflowError at
+    eps 3000) or so small that the trimmed region is too narrow (an error about "trim
+    for 'a'") is refused in one line naming epsilon, before anything is drawn, alike
+    for neighbouring data sets."""
+    bn = BayesNet({"a": [0, 1], "b": [0, 1, 2]}, [("a", "b")])
+    x = pd.DataFrame({"a": [0] * 20, "b": [0] * 20})
+    xp = pd.DataFrame({"a": [0] * 19 + [1], "b": [0] * 19 + [2]})
+    for eps, words in ((3000.0, "too large"), (1e20, "too large"), (1e-300, "too small")):
+        for neighbours in ("substitute", "add-remove"):
+            messages = set()
+            for data in (x, xp):
+                match = re.escape(f"epsilon = {eps:g} is {words}")
+                with pytest.raises(ValueError, match=match) as info:
+                    release(bn, data, mechanism="sampling", epsilon=eps, neighbours=neighbours)
+                messages.add(str(info.value))
+            assert len(messages) == 1 and "\n" not in messages.pop()
+    with pytest.raises(ValueError, match="epsilon = 3000 is too large"):
+        trim_for_epsilon(bn, 3000.0)
+    # the largest per-node budget still runs: 700 x 2 nodes x 2 (substitute)
+    trims = trim_for_epsilon(bn, 2800.0)
+    assert all(0.0 < p < 1e-300 for p in trims.values())
+    assert sampling_epsilon(bn, trims) <= 2800.0
+
+
+def test_map_grid_of_many_categories_or_a_huge_grid_is_built_or_refused_in_one_line() -> None:
+    """The grid's resolution comes by bisection and its points iteratively: 1,200
+    categories gave a RecursionError, more than 20,000 a 0/0 NaN, grid=10**12 counted
+    down one step at a time. A node too large for any grid is refused naming it."""
+    g = map_grid(1200, 1e-6, 100)  # the 1,200 vertices of the trimmed simplex
+    assert g.shape == (1200, 1200)
+    np.testing.assert_allclose(g.sum(axis=1), 1.0)
+    assert np.all(np.isfinite(g))
+    assert map_grid(2, 0.01, 10**12).shape == (20000, 2)  # the finest grid that fits
+    np.testing.assert_array_equal(map_grid(3, 0.01, 10**12), map_grid(3, 0.01, 198))
+    r = release(
+        BayesNet({"a": list(range(1200))}),
+        pd.DataFrame({"a": [0, 1]}),
+        mechanism="map",
+        epsilon=1.0,
+        trim=1e-6,
+        rng=0,
+    )
+    assert np.all(np.isfinite(r.released["cpts"]["a"]))
+    for k in (5000, 20001):
+        bn = BayesNet({"b": [0, 1], "a": list(range(k))}, [("b", "a")])
+        with pytest.raises(ValueError, match=f"node 'a': {k} categories are too many") as info:
+            release(
+                bn,
+                pd.DataFrame({"a": [0], "b": [1]}),
+                mechanism="map",
+                epsilon=1.0,
+                trim=1e-6,
+                rng=0,
+            )
+        assert "\n" not in str(info.value)
+
+
+def test_map_refuses_a_prior_whose_utilities_overflow_naming_alpha() -> None:
+    for alpha in (1.7e308, 1e260, 1e16):
+        bn = BayesNet({"a": [0, 1]}, alpha=alpha)
+        for ones in (0, 1):
+            data = pd.DataFrame({"a": [1] * ones + [0] * (3 - ones)})
+            match = re.escape(f"the prior alpha = {alpha:g} is too large")
+            with pytest.raises(ValueError, match=match):
+                release(bn, data, mechanism="map", epsilon=1.0, rng=0)
+    r = release(
+        BayesNet({"a": [0, 1]}, alpha=1e8),
+        pd.DataFrame({"a": [0, 1]}),
+        mechanism="map",
+        epsilon=1.0,
+        rng=0,
+    )
+    assert np.all(np.isfinite(r.released["cpts"]["a"]))
+
+
+def test_map_utilities_keep_one_records_change_at_the_largest_prior() -> None:
+    """At the largest prior the plan takes (alpha k |log trim| = MAX_MAP_SCORE) the
+    computed utilities of neighbouring counts differ by the exact per-record change
+    (count x log g) to 1e-6 of L; at alpha = 1e16 (now refused) the rounding of alpha + c
+    doubled or erased it."""
+    from dpbayes.release.bayes_net.sampling import MAX_MAP_SCORE, map_grid
+
+    trim, k = 0.01, 2
+    logg = np.log(map_grid(k, trim, 100))
+    lip = abs(math.log(trim))
+    worst = {}
+    for alpha in (MAX_MAP_SCORE / k / lip, 1e16):
+        err = 0.0
+        for c in range(0, 40):
+            r0, r1 = alpha + np.array([c, 40.0 - c]), alpha + np.array([c + 1, 39.0 - c])
+            change = logg @ (r1 - 1.0) - logg @ (r0 - 1.0)
+            err = max(err, float(np.max(np.abs(change - (logg[:, 0] - logg[:, 1])))))
+        worst[alpha] = err / lip
+    low, high = sorted(worst)
+    assert worst[low] < 1e-6 < 0.1 < worst[high]

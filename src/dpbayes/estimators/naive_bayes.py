@@ -16,7 +16,7 @@ guarantee says so (``details["not_protected"]``, ``details["classes_from_data"]`
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from dpbayes.estimators._base import (
     NotFittedError,
 )
 from dpbayes.models.bayes_net import NaiveBayes
+from dpbayes.models.bayes_net_counts import mixed_types
 from dpbayes.privacy import Guarantee, Neighbours, PrivacyLeakWarning
 from dpbayes.privacy.validation import check_epsilon, check_positive
 from dpbayes.release import release
@@ -43,15 +44,30 @@ MECHANISMS = ("laplace", "fourier", "sampling", "map", "none")
 _TARGET = "__class__"
 
 
-def check_features(X: Any, numeric: bool, *, neighbours: Any = None) -> np.ndarray:
+def _keep_objects(arr: np.ndarray, original: Any) -> np.ndarray:
+    """``arr = np.asarray(original)``, unless numpy turned a list mixing numbers and
+    strings into text: then its Python objects (``"1"`` is not the label or category
+    ``1``, and a record's value must not be read differently because of other records)."""
+    if arr.dtype.kind in "US" and not isinstance(original, np.ndarray):
+        return np.asarray(original, dtype=object).reshape(arr.shape)
+    return arr
+
+
+def check_features(
+    X: Any, numeric: bool, *, neighbours: Any = None, infinite: bool = False
+) -> np.ndarray:
     """A 2-D feature matrix (float if ``numeric``), refusing sparse, complex, NaN/inf and,
     unless ``neighbours`` is add/remove, empty data: under add/remove the empty data set
     is a neighbour of every one-record data set and is released like any other (a
     refusal would tell whether the data are empty); under substitution (and for
-    predictions, ``neighbours=None``) n is public and scikit-learn's refusal stands."""
+    predictions, ``neighbours=None``) n is public and scikit-learn's refusal stands.
+    ``infinite=True`` (numbers binned on edges: the bins cover the whole line) accepts
+    +-inf and refuses NaN only."""
     if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
         raise TypeError("X must be dense: sparse input is not supported")
     arr = np.asarray(X.to_numpy() if isinstance(X, pd.DataFrame) else X)
+    if not numeric:
+        arr = _keep_objects(arr, X)
     if np.iscomplexobj(arr):
         raise ValueError("X must be real: Complex data not supported")
     if arr.ndim != 2:
@@ -73,7 +89,12 @@ def check_features(X: Any, numeric: bool, *, neighbours: Any = None) -> np.ndarr
             raise TypeError(f"X must be numeric: {exc}") from None
         except ValueError as exc:
             raise ValueError(f"X must be numeric: {exc}") from None
-        if not np.all(np.isfinite(arr)):
+        if infinite:
+            if np.isnan(arr).any():
+                raise ValueError(
+                    "X contains NaN: it lies in no bin (infinities fall in the end bins)"
+                )
+        elif not np.all(np.isfinite(arr)):
             raise ValueError("X must contain only finite numbers (found NaN or infinity)")
     elif pd.isna(pd.DataFrame(arr)).to_numpy().any():
         raise ValueError("X contains missing values (NaN)")
@@ -100,6 +121,29 @@ def check_labels(y: Any, n: int) -> np.ndarray:
     return arr
 
 
+def _check_classes(classes: Any) -> np.ndarray:
+    """The public class labels: a flat sequence of >= 2 distinct hashable labels (Python
+    objects if they mix numbers and strings)."""
+    if (
+        isinstance(classes, str | bytes | Mapping)
+        or not hasattr(classes, "__iter__")
+        or (isinstance(classes, np.ndarray) and classes.ndim != 1)
+    ):
+        raise TypeError(f"classes must be a flat sequence of class labels, got {classes!r}")
+    items = [c.item() if isinstance(c, np.generic) else c for c in classes]
+    try:
+        distinct = len(set(items))
+    except TypeError:
+        raise TypeError(f"classes must be hashable labels, got {items!r}") from None
+    if distinct != len(items):
+        raise ValueError(f"classes has repeated labels: {items!r}")
+    if distinct < 2:
+        raise ValueError(f"classes must have at least 2 labels, got {items!r}")
+    arr = np.empty(len(items), dtype=object)
+    arr[:] = items
+    return arr if mixed_types(items) else np.asarray(items)
+
+
 def _labels_read(g: Guarantee) -> Guarantee:
     """``g`` restated for class labels read from the data: the labels are not covered."""
     return replace(
@@ -110,6 +154,14 @@ def _labels_read(g: Guarantee) -> Guarantee:
             "not_protected": "the set of class labels (read from y and published in classes_)",
         },
     )
+
+
+def _sorted_values(values: list[Any]) -> list[Any]:
+    """Values in ascending order; numbers before strings when they mix."""
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=lambda v: (isinstance(v, str), str(type(v)), v))
 
 
 class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
@@ -168,6 +220,15 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
 
     # --- feature encoding ------------------------------------------------------
     def _per_feature(self, value: Any, d: int, name: str) -> list[Any]:
+        if (
+            isinstance(value, str | bytes | Mapping)
+            or not hasattr(value, "__len__")
+            or (isinstance(value, np.ndarray) and value.ndim == 0)
+        ):
+            raise TypeError(
+                f"{name} must be one list for all features or one list per feature ({d}), "
+                f"got {value!r}"
+            )
         if len(value) == d and all(
             isinstance(v, Sequence | np.ndarray) and not isinstance(v, str) for v in value
         ):
@@ -181,21 +242,27 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
         if self.bin_edges is not None:
             edges = self._per_feature(self.bin_edges, d, "bin_edges")
             for j, e in enumerate(edges):
-                arr = np.asarray(e, dtype=float)
-                if arr.ndim != 1 or arr.size < 1 or np.any(np.diff(arr) <= 0):
+                try:
+                    arr = np.asarray(e, dtype=float)
+                except (TypeError, ValueError):
+                    raise TypeError(f"bin_edges[{j}] must be numbers, got {e!r}") from None
+                if arr.ndim == 1 and np.isnan(arr).any():
+                    raise ValueError(f"bin_edges[{j}] must not contain NaN, got {e!r}")
+                if arr.ndim != 1 or arr.size < 1 or not np.all(arr[1:] > arr[:-1]):
                     raise ValueError(f"bin_edges[{j}] must be a strictly increasing 1-D array")
             return [list(range(len(e) + 1)) for e in edges]
         if self.categories is not None:
             return self._per_feature(self.categories, d, "categories")
         if self.mechanism == "none":
-            return [sorted(pd.unique(X[:, j]).tolist()) for j in range(d)]
+            return [_sorted_values(pd.unique(X[:, j]).tolist()) for j in range(d)]
         raise ValueError(
             "categories or bin_edges must be given (public and data-independent) "
             f"for mechanism {self.mechanism!r}"
         )
 
     def _encode(self, X: Any, neighbours: Any = None) -> dict[str, np.ndarray]:
-        arr = check_features(X, numeric=self.bin_edges is not None, neighbours=neighbours)
+        binned = self.bin_edges is not None
+        arr = check_features(X, numeric=binned, neighbours=neighbours, infinite=binned)
         if arr.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"X has {arr.shape[1]} features, but PrivateNaiveBayes is expecting "
@@ -217,17 +284,23 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
             raise ValueError(f"mechanism must be one of {list(MECHANISMS)}, got {self.mechanism!r}")
         eps = check_epsilon(self.epsilon) if self.mechanism != "none" else None
         check_positive(self.alpha, "alpha")
-        arr = check_features(X, numeric=self.bin_edges is not None, neighbours=self.neighbours)
-        labels = check_labels(y, arr.shape[0])
+        binned = self.bin_edges is not None
+        arr = check_features(X, numeric=binned, neighbours=self.neighbours, infinite=binned)
+        labels = _keep_objects(check_labels(y, arr.shape[0]), y)
         if self.classes is None:
             if labels.dtype.kind == "f" and np.any(labels != np.round(labels)):
                 raise ValueError(
                     "Unknown label type: continuous; y must hold class labels "
                     "(use PrivateBayesianLinearRegression for a continuous target)"
                 )
-            classes = np.unique(labels)
+            try:
+                classes = np.unique(labels)
+            except TypeError:  # labels mixing numbers and strings (Python objects)
+                found = _sorted_values(pd.unique(labels).tolist())
+                classes = np.empty(len(found), dtype=object)
+                classes[:] = found
         else:
-            classes = np.asarray(list(self.classes))
+            classes = _check_classes(self.classes)
         if classes.size < 2:
             raise ValueError(
                 f"classes must have at least 2 labels; y has 1 class {classes.tolist()}"

@@ -13,13 +13,26 @@ its parents). Two paths compute them, with the same results:
 Both match a value to a category with :func:`category_index` (Python equality, booleans
 as 0/1, NULL and NaN missing) and, on bad data, raise the error of the first bad value in
 the engine's order (families in node order; within a family the GROUP BY keys in ascending
-order, NULL last). Columns of a type the numpy path does not code the way the engine does
-(categorical, datetime, nullable extension and mixed object columns) go to the engine.
+order, NULL last).
+
+The path is chosen from public facts only, never from the values: the container (a
+pandas DataFrame with string, distinct column names, or a mapping of columns, is counted
+in memory; anything else by the engine) and the declared categories. In memory, every
+column whose dtype numpy does not code natively (object, categorical, datetime, nullable
+and Arrow extension dtypes) is matched as Python objects, so a value is accepted exactly
+when it equals a declared category, whatever the other records hold (a column mixing
+``0``, ``1`` and ``"unknown"`` is matched value by value; converting it to text first, as
+a database column does, would refuse ``1`` against the declared ``1`` in some data sets
+and not in others). The engine holds one type per column, so a model whose variable
+declares categories of mixed types (numbers and strings, say) is refused on the engine
+path before any value is read (:func:`mixed_type_variable`). A family table beyond
+:data:`MAX_TABLE_CELLS` cells is refused first, from the model alone.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -31,10 +44,62 @@ from dpbayes.models.bayes_net_posterior import BayesNetStatistics
 if TYPE_CHECKING:
     from dpbayes.models.bayes_net import BayesNet
 
-__all__ = ["category_index", "family_counts", "in_memory_columns"]
+__all__ = [
+    "MAX_TABLE_CELLS",
+    "category_index",
+    "check_table_sizes",
+    "family_counts",
+    "in_memory_columns",
+    "mixed_type_variable",
+    "mixed_types",
+]
 
 _UNKNOWN, _MISSING = -1, -2
 _DENSE_RANGE = 1 << 16  # integer columns spanning at most this many values are coded by offset
+
+#: The most cells one family table (a node and its parents) may have: 2^22, e.g. a binary
+#: node with 21 binary parents (a Laplace release of it draws 4 million secure noises, a
+#: minute and a half). Beyond it tables soon do not fit in memory: 40 binary parents asked
+#: numpy for 16 TiB, 70 exceeded its 64 dimensions.
+MAX_TABLE_CELLS = 1 << 22
+
+
+def _kind(value: Any) -> str:
+    """The type group of a category: numbers (bool, int, float, Decimal) compare with
+    each other, strings with strings, anything else with its own type."""
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, bytes):
+        return "bytes"
+    if isinstance(value, numbers.Number) and not isinstance(value, complex):
+        return "number"
+    return type(value).__name__
+
+
+def mixed_types(values: Any) -> bool:
+    """Whether ``values`` mix types that do not compare equal (numbers and strings, say)."""
+    return len({_kind(v) for v in values}) > 1
+
+
+def mixed_type_variable(model: BayesNet) -> str | None:
+    """The first variable whose declared categories mix types (numbers and strings, say),
+    or None: a public fact of the model."""
+    for name, cats in model.variables.items():
+        if mixed_types(cats):
+            return name
+    return None
+
+
+def check_table_sizes(model: BayesNet) -> None:
+    """Refuse a family table of more than :data:`MAX_TABLE_CELLS` cells (public facts only)."""
+    for v in model.nodes:
+        cells = math.prod(model.table_shape(v))
+        if cells > MAX_TABLE_CELLS:
+            raise ValueError(
+                f"the count table of node {v!r} (the node and its {len(model.parents[v])} "
+                f"parents) has {cells:.4g} cells, more than {MAX_TABLE_CELLS:,}: "
+                "give it fewer parents or categories"
+            )
 
 
 def category_index(model: BayesNet, name: str, value: Any) -> int:
@@ -53,6 +118,7 @@ def category_index(model: BayesNet, name: str, value: Any) -> int:
 
 def family_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
     """The family count tables of ``data`` for ``model`` (numpy or the engine, see above)."""
+    check_table_sizes(model)
     columns = in_memory_columns(model, data)
     if columns is not None:
         return _array_counts(model, columns)
@@ -69,50 +135,51 @@ def _pandas_frame(data: Any) -> bool:
     return pd is not None and isinstance(data, pd.DataFrame)
 
 
-def _plain_dtype(dtype: Any) -> bool:
-    """A numpy dtype, or pandas' string dtype (the engine reads both as plain values)."""
-    import pandas as pd
-
-    return isinstance(dtype, np.dtype | pd.StringDtype)
-
-
 def _codable(values: np.ndarray) -> bool:
-    """Whether the numpy path codes this column exactly as the engine path does."""
+    """Whether numpy codes this column (its dtype alone decides, never its values)."""
     kind = values.dtype.kind
-    if kind in "biu" or kind == "U" or (kind == "f" and values.dtype.itemsize in (4, 8)):
-        return True
-    if kind != "O":
-        return False
-    from pandas.api.types import infer_dtype
+    return kind in "biuUO" or (kind == "f" and values.dtype.itemsize in (4, 8))
 
-    return bool(infer_dtype(values, skipna=True) == "string")  # str values and NULLs only
+
+def _frame_column(column: Any) -> np.ndarray:
+    """A pandas column as numpy values: its own array for a numpy dtype numpy codes,
+    else its values as Python objects (categorical, datetime, nullable and Arrow
+    extension dtypes), matched against the categories by Python equality."""
+    if isinstance(column.dtype, np.dtype):
+        values = column.to_numpy()
+        if _codable(values):
+            return np.asarray(values)
+    return np.asarray(column.to_numpy(dtype=object), dtype=object)
+
+
+def _mapping_column(value: Any) -> np.ndarray:
+    """A mapping's column as a numpy array. A list mixing numbers and strings is kept as
+    Python objects: numpy would turn it into text, and ``"1"`` is not the category ``1``."""
+    arr = np.asarray(value)
+    if arr.dtype.kind in "US" and not isinstance(value, np.ndarray):
+        arr = np.asarray(value, dtype=object)
+    return arr
 
 
 def in_memory_columns(model: BayesNet, data: Any) -> dict[str, np.ndarray] | None:
     """The model's columns of in-memory ``data`` as 1-d arrays, or None for the engine path.
 
-    None for anything but a pandas DataFrame or a mapping of columns, for frames the engine
-    reads differently (no rows or columns, non-string or repeated column names) and when a
-    model column's type is not one :func:`_codable` accepts.
+    None for anything but a pandas DataFrame or a mapping of columns, and for frames the
+    engine reads differently (no columns, non-string or repeated column names): public
+    facts of the container, never the values. A frame's columns of other dtypes come as
+    Python objects (:func:`_frame_column`); a mapping's columns numpy does not code (bytes,
+    datetime, complex) return None here and are coded by ``model.encode``.
     """
     if _pandas_frame(data):
         names = list(data.columns)
-        if (
-            not names
-            or len(data) == 0
-            or not all(isinstance(c, str) for c in names)
-            or len(set(names)) != len(names)
-        ):
+        if not names or not all(isinstance(c, str) for c in names) or len(set(names)) != len(names):
             return None
-        present = [c for c in model.nodes if c in data.columns]
-        if not all(_plain_dtype(data[c].dtype) for c in present):
-            return None  # other extension dtypes (categorical, nullable, Arrow): the engine
-        arrays = {c: data[c].to_numpy() for c in present}
+        return {c: _frame_column(data[c]) for c in model.nodes if c in data.columns}
     elif isinstance(data, Mapping):
         arrays = {}
         sizes = set()
         for key, value in data.items():
-            arr = np.asarray(value)
+            arr = _mapping_column(value)
             if arr.ndim != 1:
                 raise ValueError(f"data[{key!r}] must be one-dimensional, got shape {arr.shape}")
             sizes.add(arr.shape[0])
@@ -162,7 +229,13 @@ def _column_codes(model: BayesNet, name: str, values: np.ndarray) -> np.ndarray:
     if kind == "O":
         import pandas as pd
 
-        codes, uniq = pd.factorize(values, use_na_sentinel=True)
+        try:
+            codes, uniq = pd.factorize(values, use_na_sentinel=True)
+        except TypeError:  # an unhashable value (a list, a dict): never a category
+            raise ValueError(
+                f"data column {name!r} has a value that is not a category; "
+                f"the model declares {list(model.variables[name])}"
+            ) from None
         missing = codes < 0
         uniques = np.asarray(uniq, dtype=object)
     else:
@@ -186,10 +259,20 @@ def _python_values(values: np.ndarray) -> list[Any]:
     return out
 
 
+def _key_order(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """GROUP BY order of a key: ascending values, NULL last; an object column mixing
+    types sorts its numbers, strings, ... apart (they do not compare with each other)."""
+    return tuple((True, "", 0) if v is None else (False, _kind(v), v) for v in key)
+
+
 def _raise_first_error(model: BayesNet, family: tuple[str, ...], columns: dict[str, Any]) -> None:
     """Raise the engine path's error: the first bad value in GROUP BY key order, NULL last."""
     keys = set(zip(*(_python_values(columns[c]) for c in family), strict=True))
-    for key in sorted(keys, key=lambda k: tuple((v is None, v) for v in k)):
+    try:
+        ordered = sorted(keys, key=_key_order)
+    except TypeError:  # values of a type without an order (complex): by their text
+        ordered = sorted(keys, key=lambda k: _key_order(tuple(map(repr, k))))
+    for key in ordered:
         for name, value in zip(family, key, strict=True):
             category_index(model, name, value)
     raise AssertionError("a family marked bad has no bad value")  # pragma: no cover
@@ -242,6 +325,14 @@ def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
     """
     from dpbayes.data import open_table
 
+    mixed = mixed_type_variable(model)
+    if mixed is not None:  # public: the model and the kind of container, not the values
+        raise ValueError(
+            f"variable {mixed!r} declares categories of mixed types "
+            f"{list(model.variables[mixed])}, which a table read by the engine (one type "
+            "per column) cannot match faithfully: declare categories of one type, or pass "
+            "a pandas DataFrame or a mapping of columns"
+        )
     table = open_table(data)
     columns = table.columns
     counts: dict[str, np.ndarray] = {}

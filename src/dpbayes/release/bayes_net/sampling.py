@@ -28,10 +28,11 @@ import numpy as np
 from dpbayes.models.bayes_net import BayesNet, BayesNetParameters, BayesNetStatistics
 from dpbayes.privacy import ExponentialMechanism, Guarantee, Neighbours
 from dpbayes.privacy.noise import NoiseSource
-from dpbayes.privacy.validation import check_int, check_probability
+from dpbayes.privacy.validation import check_epsilon, check_int, check_probability
 from dpbayes.release.base import Plan, Release, as_rng, posterior_sampling_guarantee, register
 from dpbayes.release.bayes_net.record import MapRecord, SamplingRecord
 from dpbayes.release.bayes_net.trimmed_sampler import (
+    MIN_WIDTH,
     SAMPLER,
     TrimmedRowSampler,
     check_trim,
@@ -40,6 +41,10 @@ from dpbayes.release.bayes_net.trimmed_sampler import (
 )
 
 __all__ = [
+    "MAP_GRID_ENTRIES",
+    "MAP_GRID_POINTS",
+    "MAX_MAP_SCORE",
+    "MAX_NODE_BUDGET",
     "lipschitz_constant",
     "map_grid",
     "plan_map",
@@ -49,6 +54,25 @@ __all__ = [
     "truncated_beta",
     "truncated_dirichlet",
 ]
+
+#: The largest per-node Lipschitz budget l = eps / (draws f |I|) of posterior sampling:
+#: the trim 1 / (e^l + k - 1) is then at least e^-700 ~ 1e-304, a normal double (e^l
+#: overflowed at l ~ 709.8: eps = 3000 raised a bare OverflowError).
+MAX_NODE_BUDGET = 700.0
+#: The MAP grid: at most this many points per CPT row (the lattice is made coarser until
+#: it fits) ...
+MAP_GRID_POINTS = 20000
+#: ... and at most this many entries (points x categories): the coarsest lattice of a
+#: node with k categories is its k vertices, k x k entries, so k <= 4096.
+MAP_GRID_ENTRIES = 1 << 24
+#: The largest |utility| of a MAP grid point from the prior alone, alpha * k * |log trim|.
+#: A utility of size M is rounded by up to M 2^-53, and the counts of one record move it
+#: by at most L >= |log trim|: at M = 2^32 the rounding is below 5e-7, so one record's
+#: change as computed is within a factor 1 + 1e-6 of the exact one (the guarantee's
+#: eps is met to that factor). At alpha = 1e16 the rounding of alpha + c doubled or
+#: erased a count's change (a loss of 3 eps measured at eps 1), and at alpha = 1.7e308
+#: the utilities overflowed.
+MAX_MAP_SCORE = 2.0**32
 
 
 def lipschitz_constant(model: BayesNet, trims: dict[str, float]) -> float:
@@ -78,12 +102,36 @@ def sampling_epsilon(
 def trim_for_epsilon(
     model: BayesNet, epsilon: float, *, draws: int = 1, neighbours: Any = "substitute"
 ) -> dict[str, float]:
-    """Per-node trims p_i that make ``draws`` draws eps-DP (Lipschitz budget split evenly)."""
+    """Per-node trims p_i that make ``draws`` draws eps-DP (Lipschitz budget split evenly).
+
+    Refuses, naming epsilon and from public facts only, a per-node budget
+    l = eps / (draws f |I|) above :data:`MAX_NODE_BUDGET` (the trim would underflow) or
+    one so small that a node's trimmed region 1 - k p = (e^l - 1) / (e^l + k - 1) is
+    narrower than ``MIN_WIDTH`` (the exact samplers' limit, PROOF_sampling.md §1).
+    """
     d = check_int(draws, "draws", minimum=1)
-    per_node = epsilon / d / Neighbours.parse(neighbours).lipschitz_factor / len(model.nodes)
+    eps = check_epsilon(epsilon)
+    runs = d * Neighbours.parse(neighbours).lipschitz_factor * len(model.nodes)
+    per_node = eps / runs
+    if not per_node <= MAX_NODE_BUDGET:
+        raise ValueError(
+            f"epsilon = {eps:g} is too large for posterior sampling: its per-node budget "
+            f"{per_node:.4g} exceeds {MAX_NODE_BUDGET:g}, where the trim e^-{per_node:.4g} "
+            f"underflows; use epsilon <= {MAX_NODE_BUDGET * runs:.6g}"
+        )
+    for v in model.nodes:
+        k = model.cardinality(v)
+        width = math.expm1(per_node) / (math.exp(per_node) + k - 1)
+        if width < MIN_WIDTH:
+            need = runs * math.log1p(MIN_WIDTH * k / (1.0 - MIN_WIDTH))
+            raise ValueError(
+                f"epsilon = {eps:g} is too small for posterior sampling: it trims node {v!r} "
+                f"to a region of width {width:.3g} < {MIN_WIDTH:g}, too narrow for an exact "
+                f"draw; use epsilon >= {need:.3g} or fewer nodes"
+            )
     while True:  # round so that the computed eps never exceeds the requested one
         trims = {v: 1.0 / (math.exp(per_node) + model.cardinality(v) - 1) for v in model.nodes}
-        if sampling_epsilon(model, trims, draws=d, neighbours=neighbours) <= epsilon:
+        if sampling_epsilon(model, trims, draws=d, neighbours=neighbours) <= eps:
             return trims
         per_node *= 1 - 1e-12
 
@@ -173,18 +221,54 @@ def plan_sampling(
 
 
 def map_grid(k: int, lower: float, steps: int) -> np.ndarray:
-    """Lattice on the trimmed simplex: lower + (1 - k lower) m / G, m a composition of G."""
-    g = steps
-    while math.comb(g + k - 1, k - 1) > 20000:
-        g -= 1
-    pts = [c for c in _compositions(g, k)]
-    return lower + (1 - k * lower) * np.asarray(pts, dtype=float) / g
+    """Lattice on the trimmed simplex: lower + (1 - k lower) m / G, m a composition of G.
+
+    G is the finest resolution <= ``steps`` whose C(G + k - 1, k - 1) points are at most
+    :data:`MAP_GRID_POINTS` and, times k, at most :data:`MAP_GRID_ENTRIES` (found by
+    bisection: the count grows with G). The compositions are listed iteratively in
+    lexicographic order. ValueError, naming the categories, if even G = 1 (the k
+    vertices) is too large.
+    """
+    k = check_int(k, "k", minimum=1)
+    steps = check_int(steps, "grid", minimum=1)
+
+    def fits(g: int) -> bool:
+        points = math.comb(g + k - 1, g)
+        return points <= MAP_GRID_POINTS and points * k <= MAP_GRID_ENTRIES
+
+    if not fits(1):
+        raise ValueError(
+            f"{k} categories are too many for the map mechanism: its coarsest grid (the "
+            f"{k} vertices) has {k} x {k} entries, more than {MAP_GRID_ENTRIES:,}"
+        )
+    lo, hi = 1, min(steps, MAP_GRID_POINTS)  # C(g + k - 1, g) >= g + 1 for k >= 2
+    while lo < hi:  # the largest g in [lo, hi] that fits
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    g = lo
+    pts = _compositions(g, k)
+    return lower + (1 - k * lower) * pts.astype(float) / g
 
 
-def _compositions(total: int, parts: int) -> list[tuple[int, ...]]:
-    if parts == 1:
-        return [(total,)]
-    return [(i, *rest) for i in range(total + 1) for rest in _compositions(total - i, parts - 1)]
+def _compositions(total: int, parts: int) -> np.ndarray:
+    """Every composition of ``total`` into ``parts`` non-negative parts, one per row, in
+    lexicographic order: filled column by column (no recursion), each prefix's values
+    0..r repeated once per completion, C(r - i + m - 1, m - 1) for m parts left."""
+    out = np.empty((math.comb(total + parts - 1, parts - 1), parts), dtype=np.int64)
+    remaining = np.array([total], dtype=np.int64)  # per prefix (lexicographic), to share
+    for j in range(parts - 1):
+        left = parts - 1 - j
+        reps = remaining + 1
+        first = np.arange(int(reps.sum()), dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
+        rest = np.repeat(remaining, reps) - first
+        completions = np.array([math.comb(r + left - 1, left - 1) for r in range(total + 1)])
+        out[:, j] = np.repeat(first, completions[rest])
+        remaining = rest
+    out[:, parts - 1] = remaining
+    return out
 
 
 @register("map", BayesNet, options=("trim", "grid"), record=MapRecord)
@@ -214,6 +298,22 @@ def plan_map(
     steps = check_int(grid, "grid", minimum=1)
     trims = {v: tp for v in model.nodes}
     lip = lipschitz_constant(model, trims)
+    k_max = max(model.cardinality(v) for v in model.nodes)
+    alpha_max = MAX_MAP_SCORE / k_max / abs(math.log(tp))
+    if not model.alpha <= alpha_max:  # public: the prior, the trim, the categories
+        raise ValueError(
+            f"the prior alpha = {model.alpha:g} is too large for the map mechanism: its "
+            f"utilities (up to alpha k |log trim|) would exceed {MAX_MAP_SCORE:g}; "
+            f"use alpha <= {alpha_max:.3g}"
+        )
+    grids: dict[int, np.ndarray] = {}
+    for v in model.nodes:
+        k = model.cardinality(v)
+        if k not in grids:
+            try:
+                grids[k] = map_grid(k, tp, steps)
+            except ValueError as exc:
+                raise ValueError(f"node {v!r}: {exc}") from None
     mech = ExponentialMechanism(
         epsilon=epsilon,
         sensitivity=lip,
@@ -221,7 +321,6 @@ def plan_map(
         neighbours=neighbours,
         name="exponential mechanism MAP, log-posterior utility (paper 004 alg. 3)",
     )
-    grids = {k: map_grid(k, tp, steps) for k in {model.cardinality(v) for v in model.nodes}}
     details: dict[str, Any] = {
         "trim": tp,
         "grid_points": {str(k): len(g) for k, g in grids.items()},
