@@ -238,6 +238,22 @@ def test_mixed_type_categories_are_refused_on_the_engine_path_whatever_the_data(
     assert bnc.mixed_type_variable(model()) is None  # ints with floats, bools: numbers
 
 
+def test_text_categories_match_a_csv_whatever_type_the_engine_infers(tmp_path) -> None:
+    """Declared categories "0", "1", "x": DuckDB reads a CSV column as integers when no
+    record holds text and as text otherwise. Each record is matched by its own text, so
+    the file with 0, 1, 1 is accepted like the one with 0, 1, x (it was refused: one bit
+    about the other records per call), and booleans read as true/false."""
+    bn = BayesNet({"s": ["0", "1", "x"], "t": ["true", "false"]}, [("s", "t")])
+    tables = []
+    for s_col, name in (("0,1,1", "ints.csv"), ("0,1,x", "text.csv")):
+        path = tmp_path / name
+        rows = zip(s_col.split(","), ["true", "false", "true"], strict=True)
+        path.write_text("s,t\n" + "".join(f"{a},{b}\n" for a, b in rows))
+        tables.append(bn.statistics(str(path)).counts["s"])
+    np.testing.assert_array_equal(tables[0], [1, 2, 0])
+    np.testing.assert_array_equal(tables[1], [1, 1, 1])
+
+
 @pytest.mark.parametrize("parents", [22, 40, 70])
 def test_an_oversized_family_table_is_refused_naming_the_node(parents: int) -> None:
     variables: dict[str, list[int]] = {f"p{i}": [0, 1] for i in range(parents)}
