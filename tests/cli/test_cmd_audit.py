@@ -101,6 +101,15 @@ def test_hellinger_dirichlet_caps_n_by_its_enumeration_limit(capsys, monkeypatch
     assert (99 + 1) ** 3 <= cmd_audit.MAX_EXAMPLE_TUPLES == 1_000_000 < (100 + 1) ** 3
 
 
+def test_hellinger_beta_caps_n_by_its_candidate_limit(capsys, monkeypatch) -> None:
+    """n + 1 candidate posteriors: at n = 10^7 the example took 3 GB and 40 s (2 * 10^6 is
+    within the pairs' record limit, so this limit is the one that refuses it)."""
+    calls = _refuse_large_n(monkeypatch, "hellinger-beta", 999_999)
+    code, out, err = run(capsys, "--example", "hellinger-beta", "--n", "2000000")
+    one_line_error(code, out, err, "--n must be at most 999,999", "hellinger-beta")
+    assert calls == []
+
+
 def _no_full_pair_list(monkeypatch) -> None:
     """``bool_pairs(n)`` builds all n pairs (16 n^2 bytes): the audit must not call it."""
 

@@ -28,9 +28,10 @@ from dpbayes.cli.common import add_json_argument, add_quiet_argument, emit_json,
 #: exponential mechanism scores every candidate), so memory grows with n.
 MAX_AUDIT_N = 10_000_000
 
-#: Largest number of count tuples ``--example hellinger-dirichlet`` may enumerate: its
-#: program lists the candidate posteriors by enumerating all (n + 1)^k tuples of k counts
-#: (k = 3 categories), which caps --n at 99.
+#: Largest number of candidate posteriors an --example's exponential mechanism may list:
+#: ``hellinger-dirichlet`` enumerates all (n + 1)^k tuples of k counts (k = 3 categories),
+#: which caps --n at 99; ``hellinger-beta`` lists n + 1 (--n at most 999,999; at 10^7 it
+#: took 3 GB and 40 s).
 MAX_EXAMPLE_TUPLES = 1_000_000
 
 #: Largest number of records the neighbouring pairs of an --example audit may hold
@@ -125,6 +126,11 @@ def _check_example_n(args: argparse.Namespace, examples: Any) -> None:
                 f"{name} with --max-pairs {args.max_pairs} (its pairs hold 2 n records each, "
                 f"at most {MAX_PAIR_RECORDS:,} records), got {n:,}"
             )
+    if name == "hellinger-beta" and n + 1 > MAX_EXAMPLE_TUPLES:
+        raise ValueError(
+            f"--n must be at most {MAX_EXAMPLE_TUPLES - 1:,} for --example {name} (it lists "
+            f"n + 1 candidate posteriors, at most {MAX_EXAMPLE_TUPLES:,}), got {n:,}"
+        )
     if name == "hellinger-dirichlet":
         import inspect
 
