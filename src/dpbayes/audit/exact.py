@@ -51,27 +51,27 @@ __all__ = [
 Distribution = tuple[np.ndarray, np.ndarray]
 
 
-def _check(dist: Distribution, name: str) -> tuple[np.ndarray, np.ndarray]:
-    outputs, probs = dist
+def _shaped(dist: Distribution, name: str, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(outputs as a (k, d) array, the k weights): checks the shapes only."""
+    outputs, weights = dist
     out = np.asarray(outputs, dtype=float)
-    p = np.asarray(probs, dtype=float)
+    w = np.asarray(weights, dtype=float)
     if out.ndim == 1:
         out = out[:, None]
-    if out.ndim != 2 or p.ndim != 1 or out.shape[0] != p.size or p.size == 0:
-        raise ValueError(f"{name} must be (outputs of shape (k, d), probabilities of length k)")
+    if out.ndim != 2 or w.ndim != 1 or out.shape[0] != w.size or w.size == 0:
+        raise ValueError(f"{name} must be (outputs of shape (k, d), {what} of length k)")
+    return out, w
+
+
+def _check(dist: Distribution, name: str) -> tuple[np.ndarray, np.ndarray]:
+    out, p = _shaped(dist, name, "probabilities")
     if np.any(p < 0) or not math.isclose(float(p.sum()), 1.0, abs_tol=1e-6):
         raise ValueError(f"{name} probabilities must be >= 0 and sum to 1")
     return out, p
 
 
 def _check_log(dist: Distribution, name: str) -> tuple[np.ndarray, np.ndarray]:
-    outputs, logprobs = dist
-    out = np.asarray(outputs, dtype=float)
-    lp = np.asarray(logprobs, dtype=float)
-    if out.ndim == 1:
-        out = out[:, None]
-    if out.ndim != 2 or lp.ndim != 1 or out.shape[0] != lp.size or lp.size == 0:
-        raise ValueError(f"{name} must be (outputs of shape (k, d), log-probabilities of length k)")
+    out, lp = _shaped(dist, name, "log-probabilities")
     if np.any(np.isnan(lp)) or np.any(lp == np.inf):
         raise ValueError(f"{name} log-probabilities must be numbers or -inf")
     if not math.isclose(float(logsumexp(lp)), 0.0, abs_tol=1e-6):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 
 import numpy as np
@@ -136,34 +136,45 @@ def special(x: float) -> float:
     return max(mul(x, 1.0 + MARGIN), TINY)
 
 
+def _elementwise(
+    a: np.ndarray,
+    b: np.ndarray,
+    exact: Callable[[float, float], float],
+    fast: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """``exact`` of each pair (a_j, b_j), once per distinct pair; beyond ``EXACT_LIMIT``
+    distinct pairs, ``fast`` of the arrays (rounded up by at least what it may lose)."""
+    if len(set(zip(a.tolist(), b.tolist(), strict=True))) > EXACT_LIMIT:
+        return fast(a, b)
+    memo: dict[tuple[float, float], float] = {}
+    out = np.empty(len(a))
+    for j, key in enumerate(zip(a.tolist(), b.tolist(), strict=True)):
+        if key not in memo:
+            memo[key] = exact(*key)
+        out[j] = memo[key]
+    return out
+
+
+def _fast_mul(w: np.ndarray, c: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        p = w * c  # rounded to nearest: the next double up is above the product
+        out = np.where((w == 0) | (c == 0), 0.0, np.nextafter(p, INF))
+    return np.where(np.isnan(w) | np.isnan(c) | np.isinf(w) | np.isinf(c), INF, out)
+
+
+def _fast_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.where((a == 0) & (b == 0), 0.0, np.nextafter(a + b, INF))
+    return np.where(np.isnan(a) | np.isnan(b), INF, out)
+
+
 def vec_mul(w: np.ndarray, c: np.ndarray) -> np.ndarray:
     """|w_j| * c_j elementwise, each rounded up (0 * inf is inf)."""
     w, c = np.abs(np.asarray(w, dtype=float)), np.abs(np.asarray(c, dtype=float))
-    if len(set(zip(w.tolist(), c.tolist(), strict=True))) > EXACT_LIMIT:
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            p = w * c  # rounded to nearest: the next double up is above the product
-            out = np.where((w == 0) | (c == 0), 0.0, np.nextafter(p, INF))
-        return np.where(np.isnan(w) | np.isnan(c) | np.isinf(w) | np.isinf(c), INF, out)
-    memo: dict[tuple[float, float], float] = {}
-    out = np.empty(len(w))
-    for j, key in enumerate(zip(w.tolist(), c.tolist(), strict=True)):
-        if key not in memo:
-            memo[key] = mul(*key)
-        out[j] = memo[key]
-    return out
+    return _elementwise(w, c, mul, _fast_mul)
 
 
 def vec_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a_j + b_j elementwise, each rounded up."""
     a, b = np.abs(np.asarray(a, dtype=float)), np.abs(np.asarray(b, dtype=float))
-    if len(set(zip(a.tolist(), b.tolist(), strict=True))) > EXACT_LIMIT:
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = np.where((a == 0) & (b == 0), 0.0, np.nextafter(a + b, INF))
-        return np.where(np.isnan(a) | np.isnan(b), INF, out)
-    memo: dict[tuple[float, float], float] = {}
-    out = np.empty(len(a))
-    for j, key in enumerate(zip(a.tolist(), b.tolist(), strict=True)):
-        if key not in memo:
-            memo[key] = add(*key)
-        out[j] = memo[key]
-    return out
+    return _elementwise(a, b, add, _fast_add)
