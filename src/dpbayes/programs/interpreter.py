@@ -19,6 +19,11 @@ through :func:`finite`: clamped to [-DBL_MAX, DBL_MAX] (an overflow is the large
 not inf), NaN mapped to 0 and -0.0 to +0.0. Each of these maps is 1-Lipschitz on the reals
 (and NaN arises only from operands that are public or that the checker leaves unbounded),
 so every bound the checker proves for the real-valued operation holds for the run's.
+
+Distribution parameters (``PROOF.md`` §4, "Parameter domains"): :func:`make_distribution`
+projects every parameter onto a closed subset of its domain, so no run fails on a
+parameter value, whatever the data (the failure would leak whether the data put it out of
+the domain); the projections are 1-Lipschitz, so the checker's bounds still hold.
 """
 
 from __future__ import annotations
@@ -38,7 +43,18 @@ from dpbayes.models import kl as _kl
 from dpbayes.models import total_variation as _tv
 from dpbayes.programs.terms import Term
 
-__all__ = ["Bernoulli", "Categorical", "Runtime", "finite", "public_value"]
+__all__ = [
+    "TINY",
+    "Bernoulli",
+    "Categorical",
+    "Runtime",
+    "finite",
+    "make_distribution",
+    "normal_variance",
+    "project",
+    "project_simplex",
+    "public_value",
+]
 
 _MAX = sys.float_info.max
 
@@ -73,7 +89,12 @@ class Categorical:
     p: np.ndarray
 
     def rvs(self, random_state: np.random.Generator) -> int:
-        return int(random_state.choice(len(self.p), p=self.p))
+        # numpy's Generator.choice(k, p=p) for one draw, without its check that p sums to
+        # 1 within sqrt(eps) (p is the projection onto the simplex, which sums to 1 up to
+        # rounding): the same draw from the same stream
+        cdf = np.cumsum(self.p)
+        cdf /= cdf[-1]
+        return int(cdf.searchsorted(random_state.random(), side="right"))
 
 
 class Runtime:
@@ -158,9 +179,7 @@ class Runtime:
                 raise TypeError("get_mean needs a Normal distribution")
             return finite(float(d.loc))
         if op == "divergence":
-            p, q = self.value(t.args[0]), self.value(t.args[1])
-            fn = {"hellinger": _hellinger, "tv": _tv, "kl": _kl}[t.info["divergence"]]
-            return finite(float(fn(p, q)))
+            return finite(divergence(t.info["divergence"], *map(self.value, t.args[:2])))
         if op == "infer":
             return self.symbolic(t.args[0])
         raise TypeError(f"{op} is not a value term")
@@ -299,28 +318,80 @@ def _draw(d: Any, gen: np.random.Generator) -> Any:
     return float(out) if np.ndim(out) == 0 else np.asarray(out)
 
 
+# The closed parameter domains a run projects onto (PROOF.md §4, "Parameter domains").
+TINY = sys.float_info.min  # the smallest positive normal double
+#: bounds of a Normal's mean and variance: (m1 - m2)^2 and s1^2 + s2^2 of the models'
+#: Normal divergences stay finite (a Python float ** raised OverflowError on large means)
+NORMAL_MEAN_MAX = 2.0**510
+NORMAL_VAR_MAX = 2.0**1020
+
+
+def project(x: Any, lo: float, hi: float) -> Any:
+    """x (after :func:`finite`) projected onto [lo, hi], coordinatewise: 1-Lipschitz."""
+    out = np.clip(np.asarray(finite(x), dtype=float), lo, hi)
+    return float(out) if out.ndim == 0 else out
+
+
+def normal_variance(v: Any) -> float:
+    """A Normal variance projected onto [TINY, NORMAL_VAR_MAX] (also the checker's)."""
+    return float(project(float(v), TINY, NORMAL_VAR_MAX))
+
+
+def project_simplex(p: Any) -> np.ndarray:
+    """p clipped to [0, 1]^k, then Euclidean-projected onto the probability simplex.
+
+    Both maps are 1-Lipschitz in the L2 norm (projections onto convex sets) and fix a
+    probability vector (up to rounding). Sorting-based projection (Held et al. 1974;
+    Duchi et al. 2008): w = max(v - theta, 0) with theta chosen so that sum(w) = 1.
+    """
+    v = np.atleast_1d(project(p, 0.0, 1.0)).astype(float)
+    if v.ndim != 1 or v.size == 0:
+        raise ValueError("categorical p must be a non-empty vector")
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u)
+    j = np.arange(1, u.size + 1)
+    rho = int(np.nonzero(u - (css - 1.0) / j > 0)[0][-1])  # u_1 - (u_1 - 1) = 1 > 0
+    theta = (css[rho] - 1.0) / (rho + 1)
+    return np.maximum(v - theta, 0.0)
+
+
 def make_distribution(family: str, params: list[Any]) -> Any:
-    """The run-time object of a symbolic distribution (normal takes mean and variance)."""
+    """The run-time object of a symbolic distribution (normal takes mean and variance).
+
+    Every parameter is projected onto its closed domain (``PROOF.md`` §4): concentrations
+    onto [TINY, DBL_MAX], a Normal mean onto [-NORMAL_MEAN_MAX, NORMAL_MEAN_MAX] and its
+    variance onto [TINY, NORMAL_VAR_MAX], a Bernoulli p onto [0, 1], a categorical p onto
+    the simplex. So a run never fails on a parameter value, on any data set, and every
+    bound the checker proves on a parameter holds for the projected one.
+    """
     if family == "beta":
-        return Beta(float(params[0]), float(params[1]))
+        return Beta(project(float(params[0]), TINY, _MAX), project(float(params[1]), TINY, _MAX))
     if family == "normal":
-        var = float(params[1])
-        if not var > 0:
-            raise ValueError(f"normal variance must be > 0, got {var}")
-        return Normal(float(params[0]), math.sqrt(var))
+        mean = project(float(params[0]), -NORMAL_MEAN_MAX, NORMAL_MEAN_MAX)
+        return Normal(mean, math.sqrt(normal_variance(params[1])))
     if family == "dirichlet":
-        return Dirichlet(np.asarray(params[0], dtype=float))
+        return Dirichlet(project(np.asarray(params[0], dtype=float), TINY, _MAX))
     if family == "bernoulli":
-        pb = float(params[0])
-        if not 0 <= pb <= 1:
-            raise ValueError(f"bernoulli p must be in [0, 1], got {pb}")
-        return Bernoulli(pb)
+        return Bernoulli(project(float(params[0]), 0.0, 1.0))
     if family == "categorical":
-        p = np.asarray(params[0], dtype=float)
-        if p.ndim != 1 or np.any(p < 0) or not math.isclose(float(p.sum()), 1.0, rel_tol=1e-9):
-            raise ValueError("categorical p must be a probability vector")
-        return Categorical(p)
+        return Categorical(project_simplex(params[0]))
     raise ValueError(f"unknown distribution family {family!r}")
+
+
+def divergence(name: str, p: Any, q: Any) -> float:
+    """H, TV or KL of two distributions of the same family (the models' closed forms).
+
+    The TV of two 2-category Dirichlets is that of the Betas of their first coordinates,
+    Beta(alpha_0, alpha_1), read directly: the models' ``marginal`` forms alpha_1 as
+    sum(alpha) - alpha_0, which rounds to 0 (and raised) when alpha_1 is below an ulp of
+    alpha_0, on some parameters only.
+    """
+    if name == "tv" and isinstance(p, Dirichlet) and isinstance(q, Dirichlet):
+        if p.m == 2 and q.m == 2:
+            p, q = Beta(*p.alpha.tolist()), Beta(*q.alpha.tolist())
+    fn = {"hellinger": _hellinger, "tv": _tv, "kl": _kl}[name]
+    with np.errstate(all="ignore"):
+        return float(fn(p, q))
 
 
 def distribution_params(d: Any) -> tuple[Any, ...]:
@@ -352,14 +423,12 @@ def conjugate_update(prior: Any, lik: Term, records: np.ndarray, rt: Runtime) ->
             raise ValueError(f"records must be category indices in 0..{m - 1}")
         return Dirichlet(prior.alpha + np.bincount(idx, minlength=m))
     if isinstance(prior, Normal) and family == "normal":
-        kv = float(rt.value(lik.args[1]))
-        if not kv > 0:
-            raise ValueError(f"the likelihood's variance must be > 0, got {kv}")
+        kv = normal_variance(rt.value(lik.args[1]))  # projected, as the checker reads it
         v0 = float(prior.sd) ** 2
-        prec = 1.0 / v0 + records.size / kv
+        prec = finite(1.0 / v0 + records.size / kv)
         # clamped arithmetic (finite), as everywhere: 1-Lipschitz in the records' sum
         total = finite(finite(float(prior.loc) / v0) + finite(_clamped_sum(records) / kv))
-        return Normal(finite(total / prec), math.sqrt(1.0 / prec))
+        return make_distribution("normal", [finite(total / prec), 1.0 / prec])
     raise TypeError(
         f"no conjugate update for a {type(prior).__name__} prior with a {family} likelihood"
     )

@@ -12,7 +12,7 @@ import math
 from dpbayes.programs import outward
 from dpbayes.programs.certificate import INF, Bound, Step
 from dpbayes.programs.checker_base import CheckerBase, _why, public_bound
-from dpbayes.programs.interpreter import public_value
+from dpbayes.programs.interpreter import normal_variance, public_value
 from dpbayes.programs.lemmas import normal_shift_bounds
 from dpbayes.programs.terms import Term
 
@@ -60,9 +60,19 @@ class DistributionRules(CheckerBase):
             "hellinger": 1.0,
             "tv": 1.0,
         }
+        if fam == "categorical":
+            # the run projects p onto the simplex (interpreter.project_simplex): 1-Lipschitz
+            # in L2 only, so each coordinate and L1 / k are bounded by L2
+            l2 = min(subs[0][0].get("L1"), subs[0][0].get("L2"))
+            m["L2"] = l2
+            if coords is not None:
+                coords = [l2] * len(coords)
+                m["L1"] = outward.add(*coords)
+            else:
+                m["L1"] = INF
         if fam == "normal" and subs[1][0].equal and not t.args[1].free:
-            try:
-                var = float(public_value(t.args[1]))
+            try:  # the variance the run uses: projected onto [TINY, NORMAL_VAR_MAX]
+                var = normal_variance(public_value(t.args[1]))
             except (TypeError, ValueError):
                 var = math.nan
             d = subs[0][0].get("L1")

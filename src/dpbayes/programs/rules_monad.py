@@ -19,7 +19,7 @@ from dpbayes.models import Beta, Dirichlet, Normal
 from dpbayes.programs import lemmas, outward
 from dpbayes.programs.certificate import _CAP, _FDIV, INF, Bound, Step
 from dpbayes.programs.checker_base import CheckerBase, _why, public_bound, record_bound
-from dpbayes.programs.interpreter import public_distribution, public_value
+from dpbayes.programs.interpreter import normal_variance, public_distribution, public_value
 from dpbayes.programs.rules_distributions import draw_shape
 from dpbayes.programs.terms import Term
 
@@ -141,11 +141,10 @@ class MonadRules(CheckerBase):
     def _known_variance(lik: Term) -> float | None:
         if lik.args[1].free:
             return None
-        try:
-            kv = float(public_value(lik.args[1]))
+        try:  # the variance the run uses: projected onto [TINY, NORMAL_VAR_MAX]
+            return normal_variance(public_value(lik.args[1]))
         except (TypeError, ValueError):
             return None
-        return kv if kv > 0 and math.isfinite(kv) else None
 
     def _check_domain(self, data: Bound, idata: int, fam: str, prior: Bound, s: Step) -> None:
         """Refuse private data a run's conjugate update would refuse on some data sets only.
