@@ -238,16 +238,21 @@ def test_mixed_type_categories_are_refused_on_the_engine_path_whatever_the_data(
     assert bnc.mixed_type_variable(model()) is None  # ints with floats, bools: numbers
 
 
-def test_text_categories_match_a_csv_whatever_type_the_engine_infers(tmp_path) -> None:
-    """Declared categories "0", "1", "x": DuckDB reads a CSV column as integers when no
-    record holds text and as text otherwise. Each record is matched by its own text, so
-    the file with 0, 1, 1 is accepted like the one with 0, 1, x (it was refused: one bit
-    about the other records per call), and booleans read as true/false."""
-    bn = BayesNet({"s": ["0", "1", "x"], "t": ["true", "false"]}, [("s", "t")])
+@pytest.mark.parametrize(
+    "cats",
+    [["0", "1", "x"], ["1.50", "2.50", "x"], ["True", "False", "x"], ["1e3", "007", "x"]],
+)
+def test_text_categories_match_a_csv_whatever_type_the_engine_infers(tmp_path, cats) -> None:
+    """Text categories against a CSV file: the engine reads a column as numbers or
+    booleans when no record holds a letter ("1.50" as 1.5, "True" as true, "007" as 7)
+    and as text otherwise. The file is read with those columns as text, so a record is
+    matched by its own text: the file without "x" is counted like its neighbour with it
+    (it was refused, one bit about the other records per call)."""
+    bn = BayesNet({"s": cats, "t": ["true", "false"]}, [("s", "t")])
     tables = []
-    for s_col, name in (("0,1,1", "ints.csv"), ("0,1,x", "text.csv")):
+    for s_col, name in (([cats[0], cats[1], cats[1]], "numeric.csv"), (cats, "text.csv")):
         path = tmp_path / name
-        rows = zip(s_col.split(","), ["true", "false", "true"], strict=True)
+        rows = zip(s_col, ["true", "false", "true"], strict=True)
         path.write_text("s,t\n" + "".join(f"{a},{b}\n" for a, b in rows))
         tables.append(bn.statistics(str(path)).counts["s"])
     np.testing.assert_array_equal(tables[0], [1, 2, 0])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ def _file_kind(path: Path) -> str:
     )
 
 
-def _open_file(path: Path, name: str | None) -> DuckDBTable:
+def _open_file(path: Path, name: str | None, text_columns: Sequence[str] = ()) -> DuckDBTable:
     import duckdb
 
     kind = _file_kind(path)
@@ -113,6 +114,9 @@ def _open_file(path: Path, name: str | None) -> DuckDBTable:
     try:
         if kind == "csv":
             rel = con.read_csv(str(path), header=True, na_values=_CSV_NULLS)
+            text = {c: "VARCHAR" for c in text_columns if c in rel.columns}
+            if text:  # read as the file's text, not as the type the values suggest
+                rel = con.read_csv(str(path), header=True, na_values=_CSV_NULLS, dtype=text)
         else:
             rel = con.read_parquet(str(path))
     except duckdb.Error as exc:
@@ -129,6 +133,7 @@ def open_table(
     schema: str | None = None,
     user_column: str | None = None,
     max_rows_per_user: int | None = None,
+    text_columns: Sequence[str] = (),
 ) -> SQLTable:
     """The :class:`~dpbayes.data.sql.SQLTable` for a path, frame, relation or database.
 
@@ -136,6 +141,10 @@ def open_table(
     SQLAlchemy engine, with ``table`` (and optionally ``schema``), or a PySpark
     DataFrame. With ``user_column`` and ``max_rows_per_user`` the table keeps at most
     that many rows per user (:func:`~dpbayes.data.contributions.bound_contributions`).
+    ``text_columns``: columns of a CSV file read as text, as the file holds them (the
+    engine otherwise reads a column of numbers-looking text as numbers, a type chosen by
+    the values of all records: "1.50" becomes 1.5 when no record holds a letter); other
+    sources have typed columns and ignore it.
 
     Raises ``ValueError`` for a missing/unreadable file, an unknown file type or a
     table without columns, and ``TypeError`` for anything that is not a table. A table
@@ -144,7 +153,7 @@ def open_table(
     """
     if (user_column is None) != (max_rows_per_user is None):
         raise TypeError("user_column and max_rows_per_user must be given together")
-    out = _open_table(data, name, table=table, schema=schema)
+    out = _open_table(data, name, table=table, schema=schema, text_columns=text_columns)
     if user_column is not None:
         out = bound_contributions(out, user_column, max_rows_per_user)
         if _is_frame(data):
@@ -155,7 +164,14 @@ def open_table(
     return out
 
 
-def _open_table(data: Any, name: str | None, *, table: str | None, schema: str | None) -> SQLTable:
+def _open_table(
+    data: Any,
+    name: str | None,
+    *,
+    table: str | None,
+    schema: str | None,
+    text_columns: Sequence[str] = (),
+) -> SQLTable:
     import duckdb
     import pandas as pd
 
@@ -177,7 +193,7 @@ def _open_table(data: Any, name: str | None, *, table: str | None, schema: str |
     elif is_spark_dataframe(data):
         table_ = SparkTable(data, name)
     elif isinstance(data, str | os.PathLike):
-        table_ = _open_file(Path(data), name)
+        table_ = _open_file(Path(data), name, text_columns)
     elif isinstance(data, pd.DataFrame):
         if len(data.columns) and not all(isinstance(c, str) for c in data.columns):
             raise TypeError("DataFrame column names must be strings")

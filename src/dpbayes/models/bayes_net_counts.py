@@ -314,11 +314,11 @@ def _encoded_counts(model: BayesNet, data: Mapping[str, Any]) -> BayesNetStatist
 
 
 def _engine_value(model: BayesNet, name: str, value: Any) -> Any:
-    """A value read by the engine, as the text it had when the declared categories are all
-    strings: an engine that infers a column's type from its values (a CSV file) reads
-    "0", "1" as integers when no other record holds text, so the declared "0" must match
-    the integer 0 as well as the text "0", whatever the other records hold. Integers
-    print in decimal, booleans as true/false, floats by repr."""
+    """A value of a typed column (a database, Parquet, or a CSV read through a ``Table``
+    without ``text_columns``) as text when the declared categories are all strings:
+    integers print in decimal, booleans as true/false, floats by repr. A CSV path is
+    read with those columns as text (``open_table(..., text_columns=)``), so its records
+    match by the file's own text."""
     cats = model.variables[name]
     if value is None or isinstance(value, str) or not all(isinstance(c, str) for c in cats):
         return value
@@ -351,7 +351,10 @@ def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
             "per column) cannot match faithfully: declare categories of one type, or pass "
             "a pandas DataFrame or a mapping of columns"
         )
-    table = open_table(data)
+    # a CSV file's text categories are read as the file's text: the engine would read a
+    # column as numbers when no record holds a letter, a type chosen by all the records
+    text = [v for v in model.nodes if all(isinstance(c, str) for c in model.variables[v])]
+    table = open_table(data, text_columns=text)
     columns = table.columns
     counts: dict[str, np.ndarray] = {}
     n = None
