@@ -322,7 +322,14 @@ def _weighted_beta_l1(lwp: float, a1: float, b1: float, lwq: float, a2: float, b
     for lo, hi in itertools.pairwise(knots):
         hl, hh = h(lo), h(hi)
         if hl * hh < 0:
-            roots.append(optimize.brentq(h, lo, hi, xtol=1e-13))
+            # at extreme parameters (a = 1e16 against b = 1e50) h is so steep that Brent's
+            # method needed 102 steps, past scipy's default 100, and raised: a failure for
+            # some parameters only, which a private program's data could choose. 1000 steps,
+            # and past them the bracketed estimate, never an exception
+            z, _ = optimize.brentq(
+                h, lo, hi, xtol=1e-13, maxiter=1000, full_output=True, disp=False
+            )
+            roots.append(float(z))
     bounds = []
     for z in roots:
         if z <= 0:
