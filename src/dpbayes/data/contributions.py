@@ -22,8 +22,9 @@ Rows whose user is NULL belong to no user and are dropped (``WHERE user IS NOT N
 test of each row alone). Bounding them together as one "user" would not protect the
 people behind them: removing one such person's rows changes which k rows of the NULL
 group are kept, up to 2k rows (measured: an L1 change of 6 where k = 2 gives 4, a loss of
-1.5 eps). A shared sentinel value (NaN, -1, '') is one user like any other value: write
-missing ids as NULL.
+1.5 eps). A NaN id in a pandas frame reaches the engine as NULL and is dropped too; a
+shared sentinel value (-1, '') is one user like any other value: write missing ids as
+NULL.
 """
 
 from __future__ import annotations
