@@ -313,24 +313,6 @@ def _encoded_counts(model: BayesNet, data: Mapping[str, Any]) -> BayesNetStatist
 # ------------------------------------------------------------------------ engines
 
 
-def _engine_value(model: BayesNet, name: str, value: Any) -> Any:
-    """A value of a typed column (a database, Parquet, or a CSV read through a ``Table``
-    without ``text_columns``) as text when the declared categories are all strings:
-    integers print in decimal, booleans as true/false, floats by repr. A CSV path is
-    read with those columns as text (``open_table(..., text_columns=)``), so its records
-    match by the file's own text."""
-    cats = model.variables[name]
-    if value is None or isinstance(value, str) or not all(isinstance(c, str) for c in cats):
-        return value
-    if isinstance(value, bool | np.bool_):
-        return "true" if value else "false"
-    if isinstance(value, int | np.integer):
-        return str(int(value))
-    if isinstance(value, float | np.floating) and math.isfinite(value):
-        return repr(float(value))
-    return value
-
-
 def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
     """Family tables by GROUP BY in the engine that holds the data.
 
@@ -365,10 +347,7 @@ def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
             raise ValueError(f"data has no column {missing[0]!r} (model variable)")
         tab = np.zeros(model.table_shape(v), dtype=np.int64)
         for key, cnt in table.value_counts_joint(list(fam), dropna=False).items():
-            idx = tuple(
-                category_index(model, c, _engine_value(model, c, val))
-                for c, val in zip(fam, key, strict=True)
-            )
+            idx = tuple(category_index(model, c, val) for c, val in zip(fam, key, strict=True))
             tab[idx] += int(cnt)
         counts[v] = tab
         n = int(tab.sum()) if n is None else n
