@@ -107,11 +107,21 @@ def _step_cdf(support: np.ndarray, w: np.ndarray, grid: np.ndarray) -> np.ndarra
 
 
 def estimate_cdfs(
-    z: np.ndarray, mech: Any, grid: np.ndarray, fit_kw: dict[str, Any], gen: Any
+    z: np.ndarray,
+    mech: Any,
+    grid: np.ndarray,
+    fit_kw: dict[str, Any],
+    gen: Any,
+    model: Any = None,
 ) -> tuple[dict[str, np.ndarray], Any]:
-    """CDF on ``grid`` (inside [-r, r]) of each estimator of the law of clip(X)."""
+    """CDF on ``grid`` (inside [-r, r]) of each estimator of the law of clip(X).
+
+    ``model``: a function of the mechanism giving the Bayesian model (default
+    :class:`DPMixture`, paper 001's prior; e.g. ``lambda m: DPNormalMixture(mechanism=m)``).
+    """
     r = mech.r
-    fit = DPMixture(mechanism=mech).fit(z, rng=gen, **fit_kw)
+    build = model if model is not None else (lambda m: DPMixture(mechanism=m))
+    fit = build(mech).fit(z, rng=gen, **fit_kw)
     noise = mech.scale if isinstance(mech, LocalLaplace) else mech.sigma
     wide = np.linspace(-r - 4 * noise, r + 4 * noise, 4001)
     if isinstance(mech, LocalLaplace):
@@ -172,8 +182,10 @@ def synthetic(
     ns: Sequence[int],
     reps: int,
     fit_kw: dict[str, Any],
+    model: Any = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    """W1 of every method and the band checks, per (eps, n, replicate)."""
+    """W1 of every method and the band checks, per (eps, n, replicate); ``model`` as
+    :func:`estimate_cdfs`."""
     grid = np.linspace(-R, R, 2001)
     truth = true_cdf(grid)
     truth_check = true_cdf(CHECK)
@@ -185,7 +197,7 @@ def synthetic(
             for rep in range(reps):
                 z = mech.privatize(sample_truth(n, gen), rng=gen).values
                 t0 = time.perf_counter()
-                cdfs, fit = estimate_cdfs(z, mech, grid, fit_kw, gen)
+                cdfs, fit = estimate_cdfs(z, mech, grid, fit_kw, gen, model)
                 secs = time.perf_counter() - t0
                 key = {"mechanism": kind, "epsilon": eps, "n": n, "rep": rep}
                 for method, cdf in cdfs.items():
