@@ -202,3 +202,24 @@ def test_history_copy_and_set_noisy_answer() -> None:
         c.set_noisy_answer(2, 1.0)
     with pytest.raises(ValueError, match="noisy_answer"):
         c.set_noisy_answer(0, math.nan)
+
+
+def test_a_tiny_scale_answer_cannot_erase_the_weights_of_the_others() -> None:
+    """An answer to a query with coefficients 1e-100 (its sd 1e-87 in answer units) gets a
+    rounding-level weight of 1e83 in answer units; compared there, the weights that carry
+    the target fell below 1e-13 of it and were zeroed, so every later estimate was about 0
+    and was served from the history with confidence 1. Weights are now compared whitened
+    (weight x sd): the target's BLUE keeps its own answer's weight, 1."""
+    n = 200
+    h = History(n)
+    h.add(np.full(n, 1e-100), -1.02e-87, 1e-12, sensitivity=5e-100)
+    e0 = np.zeros(n)
+    e0[0] = 1.0
+    h.add(e0, 1.86e9, 3.4657e-9, sensitivity=5.0)
+    t = np.zeros(n)
+    t[10:40] = 1.0
+    h.add(t, 300.0, 0.1498, sensitivity=5.0)
+    b = h.blue(t)
+    assert b.weights[2] == pytest.approx(1.0, abs=1e-9)
+    assert b.estimate == pytest.approx(300.0, abs=1e-2)  # the poison's share is ~1e-4
+    assert math.sqrt(b.variance) == pytest.approx(math.sqrt(2) * 5 / 0.1498, rel=1e-6)

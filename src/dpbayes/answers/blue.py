@@ -355,9 +355,13 @@ class History:
         variance = float(u @ u)
         g = solve_triangular(R, u, lower=False)
         k = self._k
-        weights = (self._L[:k, :r] @ g) / self._sd[:k]
+        whitened = self._L[:k, :r] @ g  # weight x sd: each answer's share of the error
         # Round-off leaves ~1e-16 relative weights on answers that do not inform the target.
-        weights[np.abs(weights) <= 1e-13 * np.abs(weights).max()] = 0.0
+        # Compared in whitened units: weights in answer units differ by the answers' scales
+        # (1e-100 coefficients against counts), and a rounding-level weight on a tiny-scale
+        # answer would zero every weight that carries the target.
+        whitened[np.abs(whitened) <= 1e-13 * np.abs(whitened).max()] = 0.0
+        weights = whitened / self._sd[:k]
         estimate = float(weights @ self._y[:k])
         gauss = self._gauss[:k]
         scales = np.where(gauss, 0.0, np.abs(weights) * self._sens[:k] / self._eps[:k])
