@@ -18,9 +18,6 @@ mixture against the NPMLE, pointwise and simultaneous coverage) of everything ap
     python benchmarks/bench_nonparametric_goals.py --summary
 
 A second batch of runs needs another ``--seed`` (``--first-rep`` numbers its runs on).
-``--model normal`` fits the DP mixture of truncated Normals instead of paper 001's DP
-prior (``--scale-lo`` sets the lower end of its component sds, default r/40); its rows go
-to ``nonparametric_goals_normal_*.csv`` (``--summary --model normal``).
 """
 
 from __future__ import annotations
@@ -35,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from dpbayes.experiments import nonparametric as exp
-from dpbayes.nonparametric import ConvergenceWarning, DPNormalMixture
+from dpbayes.nonparametric import ConvergenceWarning
 from dpbayes.privacy.noise import noise_source
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -68,53 +65,20 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _paths(model: str) -> tuple[Path, Path]:
-    if model == "dp":
-        return W1_CSV, COV_CSV
-    return (
-        RESULTS / "nonparametric_goals_normal_w1.csv",
-        RESULTS / "nonparametric_goals_normal_coverage.csv",
-    )
-
-
-def _builder(model: str, scale_lo: float | None) -> Any:
-    if model == "dp":
-        return None
-
-    def build(mech: Any) -> DPNormalMixture:
-        lo = scale_lo if scale_lo is not None else mech.r / 40.0
-        return DPNormalMixture(mechanism=mech, scale_range=(lo, 2.0 * mech.r))
-
-    return build
-
-
-def run_cell(
-    eps: float,
-    n: int,
-    reps: int,
-    seed: int,
-    first_rep: int,
-    model: str = "dp",
-    scale_lo: float | None = None,
-) -> None:
+def run_cell(eps: float, n: int, reps: int, seed: int, first_rep: int) -> None:
     gen = noise_source(cell_seed(seed, eps, n)).generator()
     fit_kw: dict[str, Any] = {**exp.FULL["fit"], "progress": False}
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         rows, cov_rows, _ = exp.synthetic(
-            "laplace", gen, epsilons=(eps,), ns=(n,), reps=reps, fit_kw=fit_kw,
-            model=_builder(model, scale_lo),
-        )  # fmt: skip
+            "laplace", gen, epsilons=(eps,), ns=(n,), reps=reps, fit_kw=fit_kw
+        )
     for r in rows + cov_rows:
         r["rep"] += first_rep
         r["seed"] = seed
-    w1_csv, cov_csv = _paths(model)
-    if model == "normal":  # the smallest component sd, r = 1 in the experiment
-        for r in rows + cov_rows:
-            r["scale_lo"] = scale_lo if scale_lo is not None else exp.R / 40.0
-    _append(w1_csv, rows)
-    _append(cov_csv, cov_rows)
+    _append(W1_CSV, rows)
+    _append(COV_CSV, cov_rows)
     w = {m: np.median([r["w1"] for r in rows if r["method"] == m]) for m in exp.METHODS}
     print(
         f"eps={eps:g} n={n}: {reps} runs in {time.perf_counter() - t0:.0f} s; median W1 "
@@ -124,24 +88,15 @@ def run_cell(
     )
 
 
-def summary(model: str = "dp") -> None:
-    w1_csv, cov_csv = _paths(model)
-    w1_all, cov_all = _read(w1_csv), _read(cov_csv)
-    for lo in sorted({r.get("scale_lo") for r in cov_all}, key=lambda v: v or 0.0):
-        w1 = [r for r in w1_all if r.get("scale_lo") == lo]
-        cov = [c for c in cov_all if c.get("scale_lo") == lo]
-        if lo is not None:
-            print(f"# smallest component sd {lo:g}")
-        table = exp.summarise(w1, cov)
-        keys = list(table[0])
-        print(",".join([*keys, "median_ess_mean_per_draw", "median_ess_cdf_min_per_draw"]))
-        for row in table:
-            sel = [c for c in cov if (c["epsilon"], c["n"]) == (row["epsilon"], row["n"])]
-            ess = [
-                round(float(np.median([c[k] for c in sel])), 3)
-                for k in ("ess_mean_per_draw", "ess_cdf_min_per_draw")
-            ]
-            print(",".join([*(str(row[k]) for k in keys), *map(str, ess)]))
+def summary() -> None:
+    table = exp.summarise(_read(W1_CSV), _read(COV_CSV))
+    cov = _read(COV_CSV)
+    keys = list(table[0])
+    print(",".join([*keys, "median_ess_mean_per_draw"]))
+    for row in table:
+        sel = [c for c in cov if (c["epsilon"], c["n"]) == (row["epsilon"], row["n"])]
+        ess = round(float(np.median([c["ess_mean_per_draw"] for c in sel])), 3)
+        print(",".join([*(str(row[k]) for k in keys), str(ess)]))
 
 
 def main() -> None:
@@ -152,15 +107,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--first-rep", type=int, default=0, help="number of the first run")
     parser.add_argument("--summary", action="store_true", help="summarise the appended runs")
-    parser.add_argument("--model", choices=["dp", "normal"], default="dp")
-    parser.add_argument("--scale-lo", type=float, default=None, help="normal: smallest sd")
     args = parser.parse_args()
     if args.summary:
-        summary(args.model)
+        summary()
         return
     for n in args.n:
         for eps in args.eps:
-            run_cell(eps, n, args.reps, args.seed, args.first_rep, args.model, args.scale_lo)
+            run_cell(eps, n, args.reps, args.seed, args.first_rep)
 
 
 if __name__ == "__main__":

@@ -107,21 +107,11 @@ def _step_cdf(support: np.ndarray, w: np.ndarray, grid: np.ndarray) -> np.ndarra
 
 
 def estimate_cdfs(
-    z: np.ndarray,
-    mech: Any,
-    grid: np.ndarray,
-    fit_kw: dict[str, Any],
-    gen: Any,
-    model: Any = None,
+    z: np.ndarray, mech: Any, grid: np.ndarray, fit_kw: dict[str, Any], gen: Any
 ) -> tuple[dict[str, np.ndarray], Any]:
-    """CDF on ``grid`` (inside [-r, r]) of each estimator of the law of clip(X).
-
-    ``model``: a function of the mechanism giving the Bayesian model (default
-    :class:`DPMixture`, paper 001's prior; e.g. ``lambda m: DPNormalMixture(mechanism=m)``).
-    """
+    """CDF on ``grid`` (inside [-r, r]) of each estimator of the law of clip(X)."""
     r = mech.r
-    build = model if model is not None else (lambda m: DPMixture(mechanism=m))
-    fit = build(mech).fit(z, rng=gen, **fit_kw)
+    fit = DPMixture(mechanism=mech).fit(z, rng=gen, **fit_kw)
     noise = mech.scale if isinstance(mech, LocalLaplace) else mech.sigma
     wide = np.linspace(-r - 4 * noise, r + 4 * noise, 4001)
     if isinstance(mech, LocalLaplace):
@@ -182,10 +172,8 @@ def synthetic(
     ns: Sequence[int],
     reps: int,
     fit_kw: dict[str, Any],
-    model: Any = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    """W1 of every method and the band checks, per (eps, n, replicate); ``model`` as
-    :func:`estimate_cdfs`."""
+    """W1 of every method and the band checks, per (eps, n, replicate)."""
     grid = np.linspace(-R, R, 2001)
     truth = true_cdf(grid)
     truth_check = true_cdf(CHECK)
@@ -197,7 +185,7 @@ def synthetic(
             for rep in range(reps):
                 z = mech.privatize(sample_truth(n, gen), rng=gen).values
                 t0 = time.perf_counter()
-                cdfs, fit = estimate_cdfs(z, mech, grid, fit_kw, gen, model)
+                cdfs, fit = estimate_cdfs(z, mech, grid, fit_kw, gen)
                 secs = time.perf_counter() - t0
                 key = {"mechanism": kind, "epsilon": eps, "n": n, "rep": rep}
                 for method, cdf in cdfs.items():

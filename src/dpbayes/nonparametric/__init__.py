@@ -20,7 +20,6 @@ from dpbayes.nonparametric.base import BasePrior
 from dpbayes.nonparametric.diagnostics import ConvergenceWarning
 from dpbayes.nonparametric.fit import DPMixtureFit
 from dpbayes.nonparametric.mechanisms import CustomMechanism, LocalGaussian, LocalLaplace
-from dpbayes.nonparametric.normal_mixture import DPNormalMixture, NormalMixtureFit
 from dpbayes.nonparametric.privatize import PrivatizedColumn, privatize
 from dpbayes.nonparametric.sampler import DPMixture
 
@@ -30,10 +29,8 @@ __all__ = [
     "CustomMechanism",
     "DPMixture",
     "DPMixtureFit",
-    "DPNormalMixture",
     "LocalGaussian",
     "LocalLaplace",
-    "NormalMixtureFit",
     "PrivatizedColumn",
     "privatize",
 ]

@@ -109,16 +109,13 @@ def sbc_replicate(
     from dpbayes.nonparametric.diagnostics import ess_bulk
 
     gen = noise_source(rng).generator()
-    if hasattr(model, "prior_predictive"):  # a model that draws its own (P, X)
-        x, true_cdf, alpha = model.prior_predictive(gen, n)
-        truth = true_cdf(grid)
-    else:
-        atoms, w, alpha, _, _ = draw_prior_p(model, gen)
-        pick = np.searchsorted(np.cumsum(w), gen.random(n) * w.sum(), side="right")
-        x = atoms[pick.clip(0, w.size - 1)]
-        truth = _cdf(atoms, w, grid)
+    atoms, w, alpha, _, _ = draw_prior_p(model, gen)
+    x = atoms[
+        np.searchsorted(np.cumsum(w), gen.random(n) * w.sum(), side="right").clip(0, w.size - 1)
+    ]
     z = model.mechanism.privatize(x, rng=gen)
     fit = model.fit(z, rng=gen, **fit_kw)
+    truth = _cdf(atoms, w, grid)
     draws = fit.cdf_draws(grid).reshape(-1, grid.shape[0])
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
     slo, shi = simultaneous_band(draws, level)

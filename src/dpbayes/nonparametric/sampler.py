@@ -51,7 +51,6 @@ __all__ = [
     "ChainState",
     "DPMixture",
     "SortedData",
-    "privatized_values",
     "stick_breaking",
 ]
 
@@ -96,24 +95,6 @@ class SortedData:
 
 def _same_mechanism(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a.params() == b.params()
-
-
-def privatized_values(mechanism: Any, z: Any) -> tuple[np.ndarray, Any]:
-    """The values of ``z`` (an array or a :class:`PrivatizedColumn` released by
-    ``mechanism``) and their guarantee (the mechanism's, for a bare array)."""
-    guarantee = None
-    if isinstance(z, PrivatizedColumn):
-        if not _same_mechanism(z.mechanism, mechanism):
-            raise ValueError(
-                f"mechanism {mechanism!r} does not match the mechanism that "
-                f"privatised z ({z.mechanism!r})"
-            )
-        guarantee = z.guarantee
-        z = z.values
-    values = check_array(z, "z")
-    if guarantee is None:
-        guarantee = mechanism.guarantee()
-    return values, guarantee
 
 
 def _pair(value: Any, name: str) -> tuple[float, float]:
@@ -236,7 +217,19 @@ class DPMixture:
 
     # ------------------------------------------------------------------ fitting
     def _check_data(self, z: Any) -> tuple[np.ndarray, Any]:
-        return privatized_values(self.mechanism, z)
+        guarantee = None
+        if isinstance(z, PrivatizedColumn):
+            if not _same_mechanism(z.mechanism, self.mechanism):
+                raise ValueError(
+                    f"mechanism {self.mechanism!r} does not match the mechanism that "
+                    f"privatised z ({z.mechanism!r})"
+                )
+            guarantee = z.guarantee
+            z = z.values
+        values = check_array(z, "z")
+        if guarantee is None:
+            guarantee = self.mechanism.guarantee()
+        return values, guarantee
 
     def fit(
         self,
