@@ -175,3 +175,44 @@ def test_noise_scale_is_k_times_row_level(frame):
     z = (np.mean(noise**2) - 2 * b**2) / (math.sqrt(20.0 / n) * b**2)
     assert abs(z) < 3.89
     assert stats.kstest(noise, stats.laplace(scale=b / K).cdf).pvalue < 1e-12
+
+
+def test_a_person_spread_over_cells_loses_no_more_than_the_accountant_charges(frame):
+    """Parallel composition over cells at user level. A person's rows may lie in several
+    cells (r_j rows in cell j, sum r_j <= K), so the per-cell maximum the accountant
+    charges needs an argument beyond "a record lies in one part": answer q (Laplace,
+    scale b_q = K S_q / eps_q) moves by |H_q . r| and loses at most |H_q . r| / b_q, a
+    convex function of r, so the total loss is largest at a vertex of {r >= 0, sum r <= K}:
+    all K rows in one cell, which is the record-level case (accountant module docstring).
+    Exactly: every spread of K rows over the 9 cells, against the answers released on
+    single cells, on sums of cells and on a weighted query."""
+    import itertools
+
+    user = Cube.from_table(frame, ATTRS, user_column="person", max_rows_per_user=K)
+    eng = _engine(user, np.random.default_rng(5))
+    for text, d in [
+        ("health == 'poor'", 30.0),
+        ("health == 'good'", 25.0),
+        ("visits == '[5, inf)'", 40.0),
+        ("health == 'fair' and visits == '[0, 2)'", 20.0),
+        ("health == 'poor'", 12.0),
+    ]:
+        assert eng.ask(text, half_width=d, confidence=0.9).status == "fresh"
+    weighted = 2.0 * user.query("health == 'good'").coefficients
+    assert eng.ask(Query(weighted, "weighted"), half_width=15.0, confidence=0.9).status == "fresh"
+    h = eng.history
+    coefs = np.array([h._H[i] for i in range(len(h))])
+    scales = np.array([h._sens[i] / h._eps[i] for i in range(len(h))])
+    cells = coefs.shape[1]
+    worst, spread = 0.0, 0.0
+    for combo in itertools.combinations_with_replacement(range(cells), K):
+        r = np.bincount(combo, minlength=cells).astype(float)
+        loss = float(np.sum(np.abs(coefs @ r) / scales))
+        worst = max(worst, loss)
+        if np.count_nonzero(r) > 1:
+            spread = max(spread, loss)
+    spent = eng.accountant.spent[0]
+    assert worst <= spent * (1 + 1e-9), (worst, spent)
+    assert spread <= worst + 1e-12  # a spread person is never the worst-off
+    # and the charge is not loose: the worst person has all rows in the costliest cell
+    assert worst == pytest.approx(spent, rel=1e-9)

@@ -14,6 +14,19 @@ budget consumed is therefore
 which is the worst-case privacy loss of any one person, whose record lies in one part.
 The caller is responsible for the labels naming disjoint parts of the data.
 
+At user level (a person has up to k records, possibly in several parts) the maximum still
+holds when each release is calibrated to the whole person (sensitivity k times one
+record's) and is Laplace or Gaussian noise on a linear statistic of per-part counts. A
+person with r_j records in part j (sum r_j <= k) moves release q by |H_q . r|, so its
+loss is at most eps_q |H_q . r| / (k max |H_q|) under basic composition, and its Renyi
+divergence of order a is a convex nondecreasing function of |H_q . r| (the log of a sum
+of exponentials of it for Laplace; a mu^2 / 2 for Gaussian). Either total is a convex
+function of r, largest at a vertex of {r >= 0, sum r <= k}: all k records in one part,
+the case above. So basic and Renyi composition charge the worst person exactly.
+Privacy-loss-distribution composition (``"pld"``) is exact for Gaussian releases (the
+composed mu^2 is convex in r as well); for Laplace releases at user level the same
+vertex bound is supported by computed hockey-stick divergences, not proven here.
+
 ``with accountant.charge(...)`` checks the budget and records the spend under a lock
 (a thread lock, plus an ``flock`` on the ledger file so that several processes can share
 one ledger). If the block raises, nothing is recorded. A charge nested inside another
