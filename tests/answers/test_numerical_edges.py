@@ -223,3 +223,47 @@ def test_a_tiny_scale_answer_cannot_erase_the_weights_of_the_others() -> None:
     assert b.weights[2] == pytest.approx(1.0, abs=1e-9)
     assert b.estimate == pytest.approx(300.0, abs=1e-2)  # the poison's share is ~1e-4
     assert math.sqrt(b.variance) == pytest.approx(math.sqrt(2) * 5 / 0.1498, rel=1e-6)
+
+
+def test_blue_matches_an_exact_reference_on_histories_of_mixed_scales() -> None:
+    """Random histories whose queries' scales span 1e-99..1e99 and eps 1e-12..10: the BLUE's
+    estimate (to 1e-3 of its sd) and variance (1e-3 relative) against the minimum-variance
+    weights computed in 80-digit arithmetic (u = (M M^T)^+ M t on the whitened rows M).
+    Before the weights were compared whitened, 33 of 120 such histories gave an estimate
+    near 0 with the right variance."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 80
+    g = np.random.default_rng(0)
+    checked = 0
+    for _ in range(40):
+        n, k = int(g.integers(3, 8)), int(g.integers(2, 8))
+        h = History(n)
+        rows, ys, sds = [], [], []
+        for _ in range(k):
+            scale = 10.0 ** g.uniform(-99, 99)
+            coef = (g.random(n) < 0.5) * g.normal(size=n)
+            coef[0] = coef[0] if coef.any() else 1.0
+            coef = coef / np.abs(coef).max() * scale
+            eps = 10.0 ** g.uniform(-12, 1)
+            y = g.normal() * scale * 10
+            h.add(coef, y, eps)
+            rows.append(coef)
+            ys.append(y)
+            sds.append(math.sqrt(2) * scale / eps)
+        t = rows[0] / np.abs(rows[0]).max()
+        b = h.blue(t)
+        m = mp.matrix([[mp.mpf(rows[i][j]) / mp.mpf(sds[i]) for j in range(n)] for i in range(k)])
+        gram = m * m.T
+        evals, evecs = mp.eigsy(gram)
+        mt = m * mp.matrix([mp.mpf(x) for x in t])
+        top = max(abs(e) for e in evals)
+        u = mp.matrix(k, 1)
+        for j in range(k):
+            if abs(evals[j]) > top * mp.mpf(10) ** -60:
+                u += evecs[:, j] * ((evecs[:, j].T * mt)[0] / evals[j])
+        est = float(sum(u[i] * mp.mpf(ys[i]) / mp.mpf(sds[i]) for i in range(k)))
+        var = float(sum(u[i] ** 2 for i in range(k)))
+        assert abs(b.estimate - est) <= 1e-3 * math.sqrt(var)
+        assert b.variance == pytest.approx(var, rel=1e-3)
+        checked += 1
+    assert checked == 40
