@@ -267,3 +267,33 @@ def test_blue_matches_an_exact_reference_on_histories_of_mixed_scales() -> None:
         assert b.variance == pytest.approx(var, rel=1e-3)
         checked += 1
     assert checked == 40
+
+
+def test_the_eps_floor_raises_cheap_answers_and_refuses_above_the_cap() -> None:
+    """``floor`` of the eps search: an answer that would cost less is charged the floor,
+    its error distribution is the one at the floor (and meets the requirement), with or
+    without a history, for Laplace and Gaussian answers; a floor above the cap refuses."""
+    s, d, p = 1.0, 1e6, 0.5
+    eps, dist = search_mod.required_epsilon(None, None, s, d, p)
+    assert eps < 1e-5
+    eps, dist = search_mod.required_epsilon(None, None, s, d, p, floor=1e-3)
+    assert eps == 1e-3 and dist is not None
+    assert dist.std == pytest.approx(math.sqrt(2) * s / 1e-3, rel=1e-12)
+    assert dist.prob_within(d) >= p
+    eps, dist = search_mod.required_epsilon(None, None, s, d, p, floor=1e-3, cap=1e-4)
+    assert eps == 1e-3 and dist is None
+    eps, dist = search_mod.required_epsilon(
+        None, None, s, d, p, floor=1e-3, noise="gaussian", delta=1e-6
+    )
+    assert eps == 1e-3 and dist is not None and dist.prob_within(d) >= p
+    h = History(3)
+    h.add([1.0, 1.0, 0.0], 10.0, 1e-4)
+    b = h.blue(np.array([1.0, 1.0, 0.0]))
+    hist = LaplaceSum(b.scales)
+    eps, dist = search_mod.required_epsilon(hist, b.scales, s, 1e3, 0.99)
+    assert 0 < eps < 1e-2
+    floor = 5e-2
+    eps, dist = search_mod.required_epsilon(hist, b.scales, s, 1e3, 0.99, floor=floor)
+    assert eps == floor and dist is not None and dist.prob_within(1e3) >= 0.99
+    # the history alone meets a loose requirement: free, whatever the floor
+    assert search_mod.required_epsilon(hist, b.scales, s, 1e9, 0.5, floor=floor)[0] == 0.0

@@ -161,3 +161,30 @@ def test_answers_never_share_noise_across_rebuilds(tmp_path: Path) -> None:
     finally:
         srv.stop()
     assert len(set(noise)) == 3 and all(math.isfinite(z) for z in noise), noise
+
+
+def test_a_cell_cannot_be_flooded_with_near_free_answers(tmp_path: Path) -> None:
+    """Asking one cell again and again with ever wider half-widths got fresh answers at eps
+    of about 1e-9 each; the plan's error distribution has a term per answer, so a few
+    thousand of them (well under 1e-5 of the budget) would push every plan on that cell
+    past the time limit. A fresh answer is now charged at least 1e-3 of the total eps:
+    the first answer costs that floor (its noise smaller than asked), and the wider asks
+    after it are met by the history, free."""
+    srv = ServerProcess(f"sqlite:///{tmp_path / 'flood.db'}", tmp_path, "--epsilon", "2")
+    srv.start()
+    try:
+        key = srv.new_analyst()
+        c = [0.0] * 200
+        c[0] = 1.0
+        statuses, spent = [], []
+        for k in range(1, 21):
+            body = {"coefficients": c, "half_width": 1e9 / math.sqrt(k), "confidence": 0.5}
+            r = post(srv, key, body)
+            assert r.status_code == 200, r.text
+            statuses.append(r.json()["status"])
+            spent.append(r.json()["epsilon_spent"])
+        assert statuses[0] == "fresh" and spent[0] == pytest.approx(2e-3, rel=1e-12)
+        assert set(statuses[1:]) == {"history"} and sum(spent[1:]) == 0.0
+        assert budget(srv)["spent"]["epsilon"] == pytest.approx(2e-3, rel=1e-9)
+    finally:
+        srv.stop()

@@ -178,8 +178,14 @@ def required_epsilon(
     cap: float = math.inf,
     noise: str = "laplace",
     delta: float = 0.0,
+    floor: float = 0.0,
 ) -> tuple[float, LaplaceSum | None]:
     """The smallest eps of one fresh answer that meets (d, p), and its error distribution.
+
+    ``floor``: the least eps a fresh answer is charged (a service's minimum charge, so that
+    near-free answers cannot pile up on a cell): a smaller eps that meets (d, p) is raised to
+    ``floor`` when the answer at ``floor`` meets it too (it does whenever the error shrinks as
+    eps grows), and refused when ``floor`` is above ``cap``.
 
     ``hist``: the error of the history's BLUE of the query (its Normal part included),
     ``scales_h`` its Laplace scales (the BLUE's ``scales``; both ``None`` if the query is not
@@ -201,6 +207,62 @@ def required_epsilon(
         raise ValueError(f"delta must be > 0 for noise='gaussian', got {delta}")
     if hist is not None and _ok(hist, d, p):
         return 0.0, None
+    eps, dist = _required(hist, scales_h, s, d, p, method, accuracy, cap, noise, delta)
+    if dist is None or eps >= floor:
+        return eps, dist
+    if not floor <= cap:
+        return floor, None
+    if hist is None or scales_h is None:
+        at_floor = _alone_at(s, floor, method, accuracy, noise, delta)
+    else:
+        at_floor = _dist_at(hist, scales_h, s, floor, method, accuracy, noise, delta)
+    if _ok(at_floor, d, p):
+        return floor, at_floor
+    return eps, dist
+
+
+def _alone_at(
+    s: float, eps: float, method: str, accuracy: float, noise: str, delta: float
+) -> LaplaceSum:
+    """The error of one fresh answer at ``eps`` with no history."""
+    if noise == "laplace":
+        return LaplaceSum([s / eps], method=method, accuracy=accuracy)
+    sd = analytic_gaussian_sigma(eps, delta, s)
+    return LaplaceSum([], gaussian_sd=sd, method=method, accuracy=accuracy)
+
+
+def _dist_at(
+    hist: LaplaceSum,
+    scales_h: np.ndarray,
+    s: float,
+    eps: float,
+    method: str,
+    accuracy: float,
+    noise: str,
+    delta: float,
+) -> LaplaceSum:
+    """The error of the BLUE with one fresh answer at ``eps`` added to the history."""
+    check_time()
+    new = s / eps if noise == "laplace" else analytic_gaussian_sigma(eps, delta, s)
+    return combined_error(
+        scales_h, hist.std, new, method=method, accuracy=accuracy, noise=noise,
+        gaussian_sd_h=hist.gaussian_sd,
+    )  # fmt: skip
+
+
+def _required(
+    hist: LaplaceSum | None,
+    scales_h: np.ndarray | None,
+    s: float,
+    d: float,
+    p: float,
+    method: str,
+    accuracy: float,
+    cap: float,
+    noise: str,
+    delta: float,
+) -> tuple[float, LaplaceSum | None]:
+    """:func:`required_epsilon` without the floor."""
     if noise == "laplace":
         # A fresh answer alone: P(|Lap(S/eps)| <= d) = 1 - e^{-d eps / S} >= p.
         alone = s * math.log(1.0 / (1.0 - p)) / d
@@ -211,11 +273,7 @@ def required_epsilon(
             return eps, LaplaceSum([s / eps], method=method, accuracy=accuracy)
 
         def laplace_at(eps: float) -> LaplaceSum:
-            check_time()
-            return combined_error(
-                scales_h, hist.std, s / eps, method=method, accuracy=accuracy,
-                gaussian_sd_h=hist.gaussian_sd,
-            )  # fmt: skip
+            return _dist_at(hist, scales_h, s, eps, method, accuracy, noise, delta)
 
         return _search(laplace_at, alone, d, p, cap)
 
@@ -242,10 +300,6 @@ def required_epsilon(
         return math.inf, None
 
     def gaussian_at(eps: float) -> LaplaceSum:
-        check_time()
-        return combined_error(
-            scales_h, hist.std, analytic_gaussian_sigma(eps, delta, s), method=method,
-            accuracy=accuracy, noise="gaussian", gaussian_sd_h=hist.gaussian_sd,
-        )  # fmt: skip
+        return _dist_at(hist, scales_h, s, eps, method, accuracy, noise, delta)
 
     return _search(gaussian_at, alone, d, p, cap)

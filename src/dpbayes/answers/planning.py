@@ -198,10 +198,12 @@ def plan_candidates(
     cap_reason: str = "",
     noises: tuple[str, ...] = ("laplace",),
     delta: float = 0.0,
+    min_epsilon: float = 0.0,
 ) -> list[Plan]:
     """:func:`plan_answer` for each noise family in ``noises`` (in that order), sharing the
     history's BLUE and error distribution; one ``"history"`` plan if the history meets the
-    requirement (then no fresh answer is needed, whatever its noise)."""
+    requirement (then no fresh answer is needed, whatever its noise). ``min_epsilon``: the
+    least eps a fresh answer is charged (``floor`` of :func:`required_epsilon`)."""
     d, p, q = half_width, confidence, query
     blue: BLUE | None
     try:
@@ -236,6 +238,7 @@ def plan_candidates(
             cap=lim,
             noise=noise,
             delta=delta,
+            floor=min_epsilon,
         )
         if eps == 0.0:
             assert blue is not None and hist is not None

@@ -79,6 +79,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--max-epsilon", type=float, help="cap on the eps of one fresh answer")
     p.add_argument(
+        "--min-epsilon-fraction",
+        type=float,
+        default=1e-3,
+        metavar="F",
+        help="a fresh answer is charged at least F times the total eps (default 1e-3; 0: no "
+        "floor), so that near-free answers cannot pile up on one cell",
+    )
+    p.add_argument(
         "--workers", type=int, default=1, help="worker processes on the one database (default 1)"
     )
     p.add_argument(
@@ -142,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     kw.update(user_column=user, max_rows_per_user=k, record_level=user is None)
     if args.max_epsilon is not None:
         kw["max_epsilon"] = args.max_epsilon
+    kw["min_epsilon_fraction"] = args.min_epsilon_fraction
     if args.composition is not None:
         kw["composition"] = args.composition
     kw["noise"] = args.noise

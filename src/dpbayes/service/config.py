@@ -53,6 +53,12 @@ class EngineConfig:
     is kept, so the spent budget is recomputed under the new composition (a start that
     would put the spent budget above the total is refused).
 
+    ``min_epsilon_fraction``: a fresh answer is charged at least this fraction of the total
+    eps budget (default 1e-3; its noise is then smaller than asked for). Without a floor,
+    answers at eps 1e-9 cost next to nothing, and thousands of them on one cell would make
+    every plan on it slower than the time limit; with it, basic composition allows at most
+    1/fraction answers per cell. 0 turns the floor off.
+
     ``noise``: the noise of fresh answers, ``"laplace"`` (paper 000), ``"gaussian"`` (at the
     budget's delta; needs delta > 0) or ``"auto"`` (per answer, the one whose charge raises
     the spent budget least under the composition: Gaussian answers pay off under ``"pld"``
@@ -70,8 +76,12 @@ class EngineConfig:
     record_level: bool = False
     composition: str | None = None
     noise: str = "laplace"
+    min_epsilon_fraction: float = 1e-3
 
     def __post_init__(self) -> None:
+        f = self.min_epsilon_fraction
+        if isinstance(f, bool) or not isinstance(f, int | float) or not 0.0 <= f < 1.0:
+            raise ValueError(f"min_epsilon_fraction must be in [0, 1), got {f!r}")
         if self.noise not in NOISE_CHOICES:
             raise ValueError(f"noise must be one of {list(NOISE_CHOICES)}, got {self.noise!r}")
         if self.noise == "gaussian" and self.delta == 0:

@@ -287,6 +287,7 @@ class QueryService:
                 cap_reason=f"budget exceeded: the total budget is eps={total:.6g}",
                 noises=noises,
                 delta=budget_delta,
+                min_epsilon=self.config.min_epsilon_fraction * total,
             )
             plan = plans[0]
             if len(plans) > 1:
