@@ -38,6 +38,7 @@ __all__ = [
     "RegressionWeights",
     "plan_regression_sampling",
     "sampling_noise_variance",
+    "stated_epsilon",
     "truncated_gaussian_ball",
 ]
 
@@ -97,9 +98,19 @@ def sampling_noise_variance(
             f"(label_bound + feature_bound * weight_bound)^2 = ({by:g} + {bx:g} * {w:g})^2 "
             "over epsilon overflows the noise variance (rescale the data)"
         )
-    while c / need > epsilon:  # round up so that the computed eps never exceeds epsilon
+    # round up until the eps the guarantee states (computed as the plan computes it: per
+    # draw factor * L, L = (B_y + B_x W)^2 / 2 sigma^2, summed over the draws) is <= epsilon
+    while stated_epsilon(factor, draws, by, bx, w, need) > epsilon:
         need = math.nextafter(need, math.inf)
     return max(model.noise_variance, need)
+
+
+def stated_epsilon(
+    factor: float, draws: int, by: float, bx: float, w: float, noise_variance: float
+) -> float:
+    """The eps the guarantee of ``draws`` draws states, computed as the plan computes it."""
+    lip = (by + bx * w) ** 2 / (2.0 * noise_variance)
+    return sum([factor * lip] * draws)
 
 
 @register("sampling", BayesianLinearRegression, options=("draws",), record=RegressionSamplingRecord)

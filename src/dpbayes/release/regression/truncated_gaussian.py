@@ -162,16 +162,26 @@ def ball_tau(eigenvalues: np.ndarray, b_rot: np.ndarray, radius: float) -> float
 
     def second_moment(tau: float) -> float:
         den = eigenvalues + tau
-        with np.errstate(over="ignore"):  # den^2 beyond the doubles: that term is 0
-            return float(np.sum(1.0 / den) + np.sum(b_rot**2 / den**2))
+        with np.errstate(over="ignore"):  # (b / den)^2 beyond the doubles: the moment is inf
+            # (b / den)^2, not b^2 / den^2: den^2 underflows to 0 for den below 1e-162
+            return float(np.sum(1.0 / den) + np.sum((b_rot / den) ** 2))
 
     w2 = radius**2
     if second_moment(0.0) <= w2:
         return 0.0
-    lo, hi = 0.0, 1.0
+    # bracket the root in [lo, hi] = [hi / 4, hi] from either side of 1: for a wide ball tau
+    # is about d / W^2, down to 1e-300 (bisecting [0, 1] resolved only 2^-100, and the
+    # envelope's acceptance then fell to about e^-(2^-101 W^2): failures that depended on
+    # the data through tau)
+    hi = 1.0
     while second_moment(hi) > w2:
         hi *= 4.0
-    for _ in range(100):
+    while hi / 4.0 > 0.0 and second_moment(hi / 4.0) <= w2:
+        hi /= 4.0
+    lo = hi / 4.0
+    for _ in range(200):  # to a relative 1e-15 (about 50 halvings of [hi / 4, hi])
+        if hi - lo <= 1e-15 * hi:
+            break
         mid = 0.5 * (lo + hi)
         if second_moment(mid) > w2:
             lo = mid
