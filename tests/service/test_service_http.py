@@ -150,6 +150,7 @@ def test_bad_input_is_4xx_and_spends_nothing(server: Server) -> None:
         (b'{"where": "health = poor", "half_width": NaN, "confidence": 0.9}', 422, "finite"),
         (b'{"where": "health = poor", "half_width": Infinity, "confidence": 0.9}', 422, "finite"),
         (b'{"where": "health = poor", "half_', 400, "malformed JSON"),
+        (b'{"where": "idp = 1", "half_width": 1' + b"0" * 5000 + b"}", 400, "4300 digits"),
         (b'{"where": "' + b"a" * 70_000 + b'"}', 413, "larger than"),
     ]
     for content, code, words in raw:

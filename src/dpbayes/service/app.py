@@ -187,7 +187,11 @@ def create_app(
     async def _http_error(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail
         if exc.status_code == 400 and detail == "There was an error parsing the body":
-            detail = "malformed request body: not JSON text in UTF-8"
+            # also a number written with more than 4,300 digits (Python's int parsing limit)
+            detail = (
+                "malformed request body: not JSON text in UTF-8, or a number written with "
+                "more than 4300 digits"
+            )
         return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
