@@ -158,6 +158,29 @@ def plan_counts(
     return Plan(guarantee=mech.guarantee(**details), run=run)
 
 
+def computed_mean_sensitivity(model: NormalMean, n: int) -> float:
+    """How far the posterior mean *as computed* (``NormalMean.posterior_from``, in doubles)
+    can move when one record is substituted, from public values only (PROOF.md, Theorem 2).
+
+    The clamped sum S is correctly rounded (``data/exact.py``), within ulp(n M) / 2 of the
+    real sum, M = max(|L|, |U|); then b = S / D with D = r + n (public) and the mean
+    a + b with a = prior_mean w (public) each round once. So the computed means of two
+    neighbours differ by at most ((U - L) + ulp(n M)) / D + ulp(B) + ulp(|a| + B), B >= |b|.
+    With ordinary bounds this exceeds (U - L) / D by a relative 1e-9 or less; with bounds
+    far from 0 against their width (1e15 and 1e15 + 0.25) by orders of magnitude.
+    """
+    q = model.noise_sd / model.prior_sd
+    r = q * q
+    w = 1.0 / (1.0 + n / r) if r > 0 else 0.0
+    d = r + n
+    big = max(abs(model.lower), abs(model.upper))
+    a = abs(model.prior_mean * w)
+    b = 2.0 * n * big / d  # >= |S / D| with room for the roundings
+    bound = ((model.upper - model.lower) + math.ulp(n * big)) / d
+    bound += math.ulp(b) + math.ulp(a + b)
+    return bound * (1.0 + 1e-12)  # the roundings of this bound itself
+
+
 def plan_normal_mean(
     model: NormalMean,
     stats: Any,
@@ -188,7 +211,7 @@ def plan_normal_mean(
             "substitute neighbours (use neighbours='add_remove' to release empty data)"
         )
     factor, user = user_level(rows_per_user, neighbours)
-    sens = model.posterior_mean_sensitivity(n) * factor
+    sens = max(model.posterior_mean_sensitivity(n), computed_mean_sensitivity(model, n)) * factor
     if mechanism == "laplace":
         if delta:
             raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")

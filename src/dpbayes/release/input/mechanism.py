@@ -33,6 +33,8 @@ Two posteriors from the noisy data:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dpbayes.models import BetaBernoulli, NormalMean
@@ -126,6 +128,18 @@ def plan_input_normal(
             f"{mech.sigma:g} exceeds {MAX_NOISE_SD:g}, where the noisy total could overflow"
         )
     n = int(stats.n)
+    # S is correctly rounded (data/exact.py): two neighbours' doubles differ by at most
+    # (U - L) + ulp(n M). The release S + (sum of n draws) is the Gaussian mechanism on S
+    # with sd sqrt(n) sigma, as private as the guarantee states while that difference is at
+    # most sqrt(n) (U - L) (PROOF.md, Theorem 2, rounding). n is public (substitute).
+    width = model.upper - model.lower
+    big = max(abs(model.lower), abs(model.upper))
+    if n >= 2 and width + math.ulp(n * big) > math.sqrt(n) * width * (1.0 - 1e-12):
+        raise ValueError(
+            f"lower and upper are too far from 0 for their width ({model.lower!r}, "
+            f"{model.upper!r}): the rounding of the clamped sum of {n} records could exceed "
+            "the sensitivity; centre the data (subtract a public constant) first"
+        )
     guarantee = mech.guarantee(input_perturbation=True)
     record = InputNormalRecord(n=n, sigma=mech.sigma, range=(model.lower, model.upper))
 
