@@ -270,7 +270,7 @@ def _required(
             eps = max(alone, MIN_EPSILON)
             if not eps <= cap:  # also catches alone = inf (a subnormal d)
                 return eps, None
-            return eps, LaplaceSum([s / eps], method=method, accuracy=accuracy)
+            return eps, _alone_at(s, eps, method, accuracy, noise, delta)
 
         def laplace_at(eps: float) -> LaplaceSum:
             return _dist_at(hist, scales_h, s, eps, method, accuracy, noise, delta)

@@ -86,15 +86,20 @@ class NormalMean:
         # prior_mean r/(r + n) + total/(r + n), the sd prior_sd/sqrt(1 + n/r) (r >= 1) or
         # noise_sd/sqrt(r + n) (r < 1). (Computed as written, 1/tau and total/noise_sd^2
         # overflowed for very flat priors or tiny noise_sd, after a release's noise.)
-        q = self.noise_sd / self.prior_sd
-        r = q * q  # inf or 0 when out of range: both handled below
-        w = 1.0 / (1.0 + n / r) if r > 0 else 0.0
+        r, w = self.mean_weights(n)
         mean = self.prior_mean * w + stats.total / (r + n)
         if r >= 1.0:
             sd = self.prior_sd / math.sqrt(1.0 + n / r)
         else:
             sd = self.noise_sd / math.sqrt(r + n)
         return Normal(mean, sd)
+
+    def mean_weights(self, n: float) -> tuple[float, float]:
+        """(r, w) of the posterior mean prior_mean w + total / (r + n) at ``n`` records:
+        r = noise_sd^2 / prior_sd^2 (inf or 0 when out of range) and w = r / (r + n)."""
+        q = self.noise_sd / self.prior_sd
+        r = q * q
+        return r, (1.0 / (1.0 + n / r) if r > 0 else 0.0)
 
     def posterior(self, data: Any, column: str | None = None) -> Normal:
         """Exact (non-private) posterior of the mean given the clamped data."""

@@ -169,9 +169,7 @@ def computed_mean_sensitivity(model: NormalMean, n: int) -> float:
     With ordinary bounds this exceeds (U - L) / D by a relative 1e-9 or less; with bounds
     far from 0 against their width (1e15 and 1e15 + 0.25) by orders of magnitude.
     """
-    q = model.noise_sd / model.prior_sd
-    r = q * q
-    w = 1.0 / (1.0 + n / r) if r > 0 else 0.0
+    r, w = model.mean_weights(n)  # the very values posterior_from computes with
     d = r + n
     big = max(abs(model.lower), abs(model.upper))
     a = abs(model.prior_mean * w)

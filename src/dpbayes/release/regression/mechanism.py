@@ -36,6 +36,7 @@ from dpbayes.release.regression.truncated_gaussian import SAMPLER, truncated_gau
 
 __all__ = [
     "RegressionWeights",
+    "lipschitz",
     "plan_regression_sampling",
     "sampling_noise_variance",
     "stated_epsilon",
@@ -105,12 +106,17 @@ def sampling_noise_variance(
     return max(model.noise_variance, need)
 
 
+def lipschitz(by: float, bx: float, w: float, noise_variance: float) -> float:
+    """L = (B_y + B_x W)^2 / (2 sigma^2), the log-likelihood's Lipschitz bound (PROOF §1)."""
+    return (by + bx * w) ** 2 / (2.0 * noise_variance)
+
+
 def stated_epsilon(
     factor: float, draws: int, by: float, bx: float, w: float, noise_variance: float
 ) -> float:
-    """The eps the guarantee of ``draws`` draws states, computed as the plan computes it."""
-    lip = (by + bx * w) ** 2 / (2.0 * noise_variance)
-    return sum([factor * lip] * draws)
+    """The eps the guarantee of ``draws`` draws states: f L per draw, summed over the draws
+    as ``compose_sequential`` sums them (the plan's guarantee, computed the same way)."""
+    return sum([factor * lipschitz(by, bx, w, noise_variance)] * draws)
 
 
 @register("sampling", BayesianLinearRegression, options=("draws",), record=RegressionSamplingRecord)
@@ -136,7 +142,7 @@ def plan_regression_sampling(
     features = int(np.asarray(stats_.xtx).shape[0])
     bx, by, wb = _bounds(model, features)
     s2 = sampling_noise_variance(model, epsilon, draws=d, neighbours=neighbours, features=features)
-    lip = (by + bx * wb) ** 2 / (2.0 * s2)
+    lip = lipschitz(by, bx, wb, s2)
     per_draw = neighbours.lipschitz_factor * lip
     details = {
         "noise_variance": s2,
