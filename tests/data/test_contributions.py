@@ -54,6 +54,7 @@ def test_statistics_are_those_of_the_bounded_rows(frame):
         if col in ("k", "x", "e"):
             for lo, hi in BOUNDS:
                 assert got.clamped_sum(lo, hi) == want.clamped_sum(lo, hi)
+                assert got.clamped_sum_exact(lo, hi) == want.clamped_sum_exact(lo, hi)
             assert got.clamped_sum_of_squares(-3, 3) == want.clamped_sum_of_squares(-3, 3)
     joint = Table(frame).bound_contributions("user", 2).value_counts_joint(["b", "s"])
     assert joint == Table(ref).value_counts_joint(["b", "s"])

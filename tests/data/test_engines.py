@@ -35,6 +35,7 @@ def _check_same(got, want, numeric: bool) -> None:
     if numeric:
         for lo, hi in BOUNDS:
             assert got.clamped_sum(lo, hi) == want.clamped_sum(lo, hi)
+            assert got.clamped_sum_exact(lo, hi) == want.clamped_sum_exact(lo, hi)
         assert got.clamped_sum_of_squares(-3, 3) == want.clamped_sum_of_squares(-3, 3)
         assert (got.min(), got.max()) == (want.min(), want.max())
 
@@ -149,6 +150,7 @@ def test_spark_matches_memory_and_bounds(spark_frame, frame):
     assert (got.kind, got.n(), got.null_count()) == (want.kind, want.n(), want.null_count())
     for lo, hi in BOUNDS:
         assert got.clamped_sum(lo, hi) == want.clamped_sum(lo, hi)
+        assert got.clamped_sum_exact(lo, hi) == want.clamped_sum_exact(lo, hi)
     assert got.clamped_sum_of_squares(-3, 3) == want.clamped_sum_of_squares(-3, 3)
     assert (got.min(), got.max()) == (want.min(), want.max())
     joint = ["b", "s", "k", "x"]  # bool, string, int with NULLs, float with NaN
@@ -172,7 +174,8 @@ def test_spark_release_and_errors(spark_frame, frame):
     rel = dpb.release(model, src, mechanism="laplace", epsilon=1.0, rng=0)
     n = src.n()
     # user level: add/remove one user, noise on (n, centred sum / half-width), L1 2 per row
-    assert rel.guarantee.sensitivity == 3 * 2.0 and rel.public["n"] is None
+    # (+ 2^-16: the one rounding of the centred sum, PROOF Theorem 3)
+    assert rel.guarantee.sensitivity == 3 * (2.0 + 2.0**-16) and rel.public["n"] is None
     assert n == int(np.minimum(frame.groupby("user").size(), 3).sum())
     with pytest.raises(ValueError, match="not found"):
         as_source(spark_frame, column="no such column")

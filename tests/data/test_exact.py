@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import sys
+from fractions import Fraction
 
 import duckdb
 import numpy as np
@@ -11,7 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpbayes.data.exact import combine_scaled_sums, exact_sum, scaled_parts_sql
+from dpbayes.data.exact import (
+    combine_scaled_sums,
+    exact_sum,
+    exact_sum_fraction,
+    round_saturating,
+    scaled_parts_sql,
+    scaled_sum_fraction,
+)
 
 # keep the exact sum inside the double range
 moderate = st.floats(min_value=-1e300, max_value=1e300, allow_nan=False)
@@ -89,3 +98,24 @@ def test_smallest_squarable_threshold():
     from dpbayes.data.sqlalchemy_table import _SMALLEST_SQUARABLE as t
 
     assert t * t == 5e-324 and math.nextafter(t, 0.0) ** 2 == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=40))
+def test_the_exact_sum_is_the_sum_of_the_values_as_fractions(values):
+    """Whole double range, overflowing sums included: the fraction is the exact sum, in
+    numpy and in SQL, and the double is it rounded with saturation."""
+    x = np.array(values, dtype=np.float64)
+    want = sum((Fraction(v) for v in values), Fraction(0))
+    rel = _CON.from_df(pd.DataFrame({"x": x}))
+    rows = rel.query("t", scaled_parts_sql("x", "t", "x IS NOT NULL")).fetchall()
+    assert exact_sum_fraction(x) == want == scaled_sum_fraction(rows)
+    assert exact_sum(x) == round_saturating(want)
+    if abs(want) < Fraction(sys.float_info.max):
+        assert exact_sum(x) == math.fsum(values)
+
+
+def test_round_saturating_beyond_the_doubles():
+    big = Fraction(sys.float_info.max) * 3
+    assert round_saturating(big) == sys.float_info.max
+    assert round_saturating(-big) == -sys.float_info.max

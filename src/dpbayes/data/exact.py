@@ -15,13 +15,21 @@ which therefore equals :func:`math.fsum` of the same values.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Iterable
+from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["SCALE_BITS", "combine_scaled_sums", "exact_sum", "scaled_parts_sql"]
+__all__ = [
+    "SCALE_BITS",
+    "combine_scaled_sums",
+    "exact_sum",
+    "exact_sum_fraction",
+    "round_saturating",
+    "scaled_parts_sql",
+    "scaled_sum_fraction",
+]
 
 #: SQL engines scale each value to about 2**SCALE_BITS before the integer cast; the
 #: margin above 53 bits absorbs a floor(log2|x|) that is off by a few units.
@@ -35,38 +43,39 @@ _LOW_BITS = 27
 _EXP_OFFSET = 1100  # np.frexp exponents lie in [-1073, 1024]
 
 
+def scaled_sum_fraction(parts: Iterable[tuple[int, int]]) -> Fraction:
+    """``sum(m * 2**s for s, m in parts)`` exactly (exact integers in), as a fraction."""
+    items = [(int(s), int(m)) for s, m in parts if m]
+    if not items:
+        return Fraction(0)
+    smin = min(s for s, _ in items)
+    total = sum(m << (s - smin) for s, m in items)
+    return Fraction(total << smin) if smin >= 0 else Fraction(total, 1 << -smin)
+
+
+def round_saturating(value: Fraction) -> float:
+    """The double nearest to ``value``, or the largest finite double of its sign beyond
+    the double range: the value clamped to the doubles, then rounded (clamping is a
+    contraction, so any bound on how much the value moves still holds)."""
+    try:
+        return float(value)  # int / int inside: correctly rounded
+    except OverflowError:
+        return sys.float_info.max if value > 0 else -sys.float_info.max
+
+
 def combine_scaled_sums(parts: Iterable[tuple[int, int]], *, saturate: bool = False) -> float:
     """The double nearest to ``sum(m * 2**s for s, m in parts)`` (exact integers in).
 
     Raises ``OverflowError`` if the exact sum is beyond the double range, or with
-    ``saturate=True`` returns the largest finite double of its sign there: the sum clamped
-    to the doubles, then rounded (clamping is a contraction, so any bound on how much the
-    sum moves still holds).
+    ``saturate=True`` returns the largest finite double of its sign there
+    (:func:`round_saturating`).
     """
-    items = [(int(s), int(m)) for s, m in parts if m]
-    if not items:
-        return 0.0
-    smin = min(s for s, _ in items)
-    total = sum(m << (s - smin) for s, m in items)
-    try:
-        if smin >= 0:
-            return float(total << smin)
-        return total / (1 << -smin)  # int / int is correctly rounded in Python
-    except OverflowError:
-        if not saturate:
-            raise
-        return math.copysign(sys.float_info.max, total)
+    exact = scaled_sum_fraction(parts)
+    return round_saturating(exact) if saturate else float(exact)
 
 
-def exact_sum(values: np.ndarray) -> float:
-    """The correctly rounded sum of a float64 array (equal to ``math.fsum(values)``).
-
-    Values must be finite; the work is vectorised (``np.frexp`` and ``np.bincount``). A sum
-    beyond the double range is clamped to the largest finite double of its sign
-    (``math.fsum`` raises): a sum of data never fails, so an overflow cannot show as an
-    error for one data set and not its neighbour, and clamping moves no sum by more than
-    the data moved it.
-    """
+def _scaled_parts(values: np.ndarray) -> dict[int, int]:
+    """Exact integers ``{s: m}`` with sum(values) = sum(m * 2**s), vectorised."""
     x = np.asarray(values, dtype=np.float64).ravel()
     totals: dict[int, int] = {}
     for start in range(0, x.size, _CHUNK):
@@ -84,7 +93,24 @@ def exact_sum(values: np.ndarray) -> float:
             e = int(i) - _EXP_OFFSET - 53
             val = (int(hsum[i]) << _LOW_BITS) + int(lsum[i])
             totals[e] = totals.get(e, 0) + val
-    return combine_scaled_sums(totals.items(), saturate=True)
+    return totals
+
+
+def exact_sum_fraction(values: np.ndarray) -> Fraction:
+    """The exact sum of a float64 array (finite values), as a fraction."""
+    return scaled_sum_fraction(_scaled_parts(values).items())
+
+
+def exact_sum(values: np.ndarray) -> float:
+    """The correctly rounded sum of a float64 array (equal to ``math.fsum(values)``).
+
+    Values must be finite; the work is vectorised (``np.frexp`` and ``np.bincount``). A sum
+    beyond the double range is clamped to the largest finite double of its sign
+    (``math.fsum`` raises): a sum of data never fails, so an overflow cannot show as an
+    error for one data set and not its neighbour, and clamping moves no sum by more than
+    the data moved it.
+    """
+    return round_saturating(exact_sum_fraction(values))
 
 
 def scaled_parts_sql(expr: str, relation: str, where: str) -> str:

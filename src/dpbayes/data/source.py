@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 import numbers
 from abc import ABC, abstractmethod
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from dpbayes.data.exact import exact_sum
+from dpbayes.data.exact import exact_sum, exact_sum_fraction, round_saturating
 from dpbayes.privacy.validation import check_finite
 
 __all__ = ["KINDS", "ArraySource", "Source", "check_bounds"]
@@ -72,8 +73,15 @@ class Source(ABC):
         """Count of each distinct non-NULL value, keyed by Python scalars."""
 
     @abstractmethod
+    def clamped_sum_exact(self, lower: float, upper: float) -> Fraction:
+        """Exact sum of the values clamped to [lower, upper] (doubles); NULLs excluded."""
+
     def clamped_sum(self, lower: float, upper: float) -> float:
-        """Correctly rounded sum of the values clamped to [lower, upper]; NULLs excluded."""
+        """Correctly rounded sum of the values clamped to [lower, upper]; NULLs excluded.
+
+        Beyond the doubles it saturates (:func:`~dpbayes.data.exact.round_saturating`).
+        """
+        return round_saturating(self.clamped_sum_exact(lower, upper))
 
     @abstractmethod
     def clamped_sum_of_squares(self, lower: float, upper: float) -> float:
@@ -238,8 +246,8 @@ class ArraySource(Source):
         clipped = np.clip(self._values.astype(np.float64), lo, hi)
         return clipped * clipped if square else clipped
 
-    def clamped_sum(self, lower: float, upper: float) -> float:
-        return exact_sum(self._clamped(lower, upper, "clamped_sum", square=False))
+    def clamped_sum_exact(self, lower: float, upper: float) -> Fraction:
+        return exact_sum_fraction(self._clamped(lower, upper, "clamped_sum", square=False))
 
     def clamped_sum_of_squares(self, lower: float, upper: float) -> float:
         return exact_sum(self._clamped(lower, upper, "clamped_sum_of_squares", square=True))

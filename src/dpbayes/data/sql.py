@@ -21,9 +21,10 @@ import threading
 import weakref
 from abc import ABC, abstractmethod
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
-from dpbayes.data.exact import combine_scaled_sums, scaled_parts_sql
+from dpbayes.data.exact import round_saturating, scaled_parts_sql, scaled_sum_fraction
 from dpbayes.data.source import Source, check_bounds
 
 __all__ = ["ColumnSource", "DuckDBTable", "SQLTable"]
@@ -173,13 +174,19 @@ class SQLTable(ABC):
         rows = self.fetch(sql)
         return {tuple(_python_scalar(v) for v in row[:-1]): int(row[-1]) for row in rows}
 
-    def clamped_sum(self, column: str, lower: float, upper: float, *, square: bool) -> float:
+    def clamped_sum_exact(
+        self, column: str, lower: float, upper: float, *, square: bool
+    ) -> Fraction:
+        """The exact sum of the clamped (or clamped and squared) doubles of ``column``."""
         lo, hi = self.double_literal(lower), self.double_literal(upper)
         clamped = f"LEAST(GREATEST({self.as_double(column)}, {lo}), {hi})"
         expr = self.square(clamped) if square else clamped
         rows = self.fetch(self.scaled_parts_sql(expr, self.not_null(column)))
+        return scaled_sum_fraction((s, m) for s, m in rows if m is not None)
+
+    def clamped_sum(self, column: str, lower: float, upper: float, *, square: bool) -> float:
         # saturated like exact_sum: a sum of data beyond the doubles never fails
-        return combine_scaled_sums(((s, m) for s, m in rows if m is not None), saturate=True)
+        return round_saturating(self.clamped_sum_exact(column, lower, upper, square=square))
 
     def min_max(self, column: str) -> tuple[Any, Any]:
         q = self.quote(column)
@@ -334,10 +341,10 @@ class ColumnSource(Source):
     def value_counts(self) -> dict[Any, int]:
         return {k[0]: c for k, c in self.table.value_counts_joint([self.column]).items()}
 
-    def clamped_sum(self, lower: float, upper: float) -> float:
+    def clamped_sum_exact(self, lower: float, upper: float) -> Fraction:
         self._require_numeric("clamped_sum")
         lo, hi = check_bounds(lower, upper)
-        return self.table.clamped_sum(self.column, lo, hi, square=False)
+        return self.table.clamped_sum_exact(self.column, lo, hi, square=False)
 
     def clamped_sum_of_squares(self, lower: float, upper: float) -> float:
         self._require_numeric("clamped_sum_of_squares")

@@ -68,8 +68,11 @@ class NormalMean:
 
     def statistics(self, data: Any, column: str | None = None) -> SumStatistics:
         """``n`` and the sum of the values clamped to [lower, upper] (exact, non-private)."""
+        from dpbayes.data.exact import round_saturating
+
         src = read_source(data, column)
-        return SumStatistics(n=int(src.n()), total=float(src.clamped_sum(self.lower, self.upper)))
+        exact = src.clamped_sum_exact(self.lower, self.upper)
+        return SumStatistics(n=int(src.n()), total=round_saturating(exact), exact_total=exact)
 
     def _precision(self, n: float) -> float:
         return 1.0 / self.prior_sd**2 + n / self.noise_sd**2

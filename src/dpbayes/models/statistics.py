@@ -7,7 +7,8 @@ real-valued, so the dataclasses accept floats; ``posterior_from`` checks what it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -55,14 +56,24 @@ class CountStatistics:
 
 @dataclass(frozen=True)
 class SumStatistics:
-    """Number of records ``n`` and the sum ``total`` of their values clamped to [lower, upper]."""
+    """Number of records ``n`` and the sum ``total`` of their values clamped to [lower, upper].
+
+    ``exact_total``, when the data layer computed it, is the sum as an exact fraction
+    (``total`` is it correctly rounded); releases whose sensitivity is a bound on the *real*
+    sum read it, so that no rounding of the data's sum enters the released value.
+    """
 
     n: int
     total: float
+    exact_total: Fraction | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n", check_int(self.n, "n", minimum=0))
         object.__setattr__(self, "total", check_finite(self.total, "total"))
+        if self.exact_total is not None and not isinstance(self.exact_total, Fraction):
+            raise TypeError(
+                f"exact_total must be a Fraction or None, got {type(self.exact_total).__name__}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "total": self.total}

@@ -22,8 +22,9 @@ Sensitivities (derivations in docs/releases.md):
   mean (mu0/s0^2 + sum x/s^2) / (1/s0^2 + n/s^2) moves by at most
   (upper - lower)/s^2 / (1/s0^2 + n/s^2); the posterior variance is public (n is public).
   Add/remove (n private): noise on the count n and on the sum of the centred clamped
-  values (each in [-w, w], w = (upper - lower)/2) in units of w: L1 sensitivity 2,
-  L2 sqrt(2); the posterior is the conjugate update at the noisy (n, sum).
+  values (each in [-w, w], w = (upper - lower)/2) in units of w, computed exactly and
+  rounded once: L1 sensitivity 2 + 2^-16, L2 hypot(1, 1 + 2^-16) (the 2^-16 is the
+  rounding); the posterior is the conjugate update at the noisy (n, sum).
 
 Noisy counts are truncated to [0, n] (to [0, inf) under add/remove) and the noisy posterior
 mean to the hull of the prior mean and the data range: post-processing, so free.
@@ -39,6 +40,7 @@ by k; the guarantee's details say ``privacy_unit="user"`` and name the relation
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
@@ -56,7 +58,15 @@ from dpbayes.privacy.noise import NoiseSource
 from dpbayes.release.base import Plan, Release, as_rng, register
 from dpbayes.release.counts.record import CountsRecord, NormalMeanRecord
 
-__all__ = ["count_sensitivity", "counts_release", "plan_counts", "plan_normal_mean"]
+__all__ = [
+    "CENTRED_LIMIT",
+    "CENTRED_ROUNDING",
+    "centred_statistic",
+    "count_sensitivity",
+    "counts_release",
+    "plan_counts",
+    "plan_normal_mean",
+]
 
 _COUNT_MECHANISMS = ("laplace", "geometric", "gaussian")
 
@@ -258,6 +268,35 @@ def plan_normal_mean(
     return Plan(guarantee=mech.guarantee(truncation=[lo, hi], **user), run=run)
 
 
+#: |v| is clamped to this before it is rounded to a double: up to it a double's spacing is
+#: at most 2^-16, so the rounding moves each value by at most 2^-17
+#: (:func:`centred_statistic`). Only data sets with more than 2^37 (1.4e11) records reach it.
+CENTRED_LIMIT = 2.0**37
+#: How far rounding v = T / w to a double can move it beyond the real change (2 x 2^-17).
+CENTRED_ROUNDING = 2.0**-16
+
+
+def centred_statistic(stats: Any, lower: float, upper: float) -> np.ndarray:
+    """(n, v): v = T / w, T = S - c n, c = (lower + upper) / 2, w = (upper - lower) / 2 as
+    *exact* rationals, S the exact clamped sum; v clamped to +-CENTRED_LIMIT, then rounded
+    once to a double (PROOF.md, Theorem 3).
+
+    Every clamped value lies in [lower, upper], so |value - c| <= w exactly and one record
+    moves the real v by at most 1. Computing (S - c n) / w in doubles instead cancels when
+    |c| >> w: the rounding of S alone is ulp(n max|bound|) / 2, which n (private) does not
+    bound. Here the only rounding is the last one, at most 2^-17 below the limit. A
+    hand-made ``SumStatistics`` without ``exact_total`` is taken at its word: ``total`` is
+    the exact sum.
+    """
+    total = stats.exact_total if stats.exact_total is not None else Fraction(stats.total)
+    lo, hi = Fraction(lower), Fraction(upper)
+    n = int(stats.n)
+    v = (total - (lo + hi) / 2 * n) / ((hi - lo) / 2)
+    limit = Fraction(CENTRED_LIMIT)
+    v = min(max(v, -limit), limit)
+    return np.array([float(min(n, 2**53)), float(v)])
+
+
 def _plan_normal_mean_add_remove(
     model: NormalMean,
     stats: Any,
@@ -267,24 +306,26 @@ def _plan_normal_mean_add_remove(
     mechanism: str,
     rows_per_user: int | None,
 ) -> Plan:
-    """Add/remove (n private): noise on v = (n, T / w), T = sum of (clamp(x) - c).
+    """Add/remove (n private): noise on (n, v), v = T / w, T = sum of (clamp(x) - c).
 
     c = (lower + upper) / 2 and w = (upper - lower) / 2, so every clamped, centred value
-    lies in [-w, w]. Adding or removing one record moves n by 1 and T / w by at most 1: L1
-    sensitivity 2, L2 sqrt(2); one user (<= k rows) k times that. Laplace (eps-DP) or
-    Gaussian ((eps, delta)-DP) on v; the posterior is the conjugate update at
-    n^ = max(round(n~), 0) and S^ = w T~/w + c n^ (post-processing).
+    lies in [-w, w]. Adding or removing one record moves n by 1 and the real v by at most
+    1; v is computed exactly and rounded once (:func:`centred_statistic`), which adds at
+    most CENTRED_ROUNDING to its change. L1 sensitivity 2 + 2^-16, L2 hypot(1, 1 + 2^-16);
+    one user (<= k rows) k times that. Laplace (eps-DP) or Gaussian ((eps, delta)-DP) on
+    (n, v); the posterior is the conjugate update at n^ = max(round(n~), 0) and
+    S^ = w v~ + c n^ (post-processing).
     """
     factor, user = user_level(rows_per_user, neighbours)
     centre = 0.5 * (model.lower + model.upper)
     half = 0.5 * (model.upper - model.lower)
-    exact = np.array([float(stats.n), (float(stats.total) - centre * stats.n) / half])
+    exact = centred_statistic(stats, model.lower, model.upper)
     if mechanism == "laplace":
         if delta:
             raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
         mech: Any = LaplaceMechanism(
             epsilon=epsilon,
-            sensitivity=2.0 * factor,
+            sensitivity=(2.0 + CENTRED_ROUNDING) * factor,
             neighbours=neighbours,
             name="laplace on count and centred sum",
         )
@@ -294,7 +335,7 @@ def _plan_normal_mean_add_remove(
         mech = GaussianMechanism(
             epsilon=epsilon,
             delta=delta,
-            sensitivity=math.sqrt(2.0) * factor,
+            sensitivity=math.hypot(1.0, 1.0 + CENTRED_ROUNDING) * factor,
             neighbours=neighbours,
             name="gaussian on count and centred sum",
         )
@@ -311,14 +352,19 @@ def _plan_normal_mean_add_remove(
 
     def run(src: NoiseSource) -> Release:
         noisy = mech.release(exact, rng=as_rng(src)).value
+        from dpbayes.data.exact import round_saturating
+
         n_hat = max(round(float(noisy[0])), 0)
-        total = half * float(noisy[1]) + centre * n_hat
+        # w v~ and w v~ + c n^ exactly, then rounded with saturation: finite for every
+        # noisy value (w v~ alone reached 1e317 at bounds [0, 1e306]).
+        centred = Fraction(half) * Fraction(float(noisy[1]))
+        total = round_saturating(centred + Fraction(centre) * n_hat)
         return Release(
             model=model,
             mechanism=mechanism,
             posterior=model.posterior_from(SumStatistics(n=n_hat, total=total)),
             guarantee=mech.guarantee(simulation=src.simulation, **details),
-            released={"count": float(noisy[0]), "centred_sum": half * float(noisy[1])},
+            released={"count": float(noisy[0]), "centred_sum": round_saturating(centred)},
             public=record.to_public(),
         )
 
