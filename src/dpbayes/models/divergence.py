@@ -31,7 +31,7 @@ import numpy as np
 from scipy import special
 
 from dpbayes.models.distributions import Beta, Dirichlet, Distribution, Normal
-from dpbayes.models.lgamma_differences import bregman_lgamma, jensen_lgamma, log1pmx
+from dpbayes.models.lgamma_differences import betaln, bregman_lgamma, jensen_lgamma, log1pmx
 
 __all__ = [
     "f_divergence",
@@ -293,6 +293,23 @@ def _l1_from_tails(wp: float, wq: float, bounds: list[tuple[bool, float, float]]
     )
 
 
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta I_x(a, b), finite where scipy's is NaN.
+
+    scipy returns NaN at some x for a parameter near 1e300 against a small one (at
+    a = 3 or 1e5 with b = 1e300, around x = a / b). There Beta(a, b) is b^-1 Gamma(a) to a
+    relative error of order a / b (and Beta(a, b) is 1 - that of the mirror), so the Gamma
+    cdf stands in: gammainc(a, b x) if b > a, else gammaincc(b, a (1 - x)).
+    """
+    value = float(special.betainc(a, b, x))
+    if not math.isnan(value):
+        return value
+    with np.errstate(over="ignore"):
+        if b > a:
+            return float(special.gammainc(a, b * x))
+        return float(special.gammaincc(b, a * (1.0 - x)))
+
+
 def _weighted_beta_l1(lwp: float, a1: float, b1: float, lwq: float, a2: float, b2: float) -> float:
     """int_0^1 |wp Beta(a1,b1)(x) - wq Beta(a2,b2)(x)| dx with wp = exp(lwp), wq = exp(lwq).
 
@@ -307,7 +324,7 @@ def _weighted_beta_l1(lwp: float, a1: float, b1: float, lwq: float, a2: float, b
     wp, wq = float(np.exp(lwp)), float(np.exp(lwq))
     if wp == 0.0 or wq == 0.0:
         return wp + wq
-    const = lwp - lwq + float(special.betaln(a2, b2) - special.betaln(a1, b1))
+    const = lwp - lwq + (betaln(a2, b2) - betaln(a1, b1))
     da, db = a1 - a2, b1 - b2
 
     def h(z: float) -> float:
@@ -334,14 +351,10 @@ def _weighted_beta_l1(lwp: float, a1: float, b1: float, lwq: float, a2: float, b
     for z in roots:
         if z <= 0:
             x = float(special.expit(z))
-            bounds.append(
-                (False, float(special.betainc(a1, b1, x)), float(special.betainc(a2, b2, x)))
-            )
+            bounds.append((False, _betainc(a1, b1, x), _betainc(a2, b2, x)))
         else:  # P(X > x) = P(1 - X < 1 - x), 1 - X ~ Beta(b, a), 1 - x = expit(-z)
             y = float(special.expit(-z))
-            bounds.append(
-                (True, float(special.betainc(b1, a1, y)), float(special.betainc(b2, a2, y)))
-            )
+            bounds.append((True, _betainc(b1, a1, y), _betainc(b2, a2, y)))
     return _l1_from_tails(wp, wq, bounds)
 
 
@@ -433,8 +446,8 @@ def _f_divergence_beta(p: Beta, q: Beta, f: Callable[[float], float]) -> float:
     """
     from scipy import integrate, stats
 
-    cq = float(special.betaln(q.a, q.b))
-    clr = cq - float(special.betaln(p.a, p.b))
+    cq = betaln(q.a, q.b)
+    clr = cq - betaln(p.a, p.b)
     da, db = p.a - q.a, p.b - q.b
 
     def integrand(z: float) -> float:
