@@ -108,7 +108,8 @@ def test_sampling_release_guarantee_and_support() -> None:
     r = release(nb, df, mechanism="sampling", epsilon=2.0, rng=0)
     assert r.guarantee.epsilon == pytest.approx(2.0)
     assert r.guarantee.sensitivity_norm == "lipschitz"
-    assert "not floating-point hardened" in r.guarantee.details["sampler"]
+    assert "public lattice" in r.guarantee.details["sampler"]
+    assert set(r.guarantee.details["lattice_points"]) == set(nb.nodes)
     trims = r.public["trims"]
     draw = r.released["draws"][0]
     for v in nb.nodes:

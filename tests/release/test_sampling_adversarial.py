@@ -11,7 +11,6 @@ Case builders: :mod:`dpbayes.audit.sampling_edges`.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -90,7 +89,10 @@ def test_issue_reproduction_bayes_net_secure_path_is_no_point_mass(reproduction:
             ]["c"][1]
             for _ in range(100)
         ]
-        assert len(set(vals)) == 100  # the old secure path: one value, 100 times
+        # the old secure path: one value, 100 times. The draws are lattice points now
+        # (test_lattice_sampler.py): about 94 distinct of 100 expected for the binary
+        # node, 18 for the ternary one, whose lattice is coarser (723 steps)
+        assert len(set(vals)) >= (80 if case.model.cardinality("c") == 2 else 5)
 
 
 def test_issue_reproduction_binary_law_is_the_trimmed_posterior() -> None:
@@ -106,35 +108,23 @@ def test_issue_reproduction_binary_law_is_the_trimmed_posterior() -> None:
 
 
 def test_issue_reproduction_ternary_law_matches_the_marginal() -> None:
-    """theta_1 of the 3-category reproduction against its exact marginal cdf: the density
-    of theta_1 = t is t^{a1-1} (1-t)^{a0+a2-1} times the mass of Beta(a0, a2) on
-    [p/(1-t), 1 - p/(1-t)] (nested mpmath quadrature)."""
-    import mpmath as mp
+    """theta_1 of the 3-category reproduction against the marginal of the release's
+    lattice law (computed from the lattice's weights: test_lattice_sampler.py checks
+    those weights' selection and privacy)."""
+    from dpbayes.release.bayes_net.lattice_sampler import SAMPLING_LATTICE_POINTS, LatticeRowSampler
+    from dpbayes.release.bayes_net.sampling import map_grid
 
     case = ternary_reproduction()
     p = trim_for_epsilon(case.model, case.epsilon)["c"]
     theta = draws(case, case.data_prime, 2000, seed=3)
     assert np.all(theta >= p - 1e-12)
-    a0, a1 = 1.0 + 1568, 1.0 + 2  # a2 = 1: the inner mass has a closed form
-    mp.mp.dps = 30
-    pm = mp.mpf(p)
-    top = 1 - 2 * pm
-
-    def density(t: object) -> object:
-        r = 1 - t  # type: ignore[operator]
-        inner = ((1 - pm / r) ** a0 - (pm / r) ** a0) / a0
-        return t ** (a1 - 1) * r ** (a0 - 1) * inner  # type: ignore[operator]
-
-    grid = sorted({pm, top, *[pm + (top - pm) * mp.mpf(2) ** -j for j in range(40)]})
-
-    def integral(lo: object, hi: object) -> object:
-        pts = [lo, *[g for g in grid if lo < g < hi], hi]  # type: ignore[operator]
-        return mp.fsum(mp.quad(density, [u, v]) for u, v in itertools.pairwise(pts))
-
-    whole = integral(pm, top)
+    lattice = map_grid(3, p, 1 << 30, points=SAMPLING_LATTICE_POINTS)
+    w = LatticeRowSampler(np.array([[1.0 + 1568, 1.0 + 2, 1.0]]), lattice).weights(0)
+    values, which = np.unique(lattice[:, 1], return_inverse=True)
+    law = np.bincount(which, weights=w / w.sum())
 
     def cdf(x: float) -> float:
-        return float(integral(pm, mp.mpf(x)) / whole)
+        return float(law[values <= x].sum())
 
     assert chi_square_against(theta[:, 1], cdf, bins=8) > ALPHA
 
@@ -289,16 +279,16 @@ def test_tail_offsets_are_the_first_double_where_the_condition_holds(size: int) 
 
 
 @pytest.mark.slow
-def test_bayes_net_edge_cases_never_collapse_to_a_point_mass() -> None:
+def test_bayes_net_edge_cases_draw_from_the_trimmed_simplex() -> None:
     for case in bayes_net_edge_cases():
         p = trim_for_epsilon(case.model, case.epsilon)["c"]
         for seed, data in enumerate((case.data, case.data_prime)):
             theta = draws(case, data, 100, seed=seed)
             assert np.all(theta >= p * (1 - 1e-12)), case.name
             np.testing.assert_allclose(theta.sum(axis=1), 1.0)
-            # the smallest entry carries the information: 100 distinct values
-            small = np.min(theta, axis=1)
-            assert np.unique(small).size == 100, case.name
+            # the draws are lattice points, which both neighbours can draw and whose law
+            # is within eps of the neighbour's (test_lattice_sampler.py); at n = 5000 and
+            # eps 100 one lattice point can carry nearly all the mass
 
 
 @pytest.mark.slow

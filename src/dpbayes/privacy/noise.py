@@ -79,6 +79,10 @@ class NoiseSource(Protocol):
         0 or 1, and 1 - u is on the same grid (exactly), so either tail can be inverted."""
         ...
 
+    def randbelow(self, bound: int) -> int:
+        """An integer uniform on 0..bound - 1 exactly (``bound`` >= 1, any size)."""
+        ...
+
     def generator(self) -> np.random.Generator:
         """A numpy Generator for draws that are not additive noise (MCMC, simulations).
         The secure source seeds it from the operating system's entropy."""
@@ -116,6 +120,12 @@ UNIFORM_BITS = 52
 def _check_size(size: Any) -> tuple[int, ...]:
     shape = (size,) if isinstance(size, int | np.integer) else tuple(size)
     return tuple(check_int(s, "size", minimum=0) for s in shape)
+
+
+def _check_bound(bound: Any) -> int:
+    if isinstance(bound, bool) or not isinstance(bound, int | np.integer) or bound < 1:
+        raise ValueError(f"bound must be an integer >= 1, got {bound!r}")
+    return int(bound)
 
 
 def _grid_uniform(bits: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -240,6 +250,9 @@ class SecureNoise:
         out = _opendp_call("randomized response", lambda xs: [meas(x) for x in xs], flat)
         return np.asarray(out, dtype=np.int64).reshape(v.shape)
 
+    def randbelow(self, bound: int) -> int:
+        return secrets.randbelow(_check_bound(bound))
+
     def uniform(self, size: int | tuple[int, ...]) -> np.ndarray:
         shape = _check_size(size)
         count = int(np.prod(shape, dtype=np.int64))
@@ -285,6 +298,14 @@ class SimulatedNoise:
         # Uniform over the other k-1 categories: shift by 1..k-1 modulo k.
         shift = self.rng.integers(1, k, size=v.shape)
         return np.where(flip, (v + shift) % k, v).astype(np.int64)
+
+    def randbelow(self, bound: int) -> int:
+        m = _check_bound(bound)
+        bits = m.bit_length()
+        while True:  # rejection: uniform on 0..2^bits - 1, kept below m (probability > 1/2)
+            r = int.from_bytes(self.rng.bytes((bits + 7) // 8), "little") >> (-bits % 8)
+            if r < m:
+                return r
 
     def uniform(self, size: int | tuple[int, ...]) -> np.ndarray:
         shape = _check_size(size)

@@ -12,9 +12,13 @@ constants. Categorical likelihoods are not Lipschitz near 0, so the prior of nod
 trimmed to CPT rows with every entry >= p_i; then log theta lies in
 [log p_i, log(1 - (k_i - 1) p_i)] and ``L_i = log((1 - (k_i - 1) p_i) / p_i)``. Given eps
 the constant is split evenly over the |I| nodes, which gives ``p_i = 1 / (e^{L/|I|} + k_i - 1)``.
-The released draw is from the Dirichlet posterior truncated to the trimmed region,
-exactly (:mod:`.trimmed_dirichlet`): Lemma 2 holds only for exact draws. The uniforms
-come from the noise source (``rng=None``: the OS CSPRNG). Proof of the guarantee and of
+The released draw is from the Dirichlet posterior truncated to the trimmed region and
+restricted to a public lattice in it, selected exactly (:mod:`.lattice_sampler`): Lemma 2
+holds for any base measure on the trimmed region, here the counting measure of the
+lattice, and only for exact draws. A continuous sampler fed with uniforms of finite
+precision reached different sets of doubles on neighbouring data sets (an unbounded
+loss); the lattice is the same for every data set. The randomness is one uniform integer
+per row from the noise source (``rng=None``: the OS CSPRNG). Proof of the guarantee and of
 each sampler: ``PROOF_sampling.md`` beside this file.
 """
 
@@ -30,11 +34,10 @@ from dpbayes.privacy import ExponentialMechanism, Guarantee, Neighbours
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.privacy.validation import check_epsilon, check_int, check_probability
 from dpbayes.release.base import Plan, Release, as_rng, posterior_sampling_guarantee, register
+from dpbayes.release.bayes_net.lattice_sampler import SAMPLING_LATTICE_POINTS, LatticeRowSampler
 from dpbayes.release.bayes_net.record import MapRecord, SamplingRecord
 from dpbayes.release.bayes_net.trimmed_sampler import (
     MIN_WIDTH,
-    SAMPLER,
-    TrimmedRowSampler,
     check_trim,
     truncated_beta,
     truncated_dirichlet,
@@ -45,6 +48,7 @@ __all__ = [
     "MAP_GRID_POINTS",
     "MAX_MAP_SCORE",
     "MAX_NODE_BUDGET",
+    "SAMPLER",
     "lipschitz_constant",
     "map_grid",
     "plan_map",
@@ -73,6 +77,13 @@ MAP_GRID_ENTRIES = 1 << 24
 #: erased a count's change (a loss of 3 eps measured at eps 1), and at alpha = 1.7e308
 #: the utilities overflowed.
 MAX_MAP_SCORE = 2.0**32
+
+SAMPLER = (
+    "posterior restricted to a public lattice on the trimmed simplex (at most 2^18 points "
+    "per node), one point per CPT row selected with probability exactly proportional to "
+    "its computed posterior weight, from one uniform integer of the noise source (the OS "
+    "CSPRNG on the secure path); see PROOF_sampling.md section 9"
+)
 
 
 def lipschitz_constant(model: BayesNet, trims: dict[str, float]) -> float:
@@ -148,7 +159,8 @@ def plan_sampling(
     draws: int = 1,
     trim: float | None = None,
 ) -> Plan:
-    """Release ``draws`` draws from the trimmed posterior (paper 004 §4, Theorem 4.1).
+    """Release ``draws`` draws from the trimmed posterior on its public lattice (paper 004
+    §4, Theorem 4.1).
 
     Privacy: with the prior trimmed at p_i, log-likelihoods are L-Lipschitz (Lemma 2), so
     each draw is 2L-DP (substitute) or L-DP (add/remove); ``draws`` draws compose
@@ -170,11 +182,21 @@ def plan_sampling(
         raise ValueError(
             f"trim={trim} gives eps {per_draw * d:.6g} for {d} draw(s), more than epsilon={epsilon}"
         )
+    _check_alpha(model, min(trims.values()), "sampling")
+    lattices: dict[tuple[int, float], np.ndarray] = {}
+    for v in model.nodes:
+        key = (model.cardinality(v), trims[v])
+        if key not in lattices:
+            try:
+                lattices[key] = map_grid(key[0], key[1], 1 << 30, points=SAMPLING_LATTICE_POINTS)
+            except ValueError as exc:
+                raise ValueError(f"node {v!r}: {exc}") from None
     details: dict[str, Any] = {
         "trims": trims,
         "lipschitz": lip,
         "draws": d,
         "sampler": SAMPLER,
+        "lattice_points": {v: len(lattices[(model.cardinality(v), trims[v])]) for v in model.nodes},
     }
 
     def guarantee(simulation: bool) -> Guarantee:
@@ -189,16 +211,17 @@ def plan_sampling(
         )
 
     post = model.posterior_from(stats_)
-    # one exact sampler per CPT (Dirichlet(alpha + counts) rows restricted to the trim),
-    # set up on the first run and reused by later runs of this plan
-    samplers: dict[str, TrimmedRowSampler] = {}
+    # one sampler per CPT (the rows' posteriors on the node's lattice), set up on the
+    # first run and reused by later runs of this plan
+    samplers: dict[str, LatticeRowSampler] = {}
 
     def draw(src: NoiseSource) -> dict[str, np.ndarray]:
         out = {}
         for v in model.nodes:
             a = post.alphas[v]
             if v not in samplers:
-                samplers[v] = TrimmedRowSampler(a.reshape(-1, a.shape[-1]), trims[v])
+                lattice = lattices[(model.cardinality(v), trims[v])]
+                samplers[v] = LatticeRowSampler(a.reshape(-1, a.shape[-1]), lattice)
             out[v] = samplers[v].draw(src).reshape(a.shape)
         return out
 
@@ -220,28 +243,41 @@ def plan_sampling(
     return Plan(guarantee=guarantee(False), run=run)
 
 
-def map_grid(k: int, lower: float, steps: int) -> np.ndarray:
+def _check_alpha(model: BayesNet, trim: float, mechanism: str) -> None:
+    """Refuse a prior whose lattice scores alpha k |log trim| exceed :data:`MAX_MAP_SCORE`
+    (public: the prior, the trim, the categories), naming alpha."""
+    k_max = max(model.cardinality(v) for v in model.nodes)
+    alpha_max = MAX_MAP_SCORE / k_max / abs(math.log(trim))
+    if not model.alpha <= alpha_max:
+        raise ValueError(
+            f"the prior alpha = {model.alpha:g} is too large for the {mechanism} mechanism: "
+            f"its utilities (up to alpha k |log trim|) would exceed {MAX_MAP_SCORE:g}; "
+            f"use alpha <= {alpha_max:.3g}"
+        )
+
+
+def map_grid(k: int, lower: float, steps: int, *, points: int = MAP_GRID_POINTS) -> np.ndarray:
     """Lattice on the trimmed simplex: lower + (1 - k lower) m / G, m a composition of G.
 
     G is the finest resolution <= ``steps`` whose C(G + k - 1, k - 1) points are at most
-    :data:`MAP_GRID_POINTS` and, times k, at most :data:`MAP_GRID_ENTRIES` (found by
-    bisection: the count grows with G). The compositions are listed iteratively in
-    lexicographic order. ValueError, naming the categories, if even G = 1 (the k
-    vertices) is too large.
+    ``points`` (:data:`MAP_GRID_POINTS` for MAP) and, times k, at most
+    :data:`MAP_GRID_ENTRIES` (found by bisection: the count grows with G). The
+    compositions are listed iteratively in lexicographic order. ValueError, naming the
+    categories, if even G = 1 (the k vertices) is too large.
     """
     k = check_int(k, "k", minimum=1)
     steps = check_int(steps, "grid", minimum=1)
 
     def fits(g: int) -> bool:
-        points = math.comb(g + k - 1, g)
-        return points <= MAP_GRID_POINTS and points * k <= MAP_GRID_ENTRIES
+        count = math.comb(g + k - 1, g)
+        return count <= points and count * k <= MAP_GRID_ENTRIES
 
     if not fits(1):
         raise ValueError(
             f"{k} categories are too many for the map mechanism: its coarsest grid (the "
             f"{k} vertices) has {k} x {k} entries, more than {MAP_GRID_ENTRIES:,}"
         )
-    lo, hi = 1, min(steps, MAP_GRID_POINTS)  # C(g + k - 1, g) >= g + 1 for k >= 2
+    lo, hi = 1, min(steps, points)  # C(g + k - 1, g) >= g + 1 for k >= 2
     while lo < hi:  # the largest g in [lo, hi] that fits
         mid = (lo + hi + 1) // 2
         if fits(mid):
@@ -298,14 +334,7 @@ def plan_map(
     steps = check_int(grid, "grid", minimum=1)
     trims = {v: tp for v in model.nodes}
     lip = lipschitz_constant(model, trims)
-    k_max = max(model.cardinality(v) for v in model.nodes)
-    alpha_max = MAX_MAP_SCORE / k_max / abs(math.log(tp))
-    if not model.alpha <= alpha_max:  # public: the prior, the trim, the categories
-        raise ValueError(
-            f"the prior alpha = {model.alpha:g} is too large for the map mechanism: its "
-            f"utilities (up to alpha k |log trim|) would exceed {MAX_MAP_SCORE:g}; "
-            f"use alpha <= {alpha_max:.3g}"
-        )
+    _check_alpha(model, tp, "map")
     grids: dict[int, np.ndarray] = {}
     for v in model.nodes:
         k = model.cardinality(v)
