@@ -379,3 +379,31 @@ def test_normal_mean_user_level_value_moves_within_the_stated_sensitivity() -> N
             vals.append(_handed_to_the_noise(planned, 0.125))
         moved = float(np.abs(vals[1] - vals[0]).sum())
         assert 3.0 <= moved <= planned.guarantee.sensitivity, (users, moved)
+
+
+@pytest.mark.parametrize("eps", [1e-7, 1e-9])
+def test_private_n_posterior_refuses_a_huge_window_before_making_it(eps: float) -> None:
+    """Add/remove coin: the window of true counts grows as 1/eps; at eps 1e-7 its arrays
+    took 14 GB (and at 1e-9 asked for 447 GiB) before the pairs were counted and refused.
+    Refused from the released value and the public scale, before any array is made."""
+    import resource
+
+    model = BetaBernoulli(alpha=1.0, beta=1.0)
+    x = np.r_[np.ones(50), np.zeros(50)].astype(bool)
+    rel = dpb.release(model, x, mechanism="laplace", epsilon=eps, neighbours="add-remove", rng=1)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ValueError, match="too many for the exact sum"):
+        rel.noise_aware_posterior()
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 200_000  # under 200 MB
+
+
+def test_normal_mean_private_n_posterior_refuses_a_sum_too_long_to_compute() -> None:
+    """Add/remove Normal mean: the sum over N ran for 100 s at eps 1e-4 (its time grows as
+    1/eps), after the release was charged; it is refused when it exceeds 1e8 terms."""
+    model = NormalMean(prior_mean=0, prior_sd=10, noise_sd=1, lower=-5, upper=5)
+    rel = dpb.release(
+        model, np.zeros(100), mechanism="laplace", epsilon=1e-4, neighbours="add-remove", rng=1
+    )
+    with pytest.raises(ValueError, match="too large for the exact sum over the number"):
+        rel.noise_aware_posterior()

@@ -35,7 +35,7 @@ from dpbayes.models import NormalMean
 from dpbayes.models.mixtures import GridDistribution
 from dpbayes.release.base import Release
 from dpbayes.release.counts.normal import CLAMPS, censored_normal_moments
-from dpbayes.release.counts.private_n import NPrior, private_n_rows
+from dpbayes.release.counts.private_n import MAX_WINDOW, NPrior, check_window, private_n_rows
 from dpbayes.release.counts.private_n import n_prior as make_prior
 from dpbayes.release.counts.record import NormalMeanRecord
 
@@ -44,6 +44,9 @@ __all__ = ["NormalMeanPrivateNPosterior", "normal_mean_private_n_posterior"]
 LOG_DROP = -36.0
 ZOOM_GRID = 129
 FINAL_GRID = 801
+#: The most (N, mu) terms of the final grid's sum: ~ 4 s of CPU. At eps 1e-4 the sum ran
+#: for 100 s, and its time grows as 1/eps (a stall after the release was charged).
+MAX_TERMS = 1e8
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
@@ -126,6 +129,8 @@ def _n_window(
     relative to the kept weights' sum)."""
     span = 12.0 * noise + 50.0 if gaussian else 60.0 * noise + 50.0
     top = math.ceil(max(n_obs, 0.0) + span)
+    if not top + 1 <= MAX_WINDOW:
+        check_window(n_obs, noise)  # the same refusal as the count releases'
     ns = np.arange(top + 1, dtype=float)
     if gaussian:
         lw = -0.5 * ((n_obs - ns) / noise) ** 2
@@ -138,6 +143,12 @@ def _n_window(
     lw -= best
     keep = np.flatnonzero(lw > LOG_DROP)
     i0, i1 = int(keep[0]), int(keep[-1])
+    if (i1 - i0 + 1) * FINAL_GRID > MAX_TERMS:
+        raise ValueError(
+            f"the noise (scale {noise:.6g}) is too large for the exact sum over the number "
+            f"of values ({i1 - i0 + 1} of them on {FINAL_GRID} grid points > {MAX_TERMS:.0e} "
+            "terms): release with a larger epsilon (or use the naive posterior)"
+        )
     w = np.exp(lw)
     dropped = float(w[:i0].sum() + w[i1 + 1 :].sum())
     dropped += float(w[-1]) * math.exp(-1.0 / noise) / -math.expm1(-1.0 / noise)

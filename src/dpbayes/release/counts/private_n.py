@@ -56,9 +56,11 @@ from dpbayes.release.counts._private_n_kernels import (
 from dpbayes.release.counts.n_prior import NPrior, n_prior, private_n_rows
 
 __all__ = [
+    "MAX_WINDOW",
     "CountPairBetaMixture",
     "NPrior",
     "PrivateNDirichletMixture",
+    "check_window",
     "count_window",
     "n_prior",
 ]
@@ -67,6 +69,23 @@ LOG_DROP = -36.0  # counts whose weight is below e^-36 of the largest are droppe
 TAIL_SCALES = 60.0  # the weights are computed up to the released value + 60 noise scales
 SLICE_DROP = 1e-18  # totals N whose posterior weight is below 1e-18 of the largest: skipped
 MAX_PAIRS = 4e9  # pairs (x, y) of the windows: ~2 s of CPU at 2e9 (eps 0.005 at k = 5, n = 20k)
+#: The most true counts whose weights one coordinate computes (0 .. released + 60 scales +
+#: 50), checked before any array is made: at eps 1e-7 the window's arrays took 14 GB before
+#: the pairs were counted and refused.
+MAX_WINDOW = 2e7
+
+
+def check_window(released: float, scale: float, what: str = "count") -> int:
+    """The window's top (:func:`_top`), or ValueError (from the released value and the
+    public scale, before any array is made) beyond :data:`MAX_WINDOW` counts."""
+    top = _top(released, scale)
+    if not top + 1 <= MAX_WINDOW:
+        raise ValueError(
+            f"the noisy {what} {released:.6g} with noise scale {scale:.6g} needs the weights "
+            f"of {top + 1:.3g} true values (more than {MAX_WINDOW:.0e}): too many for the "
+            "exact sum over them; release with a larger epsilon (or use the naive posterior)"
+        )
+    return top
 
 
 def _top(released: float, scale: float) -> int:
@@ -80,7 +99,7 @@ def count_window(
     """(x0, w, dropped): the weights w (max 1) of the true count x = x0.. of one noised
     coordinate, h(x) L(x) with h(x) = Gamma(alpha + x) / x!, and the dropped share of
     their sum (module docstring). ``log_lik(x)`` is log P(released | x) for an array x."""
-    top = _top(released, scale)
+    top = check_window(released, scale)
     x = np.arange(top + 1, dtype=float)
     lw = special.gammaln(alpha + x) - special.gammaln(x + 1.0) + np.asarray(log_lik(x))
     best = float(np.max(lw))
