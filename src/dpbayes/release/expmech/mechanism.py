@@ -66,6 +66,7 @@ __all__ = [
     "LEMMA_HELLINGER_BOUND",
     "LEMMA_TV_BOUND",
     "MAX_CANDIDATES",
+    "SCORE_ROUNDING",
     "SENSITIVITIES",
     "exponent_epsilon",
     "plan_expmech_coin",
@@ -74,6 +75,11 @@ __all__ = [
 ]
 
 SENSITIVITIES = ("global", "smooth", "local")
+#: Every computed sensitivity is multiplied by this. The scores are computed distances, and
+#: between neighbouring data sets they moved by up to 9e-15 (Hellinger, priors 7 against
+#: 1e3-1e12) and 1e-12 (total variation) relative beyond the computed G, whose real value
+#: bounds the real change; 2^-36 (1.5e-11) covers both with room.
+SCORE_ROUNDING = 1.0 + 2.0**-36
 BLOCK = 4096
 MAX_CANDIDATES = 2_000_000
 # Paper 002 Lemmas 6.1 / 6.3 (Hellinger) and 6.2 (total variation), reconstructed: the seed
@@ -295,16 +301,16 @@ def _plan_coin(
             "computed accurately enough to bound the sensitivity; use divergence='hellinger'"
         )
     k = int(stats.counts[0])
-    glob = coin_global_sensitivity(a, b, n, div)
+    glob = coin_global_sensitivity(a, b, n, div) * SCORE_ROUNDING
     extra: dict[str, Any] = {"n_candidates": n + 1}
     beta = None
     if kind == "global":
         value = glob
     elif kind == "local":
-        value = coin_local_at(a, b, n, k, div)
+        value = coin_local_at(a, b, n, k, div) * SCORE_ROUNDING
     else:
         beta = expmech_smooth_beta(epsilon, delta, n + 1)
-        value = coin_smooth_sensitivity(a, b, n, k, beta, div)
+        value = coin_smooth_sensitivity(a, b, n, k, beta, div) * SCORE_ROUNDING
         extra["smooth_beta"] = beta
     guarantee = _guarantee(kind, div, epsilon, delta, value, glob, **extra)
     record = ExpmechCoinRecord(
@@ -417,15 +423,16 @@ def plan_expmech_dirichlet(
             "uses a candidate at distance 0); raise max_candidates or use 'global'"
         )
     glob, _ = dirichlet_global_sensitivity(alpha, n)
+    glob *= SCORE_ROUNDING
     extra: dict[str, Any] = {"n_candidates": int(cands.shape[0]), "lattice": lattice}
     beta = None
     if kind == "global":
         value = glob
     elif kind == "local":
-        value = dirichlet_local_sensitivity(alpha, counts)
+        value = dirichlet_local_sensitivity(alpha, counts) * SCORE_ROUNDING
     else:
         beta = expmech_smooth_beta(epsilon, delta, int(cands.shape[0]))
-        value = dirichlet_smooth_sensitivity(alpha, counts, beta)
+        value = dirichlet_smooth_sensitivity(alpha, counts, beta) * SCORE_ROUNDING
         extra["smooth_beta"] = beta
     guarantee = _guarantee(kind, div, epsilon, delta, value, glob, **extra)
     record = ExpmechDirichletRecord(
