@@ -779,3 +779,35 @@ def test_errors_name_the_flag_not_the_library_argument(
     assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err
     assert "Errno" not in err and "_" not in err.split("error: ")[1].split(" ")[0]
     assert spent(path) == 0.0 and not (tmp_path / "q").exists()
+
+
+def test_a_sigterm_during_a_long_noise_aware_posterior_still_prints_the_release(
+    tmp_path: Path,
+) -> None:
+    """A real process: the add/remove Normal mean at eps 1e-3 sums over the private n for
+    seconds after the charge. `timeout` (SIGTERM) there used to end the process with
+    nothing printed while the ledger showed the spend. The release is announced on stderr
+    before the long step, and SIGTERM ends it like Ctrl+C: printed, recorded, exit 130."""
+    import signal
+
+    path = ledger(tmp_path)
+    rec = tmp_path / "rel.json"
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-c", "from dpbayes.cli import main; raise SystemExit(main())",
+            "release", "--model", "normal-mean", "--epsilon", "1e-3",
+            "--neighbours", "add-remove", "--budget-file", str(path), "--json", str(rec),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert first.startswith("dpbayes: released (charged): "), first
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert "released:" in out and "unavailable: interrupted" in out
+    assert json.loads(rec.read_text())["released"]
+    assert spent(path) == pytest.approx(1e-3)

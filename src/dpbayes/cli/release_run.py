@@ -167,13 +167,34 @@ def _noise_aware(rel: Any, quiet: bool) -> tuple[Any, str | None, bool]:
 
     slow = slow_reason(rel)
     label = "noise-aware posterior" + (f" ({slow})" if slow else "")
+    if slow:  # a kill (SIGKILL) during a long computation cannot be caught: say it first
+        print(f"dpbayes: released (charged): {json.dumps(rel.released)}", file=sys.stderr)
+    previous = _on_sigterm(_interrupt)
     try:
         with progress(label, quiet=quiet):
             return rel.noise_aware_posterior(), None, False
     except KeyboardInterrupt:
-        return None, "interrupted (Ctrl+C)", True
+        return None, "interrupted (Ctrl+C or SIGTERM)", True
     except Exception as exc:  # charged already: nothing may lose the release
         return None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, False
+    finally:
+        _on_sigterm(previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Install ``handler`` for SIGTERM (a ``timeout`` or a service manager stopping the
+    CLI), returning the previous one; None where signals cannot be set (not the main
+    thread). SIGTERM during the posterior then ends like Ctrl+C: the release is printed."""
+    import signal
+    import threading
+
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def _record(rel: Any, aware: Any, why: str | None, level: float, accountant: Any) -> dict:
