@@ -90,9 +90,11 @@ def test_issue_reproduction_bayes_net_secure_path_is_no_point_mass(reproduction:
             for _ in range(100)
         ]
         # the old secure path: one value, 100 times. The draws are lattice points now
-        # (test_lattice_sampler.py): about 94 distinct of 100 expected for the binary
-        # node, 18 for the ternary one, whose lattice is coarser (723 steps)
-        assert len(set(vals)) >= (80 if case.model.cardinality("c") == 2 else 5)
+        # (test_lattice_sampler.py): theta_1 takes about 94 distinct values in 100 draws
+        # for the binary node, about 6 for the ternary one, whose lattice is coarser (723
+        # steps; its most likely theta_1 has probability 0.57, so one value 100 times has
+        # probability 1e-24)
+        assert len(set(vals)) >= (80 if case.model.cardinality("c") == 2 else 2)
 
 
 def test_issue_reproduction_binary_law_is_the_trimmed_posterior() -> None:
