@@ -21,6 +21,7 @@ from dpbayes.audit.sampling_edges import (
 )
 from dpbayes.privacy import SimulatedNoise
 from dpbayes.release import release
+from dpbayes.release.base import plan
 from dpbayes.release.bayes_net.lattice_sampler import (
     SAMPLING_LATTICE_POINTS,
     ExactCategorical,
@@ -118,10 +119,11 @@ def test_the_issue_reproductions_draw_lattice_points_both_neighbours_can_draw(
     lattice, lp = _lattice_law(case, case.data)
     _, lq = _lattice_law(case, case.data_prime)
     index = {tuple(g): i for i, g in enumerate(lattice.tolist())}
-    rng = np.random.default_rng(11)
+    planned = plan(case.model, case.data, mechanism="sampling", epsilon=case.epsilon, delta=0.0)
+    src = SimulatedNoise(np.random.default_rng(11))
     picks = []
-    for _ in range(400):
-        rel = release(case.model, case.data, mechanism="sampling", epsilon=case.epsilon, rng=rng)
+    for _ in range(400):  # one plan, run 400 times (it keeps its lattice and weights)
+        rel = planned.run(src)
         picks.append(index[tuple(np.reshape(rel.released["draws"][0]["c"], -1))])
     picks_arr = np.array(picks)
     assert np.all(np.isfinite(lp[picks_arr]) & np.isfinite(lq[picks_arr]))

@@ -37,6 +37,7 @@ from dpbayes.audit.sampling_edges import (
 )
 from dpbayes.audit.targets import release_mechanism
 from dpbayes.privacy import Neighbours, SimulatedNoise
+from dpbayes.privacy.noise import SecureNoise
 from dpbayes.release import release
 from dpbayes.release.base import plan
 from dpbayes.release.bayes_net._sampling_kernels import trimmed_dirichlet_box, truncated_beta_many
@@ -83,12 +84,9 @@ def chi_square_against(sample: np.ndarray, cdf: object, bins: int = 12) -> float
 def test_issue_reproduction_bayes_net_secure_path_is_no_point_mass(reproduction: object) -> None:
     case = reproduction()  # type: ignore[operator]
     for data in (case.data, case.data_prime):
-        vals = [
-            release(case.model, data, mechanism="sampling", epsilon=case.epsilon).released["draws"][
-                0
-            ]["c"][1]
-            for _ in range(100)
-        ]
+        # one plan run 100 times on the secure source (a plan keeps its lattice)
+        planned = plan(case.model, data, mechanism="sampling", epsilon=case.epsilon, delta=0.0)
+        vals = [planned.run(SecureNoise()).released["draws"][0]["c"][1] for _ in range(100)]
         # the old secure path: one value, 100 times. The draws are lattice points now
         # (test_lattice_sampler.py): theta_1 takes about 94 distinct values in 100 draws
         # for the binary node, about 6 for the ternary one, whose lattice is coarser (723
