@@ -310,3 +310,30 @@ def test_cli_posterior_end_to_end(tmp_path, capsys):
     bad.write_text("{}")
     assert main(["posterior", "--release", str(bad)]) == 2
     assert "format" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("neighbours", ["substitute", "add-remove"])
+def test_normal_mean_noise_aware_posterior_does_not_depend_on_a_flat_prior_sd(
+    neighbours: str,
+) -> None:
+    """The grid started at the prior's +-12 sd and zoomed a fixed number of times: with a
+    prior sd of 1e12 it stopped far from a posterior of sd 0.13 (substitute: mean 0, sd
+    4.9 for 0.48, 0.13). It now zooms until the posterior spans the grid; a flat prior
+    gives the same posterior at every scale. (At prior_sd 1e300 the release's plan raised
+    OverflowError from prior_sd**2; it releases now.)"""
+    import dpbayes as dpb
+
+    x = np.random.default_rng(0).normal(0.4, 1.0, size=100).clip(-3, 3)
+    posts = []
+    for sd in (1e4, 1e12, 1e100, 1e150):
+        model = NormalMean(prior_mean=0.0, prior_sd=sd, noise_sd=1.0, lower=-3.0, upper=3.0)
+        rel = dpb.release(model, x, mechanism="laplace", epsilon=1.0, neighbours=neighbours, rng=1)
+        post = rel.noise_aware_posterior()
+        posts.append((post.mean(), post.std()))
+    for mean, sd in posts[1:]:
+        assert mean == pytest.approx(posts[0][0], rel=1e-3)
+        assert sd == pytest.approx(posts[0][1], rel=1e-3)
+    big = NormalMean(prior_mean=0.0, prior_sd=1e300, noise_sd=1.0, lower=-3.0, upper=3.0)
+    assert math.isfinite(
+        dpb.release(big, x, mechanism="laplace", epsilon=1.0, rng=1).released["posterior_mean"]
+    )

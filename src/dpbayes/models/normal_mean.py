@@ -74,9 +74,6 @@ class NormalMean:
         exact = src.clamped_sum_exact(self.lower, self.upper)
         return SumStatistics(n=int(src.n()), total=round_saturating(exact), exact_total=exact)
 
-    def _precision(self, n: float) -> float:
-        return 1.0 / self.prior_sd**2 + n / self.noise_sd**2
-
     def posterior_from(self, stats: SumStatistics) -> Normal:
         """Posterior Normal from ``n`` and a (possibly noisy, any real) clamped ``total``."""
         if not isinstance(stats, SumStatistics):
@@ -136,4 +133,7 @@ class NormalMean:
                 "private and changes tau, so the sensitivity needs a public n (not supported)"
             )
         count = check_int(n, "n", minimum=1)
-        return (self.upper - self.lower) / self.noise_sd**2 / self._precision(count)
+        # (U - L) / s^2 / (1/s0^2 + n/s^2) = (U - L) / (r + n), r = (s / s0)^2: no square of
+        # an sd alone (prior_sd**2 raised OverflowError at prior_sd 1e300)
+        r, _ = self.mean_weights(count)
+        return (self.upper - self.lower) / (r + count)

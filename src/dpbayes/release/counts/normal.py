@@ -30,6 +30,7 @@ form exists for the Laplace case.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from scipy import special, stats
@@ -41,10 +42,12 @@ from dpbayes.release.counts.record import NormalMeanRecord
 
 __all__ = [
     "CLAMPS",
+    "MAX_ZOOMS",
     "censored_normal_moments",
     "normal_laplace_logcdf",
     "normal_laplace_logpdf",
     "normal_mean_posterior",
+    "zoom",
 ]
 
 GRID = 2001
@@ -152,20 +155,42 @@ def normal_mean_posterior(
 ) -> GridDistribution:
     """Posterior of mu given the noisy posterior mean, on an adaptive grid.
 
-    Start from the prior's +-12 sd; then zoom three times onto the region where the log
-    posterior is within 40 of its maximum (the density there is unimodal in practice: a
-    log-concave noise convolved with a Normal, shifted monotonically in mu).
+    Start from the prior's +-12 sd; then zoom onto the region where the log posterior is
+    within 40 of its maximum (the density there is unimodal in practice: a log-concave
+    noise convolved with a Normal, shifted monotonically in mu) until it spans a quarter of
+    the grid. Each zoom keeps the grid points next to the best one, so it narrows by a
+    factor of about grid / 3 and never loses the mode; with a prior sd of 1e12 against a
+    posterior sd of 0.1 it took five (the old cap of four returned mean 0, sd 4.9 where the
+    answer is 0.37, 0.12).
     """
     if clamp not in CLAMPS:
         raise ValueError(f"clamp must be one of {CLAMPS}, got {clamp!r}")
     model: NormalMean = rel.model
     lo, hi = model.prior_mean - 12 * model.prior_sd, model.prior_mean + 12 * model.prior_sd
-    for _ in range(4):
-        x = np.linspace(lo, hi, grid)
-        lp = _log_post(rel, x, clamp)
-        keep = np.flatnonzero(lp > np.max(lp) - 40.0)
-        i0, i1 = max(int(keep[0]) - 1, 0), min(int(keep[-1]) + 1, grid - 1)
-        if i1 - i0 > grid // 4:
-            break
-        lo, hi = x[i0], x[i1]
+    x, lp = zoom(lambda m: _log_post(rel, m, clamp), lo, hi, grid)
     return GridDistribution(x, lp)
+
+
+#: The most zoom passes: each narrows the range by about a factor grid / 3 (>= 40).
+MAX_ZOOMS = 200
+
+
+def zoom(log_post: Any, lo: float, hi: float, grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x, log_post(x)) on ``grid`` points of the range where log_post is within 40 of its
+    maximum, found by zooming from [lo, hi] (module docstring of
+    :func:`normal_mean_posterior`); ValueError if the log posterior is nowhere finite."""
+    for _ in range(MAX_ZOOMS):
+        x = np.linspace(lo, hi, grid)
+        lp = np.asarray(log_post(x), dtype=float)
+        finite = np.isfinite(lp)
+        if not finite.any():
+            raise ValueError(
+                "the noise-aware posterior could not be located: its log density is not "
+                f"finite anywhere on [{lo:.6g}, {hi:.6g}] (prior or released values too extreme)"
+            )
+        keep = np.flatnonzero(finite & (lp >= np.max(lp[finite]) - 40.0))
+        i0, i1 = max(int(keep[0]) - 1, 0), min(int(keep[-1]) + 1, grid - 1)
+        if i1 - i0 > grid // 4 or not x[i0] < x[i1]:
+            break
+        lo, hi = float(x[i0]), float(x[i1])
+    return x, lp
