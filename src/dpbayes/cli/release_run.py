@@ -167,10 +167,10 @@ def _noise_aware(rel: Any, quiet: bool) -> tuple[Any, str | None, bool]:
 
     slow = slow_reason(rel)
     label = "noise-aware posterior" + (f" ({slow})" if slow else "")
-    if slow:  # a kill (SIGKILL) during a long computation cannot be caught: say it first
-        print(f"dpbayes: released (charged): {json.dumps(rel.released)}", file=sys.stderr)
-    previous = _on_sigterm(_interrupt)
+    previous = _on_sigterm(_interrupt)  # before anything is announced: no window left
     try:
+        if slow:  # a kill (SIGKILL) during a long computation cannot be caught: say it first
+            print(f"dpbayes: released (charged): {json.dumps(rel.released)}", file=sys.stderr)
         with progress(label, quiet=quiet):
             return rel.noise_aware_posterior(), None, False
     except KeyboardInterrupt:
