@@ -20,13 +20,10 @@ from dpbayes.audit.sampling_edges import (
     ternary_reproduction,
 )
 from dpbayes.privacy import SimulatedNoise
+from dpbayes.privacy.exact_choice import ExactCategorical
 from dpbayes.release import release
 from dpbayes.release.base import plan
-from dpbayes.release.bayes_net.lattice_sampler import (
-    SAMPLING_LATTICE_POINTS,
-    ExactCategorical,
-    LatticeRowSampler,
-)
+from dpbayes.release.bayes_net.lattice_sampler import SAMPLING_LATTICE_POINTS, LatticeRowSampler
 from dpbayes.release.bayes_net.sampling import map_grid, trim_for_epsilon
 
 

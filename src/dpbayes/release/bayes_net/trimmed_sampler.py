@@ -1,4 +1,7 @@
-"""The exact trimmed-posterior samplers the Bayesian-network releases call (issue 14).
+"""Exact trimmed-posterior samplers in real arithmetic (issue 14); public utilities.
+
+The ``sampling`` release no longer outputs their doubles (they are not floating-point
+hardened: PROOF_sampling.md §5); it draws on a public lattice (:mod:`.lattice_sampler`).
 
 Proof: ``PROOF_sampling.md`` beside this file. Every CPT row's posterior
 Dirichlet(alpha + counts) restricted to {theta_j >= p} is drawn exactly:
@@ -29,20 +32,10 @@ from dpbayes.release.bayes_net.trimmed_dirichlet import FLAT_LEVELS, Envelope, e
 __all__ = [
     "MAX_ROUNDS",
     "MIN_WIDTH",
-    "SAMPLER",
     "TrimmedRowSampler",
     "truncated_beta",
     "truncated_dirichlet",
 ]
-
-SAMPLER = (
-    "exact trimmed-Dirichlet posterior draws from uniforms of the noise source (the "
-    "secure source: 52-bit uniforms from the OS CSPRNG): binary rows by the inverse cdf "
-    "in log space (bisection over doubles); k >= 3 rows by rejection from piecewise-"
-    "exponential envelopes interleaved with stick-breaking box rejection; exact in real "
-    "arithmetic (cdf error < 1e-9 in floating point), not floating-point hardened "
-    "(Mironov 2012); see PROOF_sampling.md"
-)
 
 NO_MASS = (
     "the truncated Beta's interval holds no computable mass (narrower than the incomplete "
