@@ -2,9 +2,10 @@
 
 * Acceptance rate of the k >= 3 trimmed-Dirichlet envelopes (the better of the flat
   levels) and of the stick-breaking box
-  over :func:`dpbayes.audit.sampling_edges.dirichlet_edge_grid`, and of the ball
-  sampler's two envelopes over ``ball_edge_grid`` and a wider regression grid (d up to
-  20, n up to 1e5, eps 0.01 to 100, posteriors far outside the ball).
+  over :func:`dpbayes.audit.sampling_edges.dirichlet_edge_grid`, and of the regression
+  ball's lattice sampler over ``ball_edge_grid`` and a wider regression grid (d up to
+  20, n up to 1e5, eps 0.01 to 100, posteriors far outside the ball), with its time per
+  draw (each case draws for up to a few seconds).
 * Speed, as ratios to the ``laplace`` release of the same model and data (the same
   pipeline: statistics, plan, noise) in this process: one ``sampling`` release of naive
   Bayes with binary features and with 5-category features.
@@ -33,8 +34,8 @@ from dpbayes.privacy.noise import SimulatedNoise
 from dpbayes.release import release
 from dpbayes.release.bayes_net._sampling_kernels import trimmed_dirichlet_box
 from dpbayes.release.bayes_net.trimmed_dirichlet import FLAT_LEVELS, envelope, propose
+from dpbayes.release.regression.lattice_gaussian import LatticeGaussianBall
 from dpbayes.release.regression.mechanism import sampling_noise_variance
-from dpbayes.release.regression.truncated_gaussian import _HalfSpace, _shrink_proposals
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -90,19 +91,25 @@ def ball_rates(quick: bool) -> list[dict[str, Any]]:
                         name = f"d={d} lambda={lam0:g} n={n} eps={eps:g} W={wb:g}"
                         cases.append((prec, x.T @ y / s2, wb, name))
     rows = []
+    budget = 0.5 if quick else 3.0
     for prec, lin, w, name in cases:
-        lam, q = np.linalg.eigh(prec)
-        b_rot = q.T @ lin
-        _, ok = _shrink_proposals(lam, b_rot, w, src.uniform((20000, lam.size + 1)))
-        half = _HalfSpace.build(lam, b_rot, w)
-        hs = half.proposals(src.uniform((20000, lam.size + 2)))[1].mean() if half else 0.0
+        sampler = LatticeGaussianBall(prec, lin, w)
+        start, got = time.perf_counter(), 0
+        while time.perf_counter() - start < budget and got < 200:
+            try:
+                sampler.draw(src, max_proposals=20000)
+                got += 1
+            except RuntimeError:
+                break
+        elapsed = time.perf_counter() - start
         rows.append(
             {
-                "sampler": "gaussian-ball",
-                "case": name if isinstance(name, str) else "",
-                "envelope": float(ok.mean()),
-                "box": float(hs),
-                "best": float(max(ok.mean(), hs)),
+                "sampler": "gaussian-ball-lattice",
+                "case": name if isinstance(name, str) else f"edge d={lin.size} W={w:g}",
+                "envelope": got / sampler.proposals,
+                "box": float("nan"),
+                "best": got / sampler.proposals,
+                "ms_per_draw": 1000 * elapsed / got if got else float("inf"),
             }
         )
     return rows
@@ -146,13 +153,39 @@ def speed(repeats: int) -> list[dict[str, Any]]:
                     "ratio": t / base if base > 0 else math.inf,
                 }
             )
+    # linear regression: the lattice posterior draw (secure source) against the ssp release
+    # of the same model and data
+    for d, wb in ((2, 2.0), (10, 2.0), (10, 0.1)):
+        x = g.uniform(-1, 1, (20000, d)) / math.sqrt(d)
+        y = np.clip(x @ np.ones(d) + g.normal(scale=0.1, size=20000), -1, 1)
+        reg = BayesianLinearRegression(
+            feature_bound=1.0, label_bound=1.0, weight_bound=wb, noise_variance=0.01
+        )
+        base = timed(lambda m=reg, f=(x, y): release(m, f, mechanism="ssp", epsilon=1.0), repeats)
+        for eps in (0.1, 1.0, 10.0):
+            t = timed(
+                lambda m=reg, f=(x, y), e=eps: release(m, f, mechanism="sampling", epsilon=e),
+                repeats,
+            )
+            rows.append(
+                {
+                    "categories": f"linear regression W={wb:g}",
+                    "features": d,
+                    "n": 20000,
+                    "epsilon": eps,
+                    "laplace_release_s": base,
+                    "sampling_release_s": t,
+                    "ratio": t / base if base > 0 else math.inf,
+                }
+            )
     return rows
 
 
 def write(path: Path, rows: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        names = list(dict.fromkeys(k for r in rows for k in r))
+        w = csv.DictWriter(fh, fieldnames=names, restval="")
         w.writeheader()
         w.writerows(rows)
 
@@ -163,19 +196,26 @@ def main() -> None:
     args = ap.parse_args()
     rates = dirichlet_rates(args.quick) + ball_rates(args.quick)
     write(RESULTS / "bench_sampling_acceptance.csv", rates)
-    for sampler in ("trimmed-dirichlet", "gaussian-ball"):
+    for sampler in ("trimmed-dirichlet", "gaussian-ball-lattice"):
         sub = [r for r in rates if r["sampler"] == sampler]
         worst = min(sub, key=lambda r: r["best"])
         print(
             f"{sampler}: {len(sub)} cases, lowest acceptance {worst['best']:.4g} "
             f"({worst['case']}), median {statistics.median(r['best'] for r in sub):.3g}"
         )
+    ball = [r for r in rates if r["sampler"] == "gaussian-ball-lattice"]
+    slow = max(ball, key=lambda r: r["ms_per_draw"])
+    print(
+        f"gaussian-ball-lattice: median {statistics.median(r['ms_per_draw'] for r in ball):.3g}"
+        f" ms per draw, slowest {slow['ms_per_draw']:.4g} ms ({slow['case']})"
+    )
     sp = speed(3 if args.quick else 7)
     write(RESULTS / "bench_sampling_speed.csv", sp)
     for r in sp:
+        base = "ssp" if "regression" in str(r["categories"]) else "laplace"
         print(
             f"k={r['categories']} d={r['features']} n={r['n']} eps={r['epsilon']:g}: "
-            f"sampling {r['sampling_release_s']:.4f}s = {r['ratio']:.2f} x laplace release"
+            f"sampling {r['sampling_release_s']:.4f}s = {r['ratio']:.2f} x {base} release"
         )
 
 

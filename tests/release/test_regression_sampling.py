@@ -8,7 +8,7 @@ from scipy import stats
 
 from dpbayes.models.linear_regression import BayesianLinearRegression
 from dpbayes.release import release
-from dpbayes.release.regression.mechanism import sampling_noise_variance, truncated_gaussian_ball
+from dpbayes.release.regression.mechanism import LatticeGaussianBall, sampling_noise_variance
 
 Z = float(stats.norm.isf(1e-4 / 2))
 
@@ -86,7 +86,8 @@ def test_draws_follow_the_posterior_when_the_ball_does_not_bind() -> None:
     post = m.posterior_from(st, noise_variance=s2)
     prec = m.prior_precision * np.eye(2) + st.xtx / s2
     g = np.random.default_rng(1)
-    ws = np.array([truncated_gaussian_ball(prec, st.xty / s2, 50.0, g) for _ in range(2000)])
+    sampler = LatticeGaussianBall(prec, st.xty / s2, 50.0)
+    ws = np.array([sampler.draw(g) for _ in range(2000)])
     sd = np.sqrt(np.diag(post.cov))
     assert np.all(np.abs(ws.mean(axis=0) - post.mean()) <= Z * sd / np.sqrt(2000))
 
@@ -94,7 +95,7 @@ def test_draws_follow_the_posterior_when_the_ball_does_not_bind() -> None:
 def test_posterior_far_outside_the_ball_stays_in_the_ball() -> None:
     g = np.random.default_rng(2)
     prec = np.eye(2) * 1e4  # N((10, 0), 1e-4 I): all its mass far outside the unit ball
-    w = truncated_gaussian_ball(prec, prec @ np.array([10.0, 0.0]), 1.0, g)
+    w = LatticeGaussianBall(prec, prec @ np.array([10.0, 0.0]), 1.0).draw(g)
     assert np.linalg.norm(w) <= 1.0 + 1e-12
     assert w[0] > 0.99
 
@@ -158,23 +159,6 @@ def test_a_tiny_weight_bound_samples_for_every_data_set_or_is_refused_for_all() 
                 plan(bounded_model(weight_bound=w), (x, y), mechanism="sampling", epsilon=1.0)
 
 
-def test_the_half_space_envelope_covariance_is_q_inverse() -> None:
-    from dpbayes.release.regression.truncated_gaussian import _HalfSpace
-
-    g = np.random.default_rng(0)
-    for d in (1, 2, 3, 5):
-        for _ in range(5):
-            lam = g.uniform(0.1, 10, d)
-            n = g.normal(size=d)
-            n /= np.linalg.norm(n)
-            w = g.uniform(0.1, 2)
-            env = _HalfSpace(lam, lam * w * n * 3 + g.normal(size=d), w, n)
-            k = (1 - env.c) * env.gamma / w
-            ref = np.linalg.inv(np.diag(lam) + k * (np.eye(d) - np.outer(n, n)))
-            np.testing.assert_allclose(env.cov, ref, rtol=1e-10, atol=1e-14)
-            np.testing.assert_allclose(env.chol @ env.chol.T, ref, rtol=1e-10, atol=1e-14)
-
-
 @pytest.mark.parametrize(
     ("feature", "label", "weight"), [(1e200, 1.0, 1e150), (1.0, 1e308, 1.0), (1e300, 1e300, 1e10)]
 )
@@ -197,7 +181,7 @@ def test_a_wide_ball_resolves_its_tiny_tau_for_every_data_set() -> None:
     and the release raised on a data set and not on its neighbours (W >= 7e15: on all); at
     lambda = 1e-300, W = 1e150, b^2 / den^2 underflowed den^2 and every release failed.
     Now tau is bracketed from below and computed to 1e-15; every data set samples."""
-    from dpbayes.release.regression.truncated_gaussian import ball_tau
+    from dpbayes.release.regression.lattice_gaussian import ball_tau
 
     lam, b = np.array([1e-40, 0.5]), np.array([0.3, 2.0])
     w = 6.6e15

@@ -9,10 +9,11 @@ al. 2014; see ``dpbayes.release.bayes_net.sampling``).
 
 Given eps, the release uses the smallest noise variance that meets it,
 ``sigma^2 = max(model sigma^2, factor * draws * (B_y + B_x W)^2 / (2 eps))``: a tempered
-posterior. The draw is exact (:mod:`.truncated_gaussian`): the guarantee holds only for
-exact draws from the truncated posterior. Its uniforms come from the noise source
-(``rng=None``: the OS CSPRNG). Proof of the guarantee and of the sampler:
-``PROOF.md`` beside this file.
+posterior. The draw is exact: the truncated posterior restricted to a public lattice
+(spacing 2^-520) drawn in rational arithmetic (:mod:`.lattice_gaussian`); the guarantee
+holds only for exact draws, and a continuous sampler's doubles are not (PROOF.md §3.4). Its
+uniform integers come from the noise source (``rng=None``: the OS CSPRNG). Proof of the
+guarantee and of the sampler: ``PROOF.md`` beside this file.
 """
 
 from __future__ import annotations
@@ -31,22 +32,22 @@ from dpbayes.privacy import Guarantee, Neighbours
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.privacy.validation import check_int
 from dpbayes.release.base import Plan, Release, posterior_sampling_guarantee, register
+from dpbayes.release.regression.lattice_gaussian import SAMPLER, LatticeGaussianBall
 from dpbayes.release.regression.record import RegressionSamplingRecord
-from dpbayes.release.regression.truncated_gaussian import SAMPLER, truncated_gaussian_ball
 
 __all__ = [
+    "LatticeGaussianBall",
     "RegressionWeights",
     "lipschitz",
     "plan_regression_sampling",
     "sampling_noise_variance",
     "stated_epsilon",
-    "truncated_gaussian_ball",
 ]
 
 
-#: Public weight bounds W the sampler takes: below 1e-150, W^2 leaves the normal doubles and
-#: the envelopes' proposals refused for some data sets only (the half-space's normal
-#: variance rounds to 0); above 1e150 the noise variance overflows. Refused in the plan.
+#: Public weight bounds W the sampler takes: below 1e-150, W^2 leaves the normal doubles
+#: (the envelope's tau, about d / W^2, overflows); above 1e150 the noise variance
+#: overflows. Refused in the plan.
 WEIGHT_BOUND_RANGE = (1e-150, 1e150)
 
 
@@ -167,12 +168,10 @@ def plan_regression_sampling(
     dim = stats_.xtx.shape[0]
     precision = model.prior_precision * np.eye(dim) + stats_.xtx / s2
     linear = stats_.xty / s2
+    sampler = LatticeGaussianBall(precision, linear, wb, floor=model.prior_precision)
 
     def run(src: NoiseSource) -> Release:
-        ws = [
-            truncated_gaussian_ball(precision, linear, wb, src, floor=model.prior_precision)
-            for _ in range(d)
-        ]
+        ws = [sampler.draw(src) for _ in range(d)]
         return Release(
             model=model,
             mechanism="sampling",
