@@ -39,7 +39,7 @@ from typing import Any
 
 from dpbayes.privacy.noise import as_noise_source
 
-__all__ = ["bernoulli_exp", "discrete_gaussian", "discrete_laplace"]
+__all__ = ["bernoulli_exp", "discrete_gaussian", "discrete_gaussian_ratio", "discrete_laplace"]
 
 _ONE = Fraction(1)
 
@@ -99,23 +99,31 @@ def discrete_gaussian(mu: Any, variance: Any, src: Any = None) -> int:
     v = Fraction(variance)
     if v <= 0:
         raise ValueError(f"variance must be > 0, got {float(v):g}")
-    src = as_noise_source(src)
-    r = round(m)
-    f = m - r
-    t = math.isqrt(v.numerator // v.denominator) + 1
-    fn, fd, vn, vd = f.numerator, f.denominator, v.numerator, v.denominator
-    den = 2 * t * vn * fd * fd
+    return discrete_gaussian_ratio(m.numerator, m.denominator, v, as_noise_source(src))
 
-    def s_num(z: int) -> int:  # s(z) = |z| / t - (z - f)^2 / (2 v), times den
-        return 2 * abs(z) * vn * fd * fd - t * vd * (z * fd - fn) ** 2
+
+def discrete_gaussian_ratio(num: int, den: int, variance: Fraction, src: Any) -> int:
+    """:func:`discrete_gaussian` with centre num / den (integers, den > 0, not necessarily
+    in lowest terms) and a Fraction variance > 0, in integer arithmetic (no gcd per draw)."""
+    vn, vd = variance.numerator, variance.denominator
+    r = (2 * num + den) // (2 * den)  # an integer nearest to the centre
+    fn, fd = num - r * den, den  # f = fn / fd, |f| <= 1/2
+    t = math.isqrt(vn // vd) + 1
+    fd2 = fd * fd
+    scale = 2 * t * vn * fd2  # s(z) times scale is an integer
+
+    def s_num(z: int) -> int:  # s(z) = |z| / t - (z - f)^2 / (2 v), times scale
+        return 2 * abs(z) * vn * fd2 - t * vd * (z * fd - fn) ** 2
 
     # K: s is concave on z >= 0 and on z <= 0, so its largest value over the integers is
     # at 0 or at an integer next to the real maximiser f +- v / t of either side
     peaks = {0}
-    for top in (f + v / t, f - v / t):
-        peaks.update((math.floor(top), math.ceil(top)))
+    top_den = fd * vd * t
+    for top_num in (fn * vd * t + vn * fd, fn * vd * t - vn * fd):
+        low = top_num // top_den  # floor of f +- v / t
+        peaks.update((low, low + 1))
     k_num = max(s_num(z) for z in peaks)
     while True:
         z = _discrete_laplace(t, src)
-        if _bernoulli_exp(k_num - s_num(z), den, src):  # gamma = K - s(z) >= 0
+        if _bernoulli_exp(k_num - s_num(z), scale, src):  # gamma = K - s(z) >= 0
             return r + z

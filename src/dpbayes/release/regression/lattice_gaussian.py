@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from dpbayes.privacy.discrete_gaussian import bernoulli_exp, discrete_gaussian
+from dpbayes.privacy.discrete_gaussian import bernoulli_exp, discrete_gaussian_ratio
 from dpbayes.privacy.noise import as_noise_source
 
 __all__ = [
@@ -201,8 +201,8 @@ class LatticeGaussianBall:
         norm2 = 0
         for k in reversed(range(d)):
             s = sum(self._num[k][i] * j[i] for i in range(k + 1, d))
-            centre = self._base[k] - Fraction(s, self._den[k])
-            j[k] = discrete_gaussian(centre, self._var[k], src)
+            centre = self._base[k] - Fraction(s, self._den[k])  # in lowest terms
+            j[k] = discrete_gaussian_ratio(centre.numerator, centre.denominator, self._var[k], src)
             norm2 += j[k] * j[k]
             if norm2 > self._limit:
                 return None
