@@ -16,9 +16,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpbayes.privacy.discrete_gaussian import bernoulli_exp, discrete_gaussian, discrete_laplace
+from dpbayes.privacy.discrete_gaussian import (
+    bernoulli_exp,
+    discrete_gaussian,
+    discrete_gaussian_below,
+    discrete_laplace,
+    geometric_exp,
+)
 from dpbayes.privacy.noise import SimulatedNoise
-from dpbayes.release.regression.lattice_gaussian import LatticeGaussianBall
+from dpbayes.release.regression.lattice_gaussian import LatticeGaussianBall, _unimodular
 
 ALPHA = 1e-4
 
@@ -101,6 +107,52 @@ def test_discrete_gaussian_refuses_a_variance_that_is_not_positive() -> None:
         discrete_gaussian(0, 0, source(5))
 
 
+@pytest.mark.parametrize("rate", [Fraction(1, 3), Fraction(5, 2), Fraction(1, 40)])
+def test_geometric_exp_law(rate: Fraction) -> None:
+    src = source(10)
+    x = [geometric_exp(rate, src) for _ in range(10000)]
+    support = np.arange(0, int(60 / float(rate)) + 1)
+    assert chi_square(x, support, np.exp(-float(rate) * support)) > ALPHA
+
+
+@pytest.mark.parametrize(
+    ("mu", "variance", "upper"),
+    [
+        (Fraction(1, 3), Fraction(4), 2),  # the bound above the centre: plain rejection
+        (Fraction(7, 2), Fraction(9, 4), 2),  # within one sd above the bound
+        (Fraction(40, 1), Fraction(9), 3),  # far beyond: the geometric envelope
+        (Fraction(10**6, 3), Fraction(10**6), 0),  # 333 sd beyond
+    ],
+)
+def test_discrete_gaussian_below_law(mu: Fraction, variance: Fraction, upper: int) -> None:
+    src = source(11)
+    y = np.array([discrete_gaussian_below(mu, variance, upper, src) for _ in range(10000)])
+    assert y.max() <= upper
+    support = np.arange(upper - 400, upper + 1)
+    log_p = -((support - float(mu)) ** 2) / (2 * float(variance))
+    with np.errstate(under="ignore"):
+        probs = np.exp(log_p - log_p.max())
+    assert chi_square(y, support, probs) > ALPHA
+
+
+def test_unimodular_completion() -> None:
+    """V has the given primitive last row and V V^-1 = I in integers, for directions with
+    entries up to 2^30 and of mixed signs and zeros."""
+    g = np.random.default_rng(12)
+    for d in (1, 2, 3, 5, 8):
+        for _ in range(20):
+            m = [int(v) for v in g.integers(-(2**30), 2**30, size=d)]
+            m[int(g.integers(d))] = 0 if d > 1 else 1
+            gcd = math.gcd(*m)
+            m = [v // gcd for v in m]
+            v, v_inv = _unimodular(m)
+            assert v[-1] == m
+            prod = [
+                [sum(v[i][k] * v_inv[k][j] for k in range(d)) for j in range(d)] for i in range(d)
+            ]
+            assert prod == [[int(i == j) for j in range(d)] for i in range(d)]
+
+
 def _lattice(radius: float, d: int, h: float) -> np.ndarray:
     k = int(radius / h)
     axis = np.arange(-k, k + 1) * h
@@ -156,6 +208,41 @@ def test_lattice_draw_in_two_dimensions_follows_its_exact_law(
         assert chi_square(codes, support, plain) < ALPHA  # the test has power
 
 
+def test_half_space_envelope_draws_the_same_law_far_outside() -> None:
+    """Mode (6, 2) outside the disc of radius 3, spacing 1/128: the half-space envelope
+    (built here) and the shrink envelope interleaved draw exp(-w'Pw/2 + b'w) on the
+    lattice (every lattice variance is at least 16, so the normalisers are constant to
+    1e-136). Checked on cells of side 1/4, each cell's probability summed over its lattice
+    points; and the two envelopes accept more often than the shrink envelope alone."""
+    p = np.array([[4.0, -1.2], [-1.2, 2.4]])
+    b = p @ np.array([6.0, 2.0])
+    sampler = LatticeGaussianBall(p, b, 3.0, exponent=7)
+    half = sampler._half
+    assert half is not None
+    pts = _lattice(3.0, 2, 1 / 128)
+    log_target = -0.5 * np.einsum("ij,jk,ik->i", pts, p, pts) + pts @ b
+    weight = np.exp(log_target - log_target.max())
+    cells = np.floor(pts * 4).astype(int) @ np.array([1000, 1])
+    support, inverse = np.unique(cells, return_inverse=True)
+    probs = np.bincount(inverse, weights=weight)
+    src = source(13)
+    draws = np.array([sampler.draw(src) for _ in range(10000)])
+    codes = np.floor(draws * 4).astype(int) @ np.array([1000, 1])
+    assert chi_square(codes, support, probs) > ALPHA
+    # the half-space envelope by itself: its kept proposals are exact draws too
+    kept: list[list[int]] = []
+    while len(kept) < 10000:
+        j = half.propose(src)
+        if j is not None:
+            kept.append(j)
+    codes = np.floor(np.array(kept) / 32).astype(int) @ np.array([1000, 1])
+    assert chi_square(codes, support, probs) > ALPHA
+    alone = LatticeGaussianBall(p, b, 3.0, exponent=7, half_space=False)
+    for _ in range(2000):
+        alone.draw(src)
+    assert 10000 / sampler.proposals > 2000 / alone.proposals
+
+
 def test_lattice_sampler_errors() -> None:
     with pytest.raises(ValueError, match="precision must be d x d"):
         LatticeGaussianBall(np.eye(2), [1.0], 1.0)
@@ -164,8 +251,9 @@ def test_lattice_sampler_errors() -> None:
     with pytest.raises(ValueError, match="exponent"):
         LatticeGaussianBall([[1.0]], [1.0], 1.0, exponent=-1)
     with pytest.raises(RuntimeError, match="nothing was released"):
-        # the mode 1e4 radii outside: one proposal is (almost surely) not enough
-        LatticeGaussianBall([[1e8]], [1e11], 0.1).draw(source(8), max_proposals=1)
+        # the mode 1e4 radii outside, the shrink envelope alone: one proposal is (almost
+        # surely) not enough
+        LatticeGaussianBall([[1e8]], [1e11], 0.1, half_space=False).draw(source(8), max_proposals=1)
 
 
 def test_a_precision_that_rounding_made_indefinite_still_draws() -> None:

@@ -335,21 +335,20 @@ def test_trimmed_dirichlet_matches_plain_rejection_where_it_works() -> None:
 
 def test_ball_sampler_accepts_on_the_edge_grid_and_agrees_with_plain_rejection() -> None:
     """The lattice sampler of the ball (release/regression/lattice_gaussian.py) on the edge
-    grid: draws inside the ball, no point mass, an acceptance rate above 0.1 except where
-    the posterior lies 1e4 radii outside (the shrink envelope's rate falls like
-    1/(W sqrt(tau)) there: measured in benchmarks/bench_sampling.py, not drawn here), and
-    where plain rejection from the Gaussian works, the same law (KS)."""
+    grid: draws inside the ball, no point mass, an acceptance rate above 0.003 everywhere
+    (the half-space envelope carries the posteriors 1e4 radii outside, where the shrink
+    envelope alone accepted none in 20,000; at d = 20 it makes one proposal in six, so the
+    rate per proposal there is about 0.006), and where plain rejection from the Gaussian
+    works, the same law (KS)."""
     src = SimulatedNoise(np.random.default_rng(7))
     g = np.random.default_rng(8)
     for prec, lin, radius in ball_edge_grid():
-        if prec[0, 0] == 1e8:  # the far case
-            continue
         sampler = LatticeGaussianBall(prec, lin, radius)
-        size = 300 if lin.size < 20 else 100
+        size = 300 if lin.size < 20 else 60
         w = np.array([sampler.draw(src) for _ in range(size)])
         assert np.all(np.linalg.norm(w, axis=1) <= radius * (1 + 1e-12))
         assert np.unique(w, axis=0).shape[0] == size
-        assert size / sampler.proposals > 0.1, (prec[0, 0], radius, lin.size)
+        assert size / sampler.proposals > 0.003, (prec[0, 0], radius, lin.size)
         mean = np.linalg.solve(prec, lin)
         ref = g.multivariate_normal(mean, np.linalg.inv(prec), size=200000)
         ref = ref[np.linalg.norm(ref, axis=1) <= radius]

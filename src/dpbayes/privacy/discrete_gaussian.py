@@ -39,7 +39,14 @@ from typing import Any
 
 from dpbayes.privacy.noise import as_noise_source
 
-__all__ = ["bernoulli_exp", "discrete_gaussian", "discrete_gaussian_ratio", "discrete_laplace"]
+__all__ = [
+    "bernoulli_exp",
+    "discrete_gaussian",
+    "discrete_gaussian_below",
+    "discrete_gaussian_ratio",
+    "discrete_laplace",
+    "geometric_exp",
+]
 
 _ONE = Fraction(1)
 
@@ -127,3 +134,41 @@ def discrete_gaussian_ratio(num: int, den: int, variance: Fraction, src: Any) ->
         z = _discrete_laplace(t, src)
         if _bernoulli_exp(k_num - s_num(z), scale, src):  # gamma = K - s(z) >= 0
             return r + z
+
+
+def geometric_exp(rate: Fraction, src: Any) -> int:
+    """y >= 0 with probability proportional to exp(-rate y), rate > 0 rational (CKS
+    Algorithm 2's core with s/t = rate: X = U + t V has probability proportional to
+    e^(-X/t), and floor(X / s) to e^(-y s/t))."""
+    s, t = rate.numerator, rate.denominator
+    while True:
+        u = src.randbelow(t)
+        if not _bernoulli_exp_unit(u, t, src):
+            continue
+        v = 0
+        while _bernoulli_exp_unit(1, 1, src):
+            v += 1
+        return (u + t * v) // s
+
+
+def discrete_gaussian_below(mu: Fraction, variance: Fraction, upper: int, src: Any) -> int:
+    """y <= ``upper`` in Z with probability proportional to exp(-(y - mu)^2 / (2 v)).
+
+    If mu <= upper + sqrt(v): rejection from the whole discrete Gaussian (it lands below
+    ``upper`` with probability about 0.16 or more). Otherwise mu lies beyond the bound and
+    the mass piles up at it: with f(y) = -(y - mu)^2 / (2 v), concave, f(y) <= f(upper) +
+    beta (y - upper), beta = (mu - upper) / v, so y = upper - X with X geometric of ratio
+    e^-beta, kept with probability exp(f(y) - f(upper) - beta (y - upper)) =
+    exp(-(y - upper)^2 / (2 v)), is exact rejection sampling (acceptance at least about
+    e^-1/2 here, since beta >= 1 / sqrt(v))."""
+    if mu <= upper or (mu - upper) ** 2 <= variance:
+        while True:
+            y = discrete_gaussian_ratio(mu.numerator, mu.denominator, variance, src)
+            if y <= upper:
+                return y
+    beta = (mu - upper) / variance
+    vn, vd = variance.numerator, variance.denominator
+    while True:
+        x = geometric_exp(beta, src)
+        if _bernoulli_exp(x * x * vd, 2 * vn, src):
+            return upper - x

@@ -19,7 +19,11 @@ same for every data set, and the draw from it is exact in rational arithmetic:
   variance 1 / D_k (:func:`~dpbayes.privacy.discrete_gaussian.discrete_gaussian`);
 * a proposal w is kept if it lies in the ball and with probability
   exp(-tau (W^2 - ||w||^2) / 2) (:func:`~dpbayes.privacy.discrete_gaussian.bernoulli_exp`):
-  rejection sampling with the shrink envelope of PROOF.md §3.2, exact.
+  rejection sampling with the shrink envelope of PROOF.md §3.2, exact;
+* when the posterior's mode lies outside the ball, its proposals alternate with those of
+  a half-space envelope at the constrained mode (:class:`_HalfSpace`, PROOF.md §3.5),
+  drawn in integer coordinates whose first one is the depth along an integer direction m;
+  the first kept proposal of either is the draw.
 
 The chain of one-dimensional draws has probability exp(-(G(w) - G_min)) / prod_k Z_k,
 Z_k the normaliser of coordinate k's discrete Gaussian: it depends on the centre only
@@ -36,7 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from dpbayes.privacy.discrete_gaussian import bernoulli_exp, discrete_gaussian_ratio
+from dpbayes.privacy.discrete_gaussian import (
+    bernoulli_exp,
+    discrete_gaussian_below,
+    discrete_gaussian_ratio,
+)
 from dpbayes.privacy.noise import as_noise_source
 
 __all__ = [
@@ -50,6 +58,10 @@ __all__ = [
 #: The lattice spacing is 2^-LATTICE_EXPONENT: h^2 * 4e308 < 1/16, so every coordinate's
 #: discrete Gaussian has a lattice variance of at least 16 (module docstring).
 LATTICE_EXPONENT = 520
+
+#: The half-space envelope's integer direction m is the constrained mode's direction times
+#: 2^e, rounded, for the first e here that gives a valid envelope (PROOF.md §3.5).
+DIRECTION_BITS = (20, 12, 6, 3)
 
 #: Proposals per draw before the draw fails (RuntimeError, nothing released).
 MAX_PROPOSALS = 200_000
@@ -125,6 +137,228 @@ def _solve(low: list[list[Fraction]], diag: list[Fraction], b: list[Fraction]) -
     return x
 
 
+class _Chain:
+    """Exact draws of the discrete Gaussian on Z^d with precision A and mean c (rationals):
+    coordinate d - 1 from its marginal, then each coordinate k given the later ones, from
+    the exact A = L D L' (module docstring; PROOF.md §3.3). Coordinate k's variance is
+    1 / D_k and its centre c_k + sum_{i>k} L_ik c_i - sum_{i>k} L_ik j_i."""
+
+    def __init__(self, a: list[list[Fraction]], mean: list[Fraction]) -> None:
+        factors = _ldl(a)
+        if factors is None:
+            raise ArithmeticError("the precision is not positive definite")
+        low, diag = factors
+        d = len(mean)
+        self.d = d
+        self.diag = diag
+        self._base = [
+            mean[k] + sum((low[i][k] * mean[i] for i in range(k + 1, d)), Fraction(0))
+            for k in range(d)
+        ]
+        # the L_ik of column k over one common denominator
+        self._den = [math.lcm(*(low[i][k].denominator for i in range(k, d))) for k in range(d)]
+        self._num = [
+            [low[i][k].numerator * (self._den[k] // low[i][k].denominator) for i in range(d)]
+            for k in range(d)
+        ]
+        self._var = [1 / diag[k] for k in range(d)]
+
+    def sample(
+        self, src: Any, *, limit: Fraction | None = None, upper: int | None = None
+    ) -> list[int] | None:
+        """One draw j; ``upper`` bounds coordinate d - 1 (drawn first, from its marginal
+        restricted to j_{d-1} <= upper: its normaliser is a constant); None as soon as
+        sum j_i^2 over the coordinates drawn exceeds ``limit``."""
+        d = self.d
+        j = [0] * d
+        norm2 = 0
+        for k in reversed(range(d)):
+            s = sum(self._num[k][i] * j[i] for i in range(k + 1, d))
+            centre = self._base[k] - Fraction(s, self._den[k])  # in lowest terms
+            if k == d - 1 and upper is not None:
+                j[k] = discrete_gaussian_below(centre, self._var[k], upper, src)
+            else:
+                j[k] = discrete_gaussian_ratio(
+                    centre.numerator, centre.denominator, self._var[k], src
+                )
+            norm2 += j[k] * j[k]
+            if limit is not None and norm2 > limit:
+                return None
+        return j
+
+
+def _unimodular(m: list[int]) -> tuple[list[list[int]], list[list[int]]]:
+    """(V, V^-1): an integer matrix with determinant 1 whose last row is ``m`` (primitive:
+    gcd 1), and its inverse. Euclid's steps on pairs of entries give A with A m = e_0
+    (each step a 2 x 2 integer matrix of determinant 1, its inverse tracked alongside);
+    then m is column 0 of A^-1, so B = (A^-1)' has m as row 0, B^-1 = A', and V is B with
+    row 0 moved last."""
+    d = len(m)
+    a = [[int(i == j) for j in range(d)] for i in range(d)]
+    a_inv = [[int(i == j) for j in range(d)] for i in range(d)]
+    x = list(m)
+    for i in reversed(range(d - 1)):
+        p_, q_ = x[i], x[i + 1]
+        if q_ == 0:
+            continue
+        g, u, v = _egcd(p_, q_)  # u p + v q = g
+        t = [[u, v], [-q_ // g, p_ // g]]  # determinant (u p + v q) / g = 1
+        t_inv = [[p_ // g, -v], [q_ // g, u]]
+        for col in range(d):  # rows i, i + 1 of A <- t @ rows
+            r0, r1 = a[i][col], a[i + 1][col]
+            a[i][col], a[i + 1][col] = t[0][0] * r0 + t[0][1] * r1, t[1][0] * r0 + t[1][1] * r1
+        for row in range(d):  # columns i, i + 1 of A^-1 <- columns @ t^-1
+            c0, c1 = a_inv[row][i], a_inv[row][i + 1]
+            a_inv[row][i] = c0 * t_inv[0][0] + c1 * t_inv[1][0]
+            a_inv[row][i + 1] = c0 * t_inv[0][1] + c1 * t_inv[1][1]
+        x[i], x[i + 1] = g, 0
+    if x[0] == -1:  # A m = -e_0: negate row 0 of A and column 0 of A^-1
+        a[0] = [-v for v in a[0]]
+        for row in range(d):
+            a_inv[row][0] = -a_inv[row][0]
+    b = [[a_inv[j][i] for j in range(d)] for i in range(d)]  # (A^-1)'
+    b_inv = [[a[j][i] for j in range(d)] for i in range(d)]  # A'
+    v_mat = [*b[1:], b[0]]
+    # V = Pi B (rows rotated) has V^-1 = B^-1 Pi': columns of B^-1 rotated the same way
+    v_inv = [[*row[1:], row[0]] for row in b_inv]
+    return v_mat, v_inv
+
+
+def _egcd(p: int, q: int) -> tuple[int, int, int]:
+    """(g, u, v) with u p + v q = g = gcd(p, q) > 0."""
+    old_r, r, old_u, u, old_v, v = p, q, 1, 0, 0, 1
+    while r:
+        k = old_r // r
+        old_r, r = r, old_r - k * r
+        old_u, u = u, old_u - k * u
+        old_v, v = v, old_v - k * v
+    if old_r < 0:
+        old_r, old_u, old_v = -old_r, -old_u, -old_v
+    return old_r, old_u, old_v
+
+
+class _HalfSpace:
+    """The half-space envelope on the lattice (PROOF.md §3.6): for an integer direction m
+    (M2 = ||m||^2) near the constrained mode's, R >= W sqrt(M2) rational, w0 = (R / M2) m,
+    g = b - P w0 = gamma m + g_s (gamma > 0, g_s orthogonal to m), depth t = R - <m, w>
+    (>= 0 on the ball) and tangential part s of w: ||s||^2 <= 2 R t / M2 on the ball, so
+    for c in [0, 1] the log target is at most const + (c gamma m + g_s)'(w - w0)
+    - (w - w0)'Q(w - w0)/2, Q = P + k (I - mm'/M2), k = (1 - c) gamma M2 / R. Proposals:
+    that discrete Gaussian restricted to <m, w> <= R, drawn in the coordinates
+    j' = V j (V unimodular with last row m, so j'_{d-1} = <m, j>: drawn first, truncated);
+    kept inside the ball with probability exp(-(1 - c) gamma (t - M2 ||s||^2 / (2 R)))."""
+
+    def __init__(
+        self,
+        exact: list[list[Fraction]],
+        b: list[Fraction],
+        radius: Fraction,
+        m: list[int],
+        unit: int,
+    ) -> None:
+        d = len(m)
+        self.m = m
+        self.m2 = sum(v * v for v in m)
+        w2m2 = radius * radius * self.m2  # R: a dyadic rational with R^2 >= W^2 M2
+        scaled = math.floor(w2m2 * 4**64)
+        self.r = Fraction(math.isqrt(scaled) + 1, 2**64)
+        w0 = [self.r * v / self.m2 for v in m]
+        g = [b[i] - sum((exact[i][j] * w0[j] for j in range(d)), Fraction(0)) for i in range(d)]
+        self.gamma = sum((g[i] * m[i] for i in range(d)), Fraction(0)) / self.m2
+        if self.gamma <= 0:
+            raise ArithmeticError("the direction is not outward")
+        self.c = Fraction(2, d + 1)
+        k = (1 - self.c) * self.gamma * self.m2 / self.r
+        q = [
+            [exact[i][j] + k * (int(i == j) - Fraction(m[i] * m[j], self.m2)) for j in range(d)]
+            for i in range(d)
+        ]
+        lin = [self.c * self.gamma * m[i] + g[i] - self.gamma * m[i] for i in range(d)]
+        # the envelope's mean w0 + Q^-1 lin, then everything in the coordinates j' = V j
+        low_diag = _ldl(q)
+        if low_diag is None:
+            raise ArithmeticError("Q is not positive definite")
+        shift = _solve(*low_diag, lin)
+        centre_w = [w0[i] + shift[i] for i in range(d)]
+        self.v, self.v_inv = _unimodular(m)
+        vi = self.v_inv
+        # precision of j': h^2 V^-T Q V^-1; mean V centre_w / h
+        qv = [[sum((q[i][l] * vi[l][j] for l in range(d)), Fraction(0)) for j in range(d)]
+              for i in range(d)]  # fmt: skip
+        a = [
+            [sum((vi[l][i] * qv[l][j] for l in range(d)), Fraction(0)) / (unit * unit)
+             for j in range(d)]
+            for i in range(d)
+        ]  # fmt: skip
+        mean = [sum((self.v[i][l] * centre_w[l] for l in range(d)), Fraction(0)) * unit
+                for i in range(d)]  # fmt: skip
+        self.chain = _Chain(a, mean)
+        # the Poisson bound of §3.3 for the coordinates drawn given others
+        if any(self.chain.diag[k] > Fraction(1, 16) for k in range(d - 1)):
+            raise ArithmeticError("a lattice variance below 16")
+        self.upper = math.floor(self.r * unit)  # <m, j> <= R / h
+        self.unit = unit
+        self.radius2 = radius * radius
+
+    def propose(self, src: Any) -> list[int] | None:
+        """A lattice point j (w = h j) kept by this envelope, or None."""
+        jp = self.chain.sample(src, upper=self.upper)
+        assert jp is not None
+        d = len(jp)
+        j = [sum(self.v_inv[i][l] * jp[l] for l in range(d)) for i in range(d)]
+        norm2 = sum(v * v for v in j)
+        unit2 = self.unit * self.unit
+        if Fraction(norm2, unit2) > self.radius2:
+            return None
+        along = Fraction(jp[d - 1], self.unit)  # <m, w>
+        depth = self.r - along
+        tang2 = Fraction(norm2, unit2) - along * along / self.m2
+        gamma = (1 - self.c) * self.gamma * (depth - self.m2 * tang2 / (2 * self.r))
+        return j if bernoulli_exp(gamma, src) else None
+
+    @staticmethod
+    def build(
+        sym: np.ndarray,
+        linear: np.ndarray,
+        radius: float,
+        exact: list[list[Fraction]],
+        unit: int,
+    ) -> _HalfSpace | None:
+        """The envelope at the constrained mode, if the unconstrained mode lies outside the
+        ball, with m the direction of that mode rounded to 2^-e for the largest e in 30,
+        20, 12, 6, 3 that gives a valid envelope (else None)."""
+        lam, q = np.linalg.eigh(sym)
+        if not np.all(lam > 0):
+            return None
+        b_rot = q.T @ linear
+        if float(np.sum((b_rot / lam) ** 2)) <= radius**2:
+            return None
+        lo, hi = 0.0, 1.0
+        while float(np.sum((b_rot / (lam + hi)) ** 2)) > radius**2:
+            hi *= 4.0
+            if not math.isfinite(hi):
+                return None
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if float(np.sum((b_rot / (lam + mid)) ** 2)) > radius**2:
+                lo = mid
+            else:
+                hi = mid
+        w_star = q @ (b_rot / (lam + 0.5 * (lo + hi)))
+        n = w_star / np.linalg.norm(w_star)
+        b = [Fraction(v) for v in linear]
+        for e in DIRECTION_BITS:
+            m = [int(v) for v in np.rint(n * 2.0**e)]
+            g = math.gcd(*m)
+            if g == 0:
+                continue
+            try:
+                return _HalfSpace(exact, b, Fraction(radius), [v // g for v in m], unit)
+            except ArithmeticError:
+                continue
+        return None
+
+
 class LatticeGaussianBall:
     """Exact draws of pi(w) proportional to exp(-w'Pw/2 + b'w) on the lattice
     2^-LATTICE_EXPONENT Z^d inside ||w|| <= W (module docstring).
@@ -134,7 +368,10 @@ class LatticeGaussianBall:
     prior precision), used only to choose tau. ``exponent``: the lattice is
     2^-exponent Z^d (the release uses :data:`LATTICE_EXPONENT`; a coarser lattice draws
     exactly too, but the normalisers Z_k then vary more with the centre). Set up once (an
-    exact LDL' of P + tau I); :meth:`draw` may be called many times.
+    exact LDL' of P + tau I, and the half-space envelope's); :meth:`draw` may be called
+    many times. The two envelopes' proposals are interleaved in a fixed order (one
+    half-space proposal after every max(1, round(d / 4)) shrink ones); the first kept one
+    is returned.
     """
 
     def __init__(
@@ -145,6 +382,7 @@ class LatticeGaussianBall:
         *,
         floor: float = 0.0,
         exponent: int = LATTICE_EXPONENT,
+        half_space: bool = True,
     ) -> None:
         p = np.atleast_2d(np.asarray(precision, dtype=float))
         b = np.atleast_1d(np.asarray(linear, dtype=float))
@@ -153,12 +391,17 @@ class LatticeGaussianBall:
             raise ValueError("precision must be d x d for a d-vector linear term, radius > 0")
         if not (np.all(np.isfinite(p)) and np.all(np.isfinite(b))):
             raise ValueError("precision and linear must be finite")
+        if not isinstance(exponent, int) or exponent < 0:
+            raise ValueError(f"exponent must be an integer >= 0, got {exponent!r}")
         sym = (p + p.T) / 2
         lam, q = np.linalg.eigh(sym)
         lam = np.maximum(lam, max(floor, 1e-300))
         tau = ball_tau(lam, q.T @ b, radius)  # efficiency only: any tau >= 0 is exact
         exact = [[(Fraction(p[i, j]) + Fraction(p[j, i])) / 2 for j in range(d)] for i in range(d)]
         scale = max(abs(float(v)) for v in np.diag(sym)) or 1.0
+        self.exponent = exponent
+        unit = 1 << exponent
+        linear_q = [Fraction(v) for v in b]
         while True:
             shifted = [
                 [exact[i][j] + (Fraction(tau) if i == j else 0) for j in range(d)] for i in range(d)
@@ -169,57 +412,40 @@ class LatticeGaussianBall:
             # P + tau I is not positive definite in exact arithmetic (rounding in P): any
             # larger tau is as exact, so raise it until it is
             tau = max(2.0 * tau, scale * 2.0**-60)
-        low, diag = factors
+        mean = _solve(*factors, linear_q)
+        # in lattice units j = w / h: precision h^2 (P + tau I), mean c / h
+        self._shrink = _Chain(
+            [[v / (unit * unit) for v in row] for row in shifted], [v * unit for v in mean]
+        )
         self.d = d
         self.tau = Fraction(tau)
         self.radius2 = Fraction(radius) ** 2
-        mean = _solve(low, diag, [Fraction(v) for v in b])
-        if not isinstance(exponent, int) or exponent < 0:
-            raise ValueError(f"exponent must be an integer >= 0, got {exponent!r}")
-        self.exponent = exponent
-        unit = 1 << exponent
-        # coordinate k's centre, in lattice units: (c_k + sum_{i>k} L_ik c_i) / h
-        #   - sum_{i>k} L_ik j_i, with the L_ik over one common denominator per column
-        self._base = [
-            (mean[k] + sum((low[i][k] * mean[i] for i in range(k + 1, d)), Fraction(0))) * unit
-            for k in range(d)
-        ]
-        self._den = [math.lcm(*(low[i][k].denominator for i in range(k, d))) for k in range(d)]
-        self._num = [
-            [low[i][k].numerator * (self._den[k] // low[i][k].denominator) for i in range(d)]
-            for k in range(d)
-        ]
-        self._var = [Fraction(unit * unit) / diag[k] for k in range(d)]
         self._limit = self.radius2 * unit * unit  # ||j||^2 <= W^2 / h^2
+        self._half = _HalfSpace.build(sym, b, radius, exact, unit) if half_space else None
         self.proposals = 0  # proposals made by the draws so far
 
-    def _propose(self, src: Any) -> list[int] | None:
-        """One proposal j (w = h j), or None as soon as its later coordinates leave the
-        ball (the proposal would be rejected whatever the rest)."""
-        d = self.d
-        j = [0] * d
-        norm2 = 0
-        for k in reversed(range(d)):
-            s = sum(self._num[k][i] * j[i] for i in range(k + 1, d))
-            centre = self._base[k] - Fraction(s, self._den[k])  # in lowest terms
-            j[k] = discrete_gaussian_ratio(centre.numerator, centre.denominator, self._var[k], src)
-            norm2 += j[k] * j[k]
-            if norm2 > self._limit:
-                return None
-        return j
+    def _propose_shrink(self, src: Any) -> list[int] | None:
+        j = self._shrink.sample(src, limit=self._limit)
+        if j is None:
+            return None
+        norm2 = Fraction(sum(v * v for v in j), 1 << (2 * self.exponent))
+        return j if bernoulli_exp(self.tau * (self.radius2 - norm2) / 2, src) else None
 
     def draw(self, src: Any = None, *, max_proposals: int = MAX_PROPOSALS) -> np.ndarray:
         """One exact draw (a d-vector of doubles, the lattice point correctly rounded).
         RuntimeError (nothing released) after ``max_proposals`` rejected proposals."""
         src = as_noise_source(src)
-        unit2 = 1 << (2 * self.exponent)
-        for _ in range(max_proposals):
+        # a half-space proposal after every `period` shrink ones: in d dimensions it costs
+        # about d / 4 of them (its coordinates are larger integers); any fixed order keeps
+        # the draw exact (the first kept proposal of either envelope is an exact draw)
+        period = max(1, round(self.d / 4))
+        for i in range(max_proposals):
             self.proposals += 1
-            j = self._propose(src)
-            if j is None:
-                continue
-            norm2 = Fraction(sum(v * v for v in j), unit2)
-            if bernoulli_exp(self.tau * (self.radius2 - norm2) / 2, src):
+            if self._half is not None and i % (period + 1) == period:
+                j = self._half.propose(src)
+            else:
+                j = self._propose_shrink(src)
+            if j is not None:
                 return np.array([float(Fraction(v, 1 << self.exponent)) for v in j])
         raise RuntimeError(
             f"lattice Gaussian (d={self.d}): no proposal accepted in {max_proposals}; "
