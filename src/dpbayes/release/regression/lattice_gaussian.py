@@ -188,8 +188,8 @@ class _Chain:
 
 
 def _unimodular(m: list[int]) -> tuple[list[list[int]], list[list[int]]]:
-    """(V, V^-1): an integer matrix with determinant 1 whose last row is ``m`` (primitive:
-    gcd 1), and its inverse. Euclid's steps on pairs of entries give A with A m = e_0
+    """(V, V^-1): a unimodular integer matrix (determinant +-1: a bijection of Z^d) whose
+    last row is ``m`` (primitive: gcd 1), and its inverse. Euclid's steps on pairs of entries give A with A m = e_0
     (each step a 2 x 2 integer matrix of determinant 1, its inverse tracked alongside);
     then m is column 0 of A^-1, so B = (A^-1)' has m as row 0, B^-1 = A', and V is B with
     row 0 moved last."""
@@ -238,7 +238,7 @@ def _egcd(p: int, q: int) -> tuple[int, int, int]:
 
 
 class _HalfSpace:
-    """The half-space envelope on the lattice (PROOF.md §3.6): for an integer direction m
+    """The half-space envelope on the lattice (PROOF.md §3.5): for an integer direction m
     (M2 = ||m||^2) near the constrained mode's, R >= W sqrt(M2) rational, w0 = (R / M2) m,
     g = b - P w0 = gamma m + g_s (gamma > 0, g_s orthogonal to m), depth t = R - <m, w>
     (>= 0 on the ball) and tangential part s of w: ||s||^2 <= 2 R t / M2 on the ball, so
@@ -325,8 +325,8 @@ class _HalfSpace:
         unit: int,
     ) -> _HalfSpace | None:
         """The envelope at the constrained mode, if the unconstrained mode lies outside the
-        ball, with m the direction of that mode rounded to 2^-e for the largest e in 30,
-        20, 12, 6, 3 that gives a valid envelope (else None)."""
+        ball, with m the direction of that mode times 2^e, rounded, for the first e in
+        :data:`DIRECTION_BITS` that gives a valid envelope (else None)."""
         lam, q = np.linalg.eigh(sym)
         if not np.all(lam > 0):
             return None
