@@ -189,8 +189,9 @@ class _Chain:
 
 def _unimodular(m: list[int]) -> tuple[list[list[int]], list[list[int]]]:
     """(V, V^-1): a unimodular integer matrix (determinant +-1: a bijection of Z^d) whose
-    last row is ``m`` (primitive: gcd 1), and its inverse. Euclid's steps on pairs of entries give A with A m = e_0
-    (each step a 2 x 2 integer matrix of determinant 1, its inverse tracked alongside);
+    last row is ``m`` (primitive: gcd 1), and its inverse. Euclid's steps on pairs of
+    entries give A with A m = e_0 (each step a 2 x 2 integer matrix of determinant 1, its
+    inverse tracked alongside);
     then m is column 0 of A^-1, so B = (A^-1)' has m as row 0, B^-1 = A', and V is B with
     row 0 moved last."""
     d = len(m)
