@@ -84,7 +84,10 @@ def discrete_laplace(t: int, src: Any = None) -> int:
     return _discrete_laplace(t, as_noise_source(src))
 
 
-def _discrete_laplace(t: int, src: Any) -> int:
+def _geometric(s: int, t: int, src: Any) -> int:
+    """y >= 0 with probability proportional to exp(-y s / t) (CKS Algorithm 2's core:
+    X = U + t V has probability proportional to e^(-X/t), and floor(X / s) to
+    e^(-y s/t))."""
     while True:
         u = src.randbelow(t)
         if not _bernoulli_exp_unit(u, t, src):
@@ -92,7 +95,12 @@ def _discrete_laplace(t: int, src: Any) -> int:
         v = 0
         while _bernoulli_exp_unit(1, 1, src):
             v += 1
-        x = u + t * v
+        return (u + t * v) // s
+
+
+def _discrete_laplace(t: int, src: Any) -> int:
+    while True:
+        x = _geometric(1, t, src)
         negative = src.randbelow(2) == 1
         if negative and x == 0:
             continue
@@ -137,18 +145,8 @@ def discrete_gaussian_ratio(num: int, den: int, variance: Fraction, src: Any) ->
 
 
 def geometric_exp(rate: Fraction, src: Any) -> int:
-    """y >= 0 with probability proportional to exp(-rate y), rate > 0 rational (CKS
-    Algorithm 2's core with s/t = rate: X = U + t V has probability proportional to
-    e^(-X/t), and floor(X / s) to e^(-y s/t))."""
-    s, t = rate.numerator, rate.denominator
-    while True:
-        u = src.randbelow(t)
-        if not _bernoulli_exp_unit(u, t, src):
-            continue
-        v = 0
-        while _bernoulli_exp_unit(1, 1, src):
-            v += 1
-        return (u + t * v) // s
+    """y >= 0 with probability proportional to exp(-rate y), rate > 0 rational."""
+    return _geometric(rate.numerator, rate.denominator, src)
 
 
 def discrete_gaussian_below(mu: Fraction, variance: Fraction, upper: int, src: Any) -> int:
