@@ -70,7 +70,9 @@ SAMPLER = (
     "exact draws of the posterior restricted to the public lattice 2^-520 Z^d inside the "
     "weight ball, in rational arithmetic from uniform integers of the noise source (the "
     "secure source: the OS CSPRNG): rejection from a discrete Gaussian with extra isotropic "
-    "precision, coordinate by coordinate from its exact LDL' factorisation; see PROOF.md"
+    "precision, coordinate by coordinate from its exact LDL' factorisation, interleaved "
+    "with a half-space envelope at the constrained mode when the mode lies outside the "
+    "ball; see PROOF.md"
 )
 
 
