@@ -321,7 +321,7 @@ class _HalfSpace:
 
     @staticmethod
     def build(
-        sym: np.ndarray,
+        eigen: tuple[np.ndarray, np.ndarray],
         linear: np.ndarray,
         radius: float,
         exact: list[list[Fraction]],
@@ -329,8 +329,9 @@ class _HalfSpace:
     ) -> _HalfSpace | None:
         """The envelope at the constrained mode, if the unconstrained mode lies outside the
         ball, with m the direction of that mode times 2^e, rounded, for the first e in
-        :data:`DIRECTION_BITS` that gives a valid envelope (else None)."""
-        lam, q = np.linalg.eigh(sym)
+        :data:`DIRECTION_BITS` that gives a valid envelope (else None). ``eigen``: the
+        eigenvalues and eigenvectors of P (as computed, not floored)."""
+        lam, q = eigen
         if not np.all(lam > 0):
             return None
         b_rot = q.T @ linear
@@ -397,9 +398,10 @@ class LatticeGaussianBall:
         if not isinstance(exponent, int) or exponent < 0:
             raise ValueError(f"exponent must be an integer >= 0, got {exponent!r}")
         sym = (p + p.T) / 2
-        lam, q = np.linalg.eigh(sym)
-        lam = np.maximum(lam, max(floor, 1e-300))
-        tau = ball_tau(lam, q.T @ b, radius)  # efficiency only: any tau >= 0 is exact
+        eigen = np.linalg.eigh(sym)
+        lam, q = eigen
+        tau = ball_tau(np.maximum(lam, max(floor, 1e-300)), q.T @ b, radius)  # any tau >= 0
+        # is exact: tau sets only the acceptance rate
         exact = [[(Fraction(p[i, j]) + Fraction(p[j, i])) / 2 for j in range(d)] for i in range(d)]
         scale = max(abs(float(v)) for v in np.diag(sym)) or 1.0
         self.exponent = exponent
@@ -424,7 +426,7 @@ class LatticeGaussianBall:
         self.tau = Fraction(tau)
         self.radius2 = Fraction(radius) ** 2
         self._limit = self.radius2 * unit * unit  # ||j||^2 <= W^2 / h^2
-        self._half = _HalfSpace.build(sym, b, radius, exact, unit) if half_space else None
+        self._half = _HalfSpace.build(eigen, b, radius, exact, unit) if half_space else None
         self.proposals = 0  # proposals made by the draws so far
 
     def _propose_shrink(self, src: Any) -> list[int] | None:
