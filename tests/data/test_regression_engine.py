@@ -12,6 +12,7 @@ import pytest
 
 import dpbayes as dpb
 from dpbayes.data import Table
+from dpbayes.release.ssp.mechanism import SENSITIVITY_MARGIN
 
 # one worker for this module: its PostgreSQL fixture replaces a shared table (two workers
 # doing it at once collide in the catalog)
@@ -52,6 +53,12 @@ def check_linear(
 ) -> None:
     want, got = model.statistics(df), model.statistics(data)
     assert got.n == want.n
+    assert got.exact is not None and want.exact is not None
+    if model.clip == "box" and model.norm_bound is None:
+        # clipping is exact in every engine, so the exact sums on the grid are the same
+        # integers and their rounded values the same doubles (data.exact)
+        assert got.exact == want.exact
+        np.testing.assert_array_equal(got.xtx, want.xtx)
     np.testing.assert_allclose(got.xtx, want.xtx, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(got.xty, want.xty, rtol=1e-10, atol=1e-10)
     assert got.yty == pytest.approx(want.yty, rel=1e-10)
@@ -90,6 +97,7 @@ def test_statistics_in_postgresql_equal_numpy(postgres_engine) -> None:
     check_linear(linear("box", 0.9), Table(postgres_engine, table="regression_rows"), df)
     got = LOGIT.statistics(Table(postgres_engine, table="regression_rows"))
     np.testing.assert_allclose(got.t2, LOGIT.statistics(df).t2, rtol=1e-10, atol=1e-10)
+    assert got.exact == LOGIT.statistics(df).exact  # NUMERIC sums: exact
 
 
 def test_statistics_in_spark_equal_numpy(spark) -> None:
@@ -98,6 +106,7 @@ def test_statistics_in_spark_equal_numpy(spark) -> None:
     check_linear(linear("ball"), sdf, df)
     got = LOGIT.statistics(sdf)
     np.testing.assert_allclose(got.t1, LOGIT.statistics(df).t1, rtol=1e-10, atol=1e-10)
+    assert got.exact == LOGIT.statistics(df).exact  # DECIMAL(38, 0) sums: exact
 
 
 def test_logistic_statistics_in_the_engine_equal_numpy(tmp_path) -> None:
@@ -106,6 +115,7 @@ def test_logistic_statistics_in_the_engine_equal_numpy(tmp_path) -> None:
     df.to_parquet(path)
     want, got = LOGIT.statistics(df), LOGIT.statistics(str(path))
     assert got.n == want.n
+    assert got.exact is not None and got.exact == want.exact  # HUGEINT sums: exact
     np.testing.assert_allclose(got.t1, want.t1, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(got.t2, want.t2, rtol=1e-10, atol=1e-10)
 
@@ -118,7 +128,14 @@ def test_a_release_from_a_file_at_user_level(tmp_path) -> None:
     bounded = Table(str(path), user_column="person", max_rows_per_user=2)
     user = dpb.release(linear("box"), bounded, mechanism="ssp", epsilon=1.0, rng=0)
     assert user.guarantee.details["rows_per_user"] == 2
-    assert user.guarantee.sensitivity == pytest.approx(2 * record.guarantee.sensitivity)
+    # k times the record-level sensitivity; the allowance for the one rounding of each
+    # entry is added once (PROOF.md §3c)
+    rounding = record.guarantee.details["sensitivity_rounding"]
+    assert user.guarantee.details["sensitivity_rounding"] == rounding
+    base = record.guarantee.details["sensitivity_exact"]
+    assert user.guarantee.details["sensitivity_exact"] == pytest.approx(2 * base, rel=1e-15)
+    want = (2 * base + rounding) * (1 + SENSITIVITY_MARGIN)
+    assert user.guarantee.sensitivity == pytest.approx(want, rel=1e-14)
     assert "user" in user.guarantee.describe()
 
 
@@ -159,3 +176,44 @@ def test_infinite_values_are_bounded_alike_in_memory_and_in_the_engine(tmp_path,
     for data in (df, str(path)):
         with pytest.raises(ValueError, match="rows with a missing value"):
             linear(clip).statistics(data)
+
+
+def edge_frame() -> pd.DataFrame:
+    """Values at the grid's edges: subnormals and tiny values that truncate to 0 (a
+    PostgreSQL product that underflows would raise), values at +-the bound, just inside
+    it, and ordinary ones."""
+    df = frame(60, seed=3) * 1e29
+    df["a"] = df["a"].astype(float)
+    df.loc[0, ["a", "b", "c"]] = [5e-324, -1e-310, 1e-300]
+    df.loc[1, ["a", "b", "c"]] = [1e30, -1e30, np.nextafter(1e30, 0)]
+    df.loc[2, "y"] = 1e-320
+    df["label"] = (df["y"] > 0).astype(int)
+    return df
+
+
+def test_grid_edges_give_the_same_exact_sums_in_duckdb(tmp_path) -> None:
+    """Bounds 1e30 (a grid coarser than 1: the scale is 2**-74) with subnormal values:
+    DuckDB's integers are numpy's, and every sum is exact."""
+    df = edge_frame()
+    path = tmp_path / "rows.parquet"
+    df.to_parquet(path)
+    model = dpb.models.BayesianLinearRegression(
+        feature_bound=1e30, label_bound=1e30, clip="box", features=["a", "b", "c"], target="y"
+    )
+    want, got = model.statistics(df), model.statistics(str(path))
+    assert got.exact == want.exact and want.exact is not None
+    assert want.exact.ints[0][0] > 0
+
+
+def test_grid_edges_give_the_same_exact_sums_in_postgresql(postgres_engine) -> None:
+    df = edge_frame()
+    df.to_sql("regression_edges", postgres_engine, if_exists="replace", index=False)
+    table = Table(postgres_engine, table="regression_edges")
+    model = dpb.models.BayesianLinearRegression(
+        feature_bound=1e30, label_bound=1e30, clip="box", features=["a", "b", "c"], target="y"
+    )
+    assert model.statistics(table).exact == model.statistics(df).exact
+    logit = dpb.models.BayesianLogisticRegression(
+        feature_bound=1e30, features=["a", "b", "c"], target="label"
+    )
+    assert logit.statistics(table).exact == logit.statistics(df).exact

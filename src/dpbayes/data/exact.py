@@ -15,17 +15,26 @@ which therefore equals :func:`math.fsum` of the same values.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 __all__ = [
+    "GRID_BITS",
     "SCALE_BITS",
+    "ExactMoments",
     "combine_scaled_sums",
+    "exact_gram",
+    "exact_moments",
     "exact_sum",
     "exact_sum_fraction",
+    "grid_exponents",
+    "grid_integers",
     "round_saturating",
     "scaled_parts_sql",
     "scaled_sum_fraction",
@@ -130,3 +139,104 @@ def scaled_parts_sql(expr: str, relation: str, where: str) -> str:
         f"SUM(CAST((x * pow(2.0, ({b} - k) // 2)) * pow(2.0, ({b} - k) - ({b} - k) // 2) "
         "AS HUGEINT)) AS m FROM dpb_k GROUP BY k"
     )
+
+
+# -- exact moment matrices on a public grid ------------------------------------------------
+#
+# A regression's sufficient statistics are sums of products v_i v_j of bounded
+# coordinates. Summed in doubles their rounding grows with n (the sum's magnitude), not
+# with one record, so a private release must not take them from ``x.T @ x``. Instead each
+# coordinate, already inside its public bound |v_j| <= b_j, is truncated towards zero to
+# the public grid 2**(e_j - GRID_BITS), e_j = ceil(log2 b_j): k_j = trunc(v_j 2**(GRID_BITS
+# - e_j)) is an integer with |k_j| <= 2**GRID_BITS and |k_j 2**(e_j - GRID_BITS)| <= |v_j|
+# (so every bound a release assumes of v, a box, a ball or a row norm, still holds). The
+# products k_i k_j (< 2**52) and their sums are then integers, summed exactly (numpy: exact
+# float64 products of 13-bit halves; SQL: HUGEINT / NUMERIC / DECIMAL(38, 0) sums), so
+# numpy and every engine give the same exact statistic.
+
+#: Bits of the public grid (relative to the power of two above each coordinate's bound).
+GRID_BITS = 26
+_HALF_BITS = 13
+# float64 sums of products of 13-bit integers (< 2**26) stay below 2**53 for 2**26 rows
+_GRAM_CHUNK = 1 << 26
+
+
+def grid_exponents(bounds: Any) -> tuple[int, ...]:
+    """e_j = ceil(log2 b_j) for each public bound b_j > 0 (so b_j <= 2**e_j < 2 b_j)."""
+    out = []
+    for b in np.asarray(bounds, dtype=float).ravel():
+        if not (math.isfinite(b) and b > 0):
+            raise ValueError(f"a grid needs finite bounds > 0, got {float(b)!r}")
+        mant, expo = math.frexp(float(b))  # b = mant 2**expo, 0.5 <= mant < 1
+        out.append(expo - 1 if mant == 0.5 else expo)
+    return tuple(out)
+
+
+def grid_integers(v: np.ndarray, exponents: tuple[int, ...]) -> np.ndarray:
+    """k = trunc(v 2**(GRID_BITS - e)) per column, as float64 integers (``v`` within the
+    bounds). A product that underflows gives 0, as the integer would (the SQL engines
+    test the magnitude first, so that none of them meets an underflow)."""
+    a = np.asarray(v, dtype=np.float64)
+    scale = np.ldexp(1.0, GRID_BITS - np.asarray(exponents, dtype=np.int64))
+    with np.errstate(under="ignore"):
+        out = np.trunc(a * scale)  # a power of two: the product is exact or underflows
+    if out.size and not np.max(np.abs(out)) <= 2.0**GRID_BITS:
+        raise ValueError("grid_integers: a value lies outside its bound")
+    return out
+
+
+def exact_gram(k: np.ndarray) -> list[list[int]]:
+    """K'K exactly, as Python integers, for integers |K| <= 2**GRID_BITS (any dtype).
+
+    K = 2**13 H + L with |H| <= 2**13 and 0 <= L < 2**13, so K'K = 2**26 H'H + 2**13 (H'L
+    + L'H) + L'L. Every product in these three float64 matrix products is an integer
+    below 2**26 and every partial sum of a chunk of 2**26 rows is below 2**52, so BLAS
+    computes each chunk exactly in whatever order it adds."""
+    k = np.asarray(k, dtype=np.float64)
+    m = k.shape[1]
+    total = [[0] * m for _ in range(m)]
+    for start in range(0, max(k.shape[0], 1), _GRAM_CHUNK):
+        chunk = k[start : start + _GRAM_CHUNK]
+        high = np.floor(chunk * 2.0**-_HALF_BITS)
+        low = chunk - high * 2.0**_HALF_BITS
+        hh, hl, ll = high.T @ high, high.T @ low, low.T @ low
+        for i in range(m):
+            for j in range(m):
+                total[i][j] += (
+                    (int(hh[i, j]) << (2 * _HALF_BITS))
+                    + ((int(hl[i, j]) + int(hl[j, i])) << _HALF_BITS)
+                    + int(ll[i, j])
+                )
+    return total
+
+
+@dataclass(frozen=True)
+class ExactMoments:
+    """S = sum over records of v v', exactly: S_ij = ints[i][j] 2**(e_i + e_j - 2 GRID_BITS).
+
+    ``exponents`` are the grid exponents e_j of the coordinates of v (:func:`grid_exponents`
+    of their public bounds); ``ints`` the exact integer sums of k_i k_j."""
+
+    ints: tuple[tuple[int, ...], ...]
+    exponents: tuple[int, ...]
+
+    def fraction(self, i: int, j: int) -> Fraction:
+        """S_ij as an exact fraction."""
+        shift = self.exponents[i] + self.exponents[j] - 2 * GRID_BITS
+        v = self.ints[i][j]
+        return Fraction(v << shift) if shift >= 0 else Fraction(v, 1 << -shift)
+
+    def rounded(self) -> np.ndarray:
+        """S with each entry rounded once to the nearest double (saturating)."""
+        m = len(self.exponents)
+        return np.array(
+            [[round_saturating(self.fraction(i, j)) for j in range(m)] for i in range(m)]
+        )
+
+
+def exact_moments(v: np.ndarray, bounds: Any) -> ExactMoments:
+    """The exact :class:`ExactMoments` of the rows of ``v`` (coordinates within ``bounds``)
+    truncated to the public grid."""
+    exponents = grid_exponents(bounds)
+    ints = exact_gram(grid_integers(v, exponents))
+    return ExactMoments(ints=tuple(tuple(r) for r in ints), exponents=exponents)

@@ -126,6 +126,14 @@ class SparkTable(SQLTable):
     def is_integer(self, column: str) -> bool:
         return self._types[column][2]
 
+    def truncate_to_bigint(self, expr: str) -> str:
+        # Spark's cast of a double to BIGINT truncates towards 0 (Java's (long) cast)
+        return f"CAST({expr} AS BIGINT)"
+
+    def integer_sum(self, expr: str) -> str:
+        # SUM of BIGINT is a BIGINT in Spark (it may wrap); DECIMAL(38, 0) is exact here
+        return f"SUM(CAST({expr} AS DECIMAL(38, 0)))"
+
     def scaled_parts_sql(self, expr: str, where: str) -> str:
         """Rows ``(s, m)`` with sum(expr) = sum(m * 2**s): BIGINT parts, DECIMAL(38,0) sums."""
         b = SCALE_BITS

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import threading
 import weakref
 from abc import ABC, abstractmethod
@@ -24,7 +25,12 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from dpbayes.data.exact import round_saturating, scaled_parts_sql, scaled_sum_fraction
+from dpbayes.data.exact import (
+    GRID_BITS,
+    round_saturating,
+    scaled_parts_sql,
+    scaled_sum_fraction,
+)
 from dpbayes.data.source import Source, check_bounds
 
 __all__ = ["ColumnSource", "DuckDBTable", "SQLTable"]
@@ -107,6 +113,24 @@ class SQLTable(ABC):
     def scaled_parts_sql(self, expr: str, where: str) -> str:
         """SQL returning rows ``(s, m)`` with sum(expr) = sum(m * 2**s), exactly."""
         return scaled_parts_sql(expr, self.relation, where)
+
+    def grid_integer(self, expr: str, exponent: int) -> str:
+        """SQL: trunc(expr 2**(GRID_BITS - exponent)) as a BIGINT (``data.exact``); values
+        that truncate to 0 are 0 without the product (no engine meets an underflow)."""
+        small = self.double_literal(math.ldexp(1.0, exponent - GRID_BITS))
+        scale = self.double_literal(math.ldexp(1.0, GRID_BITS - exponent))
+        return (
+            f"(CASE WHEN abs({expr}) < {small} THEN CAST(0 AS BIGINT) "
+            f"ELSE {self.truncate_to_bigint(f'({expr}) * {scale}')} END)"
+        )
+
+    def truncate_to_bigint(self, expr: str) -> str:
+        """SQL: the double ``expr`` (an integer's worth, |expr| < 2**63) truncated towards 0."""
+        return f"CAST(trunc({expr}) AS BIGINT)"
+
+    def integer_sum(self, expr: str) -> str:
+        """SQL aggregate: the exact sum of the BIGINT ``expr`` (DuckDB: HUGEINT)."""
+        return f"SUM(CAST({expr} AS HUGEINT))"
 
     # -- column expressions ----------------------------------------------------------
     @property

@@ -175,6 +175,9 @@ class SQLAlchemyTable(SQLTable):
         # PostgreSQL orders NaN above every number and NaN = NaN is true
         return f"({expr} = 'NaN')"
 
+    def integer_sum(self, expr: str) -> str:
+        return f"SUM(CAST({expr} AS NUMERIC))"
+
     def scaled_parts_sql(self, expr: str, where: str) -> str:
         """Rows ``(s, m)`` with sum(expr) = sum(m * 2**s): BIGINT parts, NUMERIC sums.
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dpbayes.display import PosteriorDisplay
 from dpbayes.privacy.validation import check_array, check_int, check_positive
+
+if TYPE_CHECKING:
+    from dpbayes.data.exact import ExactMoments
 
 __all__ = [
     "BayesianLinearRegression",
@@ -104,6 +107,9 @@ class RegressionStatistics:
     xty: np.ndarray
     yty: float
     n: int
+    #: The exact sums on the public grid (``data.exact``), when the data were bounded;
+    #: xtx, xty, yty are then these rounded once per entry.
+    exact: ExactMoments | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n", check_int(self.n, "n", minimum=0))
@@ -236,7 +242,7 @@ class BayesianLinearRegression:
         if not in_memory(data):  # files, databases, Spark: one aggregate in the engine
             from dpbayes.models.regression_engine import engine_moments
 
-            n, m = engine_moments(
+            n, m, exact = engine_moments(
                 data,
                 self.features,
                 self.target,
@@ -246,10 +252,23 @@ class BayesianLinearRegression:
                 label_bound=self.label_bound,
                 norm_bound=self.norm_bound,
             )
-            return RegressionStatistics(xtx=m[:-1, :-1], xty=m[:-1, -1], yty=m[-1, -1], n=n)
-        x, y = self.bounded(*self._xy(data))
-        assert y is not None
-        return RegressionStatistics(xtx=x.T @ x, xty=x.T @ y, yty=float(y @ y), n=x.shape[0])
+        else:
+            x, y = self.bounded(*self._xy(data))
+            assert y is not None
+            from dpbayes.data.exact import exact_moments
+
+            n, exact = x.shape[0], None
+            if self.feature_bound is not None and self.label_bound is not None:
+                # exact sums on the public grid (data.exact), as the engines compute them
+                bounds = [*([self.feature_bound] * x.shape[1]), self.label_bound]
+                exact = exact_moments(np.column_stack([x, y]), bounds)
+                m = exact.rounded()
+            else:
+                v = np.column_stack([x, y])
+                m = v.T @ v
+        return RegressionStatistics(
+            xtx=m[:-1, :-1], xty=m[:-1, -1], yty=float(m[-1, -1]), n=n, exact=exact
+        )
 
     def posterior_from(
         self, stats_: RegressionStatistics, noise_variance: float | None = None

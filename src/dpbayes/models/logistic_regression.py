@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from dpbayes.models.linear_regression import (
     scale_into_ball,
 )
 from dpbayes.privacy.validation import check_int, check_positive
+
+if TYPE_CHECKING:
+    from dpbayes.data.exact import ExactMoments
 
 __all__ = [
     "BayesianLogisticRegression",
@@ -81,6 +84,9 @@ class LogisticStatistics:
     t1: np.ndarray
     t2: np.ndarray
     n: int
+    #: The exact sums of v v', v = (x, y), on the public grid (``data.exact``), when the
+    #: features were bounded; t1 and t2 are then these rounded once per entry.
+    exact: ExactMoments | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n", check_int(self.n, "n", minimum=0))
@@ -196,7 +202,7 @@ class BayesianLogisticRegression:
         if not in_memory(data):  # files, databases, Spark: one aggregate in the engine
             from dpbayes.models.regression_engine import engine_moments
 
-            n, m = engine_moments(
+            n, m, exact = engine_moments(
                 data,
                 self.features,
                 self.target,
@@ -205,10 +211,20 @@ class BayesianLogisticRegression:
                 label="sign",
                 norm_bound=self.norm_bound,
             )
-            return LogisticStatistics(t1=m[:-1, -1], t2=m[:-1, :-1], n=n)
-        x, y = self.bounded(*self._xy(data))
-        assert y is not None
-        return LogisticStatistics(t1=x.T @ y, t2=x.T @ x, n=x.shape[0])
+        else:
+            x, y = self.bounded(*self._xy(data))
+            assert y is not None
+            from dpbayes.data.exact import exact_moments
+
+            n, exact = x.shape[0], None
+            v = np.column_stack([x, y])
+            if self.feature_bound is not None:
+                # exact sums on the public grid (data.exact), as the engines compute them
+                exact = exact_moments(v, [*([self.feature_bound] * x.shape[1]), 1.0])
+                m = exact.rounded()
+            else:
+                m = v.T @ v
+        return LogisticStatistics(t1=m[:-1, -1], t2=m[:-1, :-1], n=n, exact=exact)
 
     def posterior_from(self, stats_: LogisticStatistics) -> MultivariateNormal:
         """The Gaussian PASS-GLM posterior, precision lambda I - 2 a2 psd(T2): T2 is

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes.data.exact import ExactMoments, grid_exponents
 from dpbayes.models.linear_regression import COORDINATE_CAP
 
 __all__ = ["engine_moments"]
@@ -31,8 +32,14 @@ def engine_moments(
     label: str,
     label_bound: float | None = None,
     norm_bound: float | None = None,
-) -> tuple[int, np.ndarray]:
-    """(n, S) with S = sum over rows of v v', v = (bounded x, bounded y), in the engine.
+) -> tuple[int, np.ndarray, ExactMoments | None]:
+    """(n, S, exact) with S = sum over rows of v v', v = (bounded x, bounded y), in the engine.
+
+    With a feature bound and a label bound (or ``label="sign"``) the coordinates are
+    truncated to the public grid and summed exactly as integers (``exact``, an
+    :class:`~dpbayes.data.exact.ExactMoments`; S is it rounded once per entry), the same
+    numbers as the numpy path's; without bounds S is the engine's floating-point sum and
+    ``exact`` None.
 
     ``clip``: ``"box"`` (each feature clipped to [-B, B]) or ``"ball"`` (each row scaled
     into the ball of radius B); ``label``: ``"clip"`` (y clipped to [-label_bound,
@@ -75,9 +82,17 @@ def engine_moments(
         lb = table.double_literal(float(label_bound))
         y = f"LEAST(GREATEST({y}, -{lb}), {lb})"
     present = " AND ".join(table.not_null(c) for c in cols)
-    inner = ", ".join(f"{e} AS v{i}" for i, e in enumerate([*xs, y])) + f", {bad_label} AS bad"
     m = len(xs) + 1
-    sums = ", ".join(f"SUM(v{i} * v{j})" for i in range(m) for j in range(i, m))
+    y_bound = 1.0 if label == "sign" else label_bound
+    exponents = None
+    if feature_bound is not None and y_bound is not None:  # exact sums on the public grid
+        exponents = grid_exponents([*([feature_bound] * len(xs)), y_bound])
+        vs = [table.grid_integer(e, k) for e, k in zip([*xs, y], exponents, strict=True)]
+        sums = ", ".join(table.integer_sum(f"v{i} * v{j}") for i in range(m) for j in range(i, m))
+    else:
+        vs = [*xs, y]
+        sums = ", ".join(f"SUM(v{i} * v{j})" for i in range(m) for j in range(i, m))
+    inner = ", ".join(f"{e} AS v{i}" for i, e in enumerate(vs)) + f", {bad_label} AS bad"
     sql = (
         f"SELECT COUNT(*), {sums}, SUM(bad) FROM (SELECT {inner} FROM "
         f"{table.relation} WHERE {present}) AS dpb_r"
@@ -93,10 +108,19 @@ def engine_moments(
     n = int(row[0] or 0)
     if int(row[-1] or 0):
         raise ValueError("y must hold labels in {0, 1} or {-1, +1}")
+    if exponents is not None:
+        ints = [[0] * m for _ in range(m)]
+        k = 1
+        for i in range(m):
+            for j in range(i, m):
+                ints[i][j] = ints[j][i] = int(row[k] or 0)  # Decimal or int: exact
+                k += 1
+        exact = ExactMoments(ints=tuple(tuple(r) for r in ints), exponents=exponents)
+        return n, exact.rounded(), exact
     s = np.zeros((m, m))
     k = 1
     for i in range(m):
         for j in range(i, m):
             s[i, j] = s[j, i] = float(row[k] or 0.0)
             k += 1
-    return n, s
+    return n, s, None

@@ -14,7 +14,7 @@ from dpbayes.privacy import Neighbours
 from dpbayes.privacy.noise import noise_source
 from dpbayes.release.base import plan as plan_release
 from dpbayes.release.ssp import quadratic_l1_sensitivity, quadratic_l2_sensitivity
-from dpbayes.release.ssp.mechanism import upper_triangle
+from dpbayes.release.ssp.mechanism import SENSITIVITY_MARGIN, upper_triangle
 
 
 def stat(v: np.ndarray, *, weighted: bool = False, constant_last: bool = False) -> np.ndarray:
@@ -97,9 +97,14 @@ def test_guarantee_is_exact_and_the_accountant_is_charged_it() -> None:
     rel = dpb.release(linear_model(), (x, y), mechanism="ssp", epsilon=0.7, accountant=acc, rng=0)
     g = rel.guarantee
     assert (g.epsilon, g.delta, g.sensitivity_norm) == (0.7, 0.0, "L1")
-    assert g.sensitivity == quadratic_l1_sensitivity([1, 1, 1, 1]) == 10.0  # (4^2 + 4) / 2
-    assert g.details["scale"] == pytest.approx(10.0 / 0.7)
-    assert g.details["noise_sd_diagonal"] == pytest.approx(math.sqrt(2) * 10.0 / 0.7)
+    exact = g.details["sensitivity_exact"]
+    assert exact == quadratic_l1_sensitivity([1, 1, 1, 1]) == 10.0  # (4^2 + 4) / 2
+    # plus the allowance for the one rounding of each exact entry (PROOF.md §3c): 2**-15
+    # of each of the 10 entries' grid scales (1, as the bounds are 1)
+    assert g.details["sensitivity_rounding"] == 10 * 2.0**-15
+    assert g.sensitivity == (10.0 + 10 * 2.0**-15) * (1 + SENSITIVITY_MARGIN)
+    assert g.details["scale"] == pytest.approx(g.sensitivity / 0.7)
+    assert g.details["noise_sd_diagonal"] == pytest.approx(math.sqrt(2) * g.sensitivity / 0.7)
     assert acc.spent == pytest.approx((0.7, 0.0))
     rel2 = dpb.release(
         linear_model(), (x, y), mechanism="ssp", epsilon=0.5, delta=1e-6, accountant=acc, rng=0
@@ -109,7 +114,8 @@ def test_guarantee_is_exact_and_the_accountant_is_charged_it() -> None:
     # Gaussian: by default the two blocks share the budget (rho = 0.5, PROOF.md §3b):
     # d = 3, rows in the unit ball (clip="ball"), R_x^2 = 1, B_y = 1: Delta_Q = sqrt(2),
     # Delta_L = sqrt(8 * 1 + 1) = 3
-    assert g2.sensitivity == 1.0 and g2.details["first_order_share"] == 0.5
+    assert g2.details["sensitivity_exact"] == 1.0 and g2.details["first_order_share"] == 0.5
+    assert 1.0 < g2.sensitivity < 1.0 + 1e-4
     assert g2.details["sensitivity_second_order"] == pytest.approx(math.sqrt(2))
     assert g2.details["sensitivity_first_order"] == pytest.approx(3.0)
     sigma = g2.details["sigma"]
@@ -122,7 +128,7 @@ def test_guarantee_is_exact_and_the_accountant_is_charged_it() -> None:
         linear_model(), (x, y), mechanism="ssp", epsilon=0.5, delta=1e-6, first_order_share=None
     )
     # the joint release: ||v||^2 <= R_x^2 + B_y^2 = 2 (the ball's bound, not the box's 4)
-    assert joint.guarantee.sensitivity == pytest.approx(math.sqrt(2) * 2.0)
+    assert joint.guarantee.details["sensitivity_exact"] == pytest.approx(math.sqrt(2) * 2.0)
     add = dpb.release(
         linear_model(),
         (x, y),
@@ -132,7 +138,8 @@ def test_guarantee_is_exact_and_the_accountant_is_charged_it() -> None:
         neighbours="add-remove",
         first_order_share=None,
     )
-    assert add.guarantee.sensitivity == pytest.approx(2.0) and add.public["n"] is None
+    assert add.guarantee.details["sensitivity_exact"] == pytest.approx(2.0)
+    assert add.public["n"] is None
     assert not add.simulation  # rng=None: the secure sampler
     # add/remove blocks: Delta_Q = R_x^2 = 1, Delta_L = sqrt(2 * 1 + 1)
     add2 = dpb.release(
@@ -159,7 +166,8 @@ def test_row_norm_bound_shrinks_the_gaussian_noise() -> None:
     assert np.linalg.norm(ball.bounded(x)[0], axis=1).max() <= 1.2 + 1e-12
     lb = plan_release(box, (x, y), mechanism="ssp", epsilon=1.0).guarantee
     lr = plan_release(ball, (x, y), mechanism="ssp", epsilon=1.0).guarantee
-    assert lb.sensitivity == lr.sensitivity == 10.0
+    assert lb.sensitivity == lr.sensitivity
+    assert lb.details["sensitivity_exact"] == 10.0
 
 
 def test_noise_has_the_stated_law() -> None:
@@ -198,7 +206,8 @@ def test_two_block_gaussian_noise_has_the_law_of_the_proof() -> None:
     plan = plan_release(
         model, (x, y), mechanism="ssp", epsilon=eps, delta=delta, neighbours="substitute"
     )
-    sigma = analytic_gaussian_sigma(eps, delta, 1.0)
+    assert plan.guarantee.details["sensitivity_exact"] == 1.0
+    sigma = analytic_gaussian_sigma(eps, delta, plan.guarantee.sensitivity)
     dq, dl = math.sqrt(2.0) * 3.0, 5.0
     want = {
         "diagonal": sigma * dq / math.sqrt(1 - rho),
@@ -236,7 +245,7 @@ def test_user_level_scales_the_sensitivity_by_k() -> None:
         neighbours=Neighbours.ADD_REMOVE,
         rows_per_user=3,
     ).guarantee
-    assert g.sensitivity == pytest.approx(30.0)
+    assert g.details["sensitivity_exact"] == pytest.approx(30.0)
     assert g.details["rows_per_user"] == 3
 
 

@@ -44,10 +44,12 @@ from __future__ import annotations
 
 import math
 import sys
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from dpbayes.data.exact import ExactMoments, grid_exponents
 from dpbayes.models.linear_regression import BayesianLinearRegression, RegressionStatistics
 from dpbayes.models.logistic_regression import (
     BayesianLogisticRegression,
@@ -60,8 +62,10 @@ from dpbayes.release.base import Plan, Release, as_rng, register
 from dpbayes.release.ssp.record import SspLinearRecord, SspLogisticRecord
 
 __all__ = [
+    "CLAMP_BITS",
     "FIRST_ORDER_SHARE",
     "NOISES",
+    "SENSITIVITY_MARGIN",
     "block_l1_sensitivities",
     "block_l2_sensitivities",
     "entry_noise_sd",
@@ -76,6 +80,15 @@ NOISES = ("laplace", "gaussian")
 #: Default share rho of the budget spent on the first-order block (X'y, y'y; t1) of the
 #: Gaussian release (``first_order_share="auto"``); the Laplace release stays joint.
 FIRST_ORDER_SHARE = 0.5
+
+
+#: Each weighted entry handed to the noise is clamped to +-2**CLAMP_BITS times its public
+#: scale before its one rounding (PROOF.md §3c): the clamp binds only beyond 2**37 (1.4e11)
+#: records, and the rounding adds 2**-15 of each entry's scale to the sensitivity.
+CLAMP_BITS = 37
+
+#: Relative margin on the sensitivities: covers the few roundings of their formulas.
+SENSITIVITY_MARGIN = 2.0**-40
 
 
 #: The largest noise sd a release draws: squares of noisy values (the noise-aware
@@ -324,10 +337,26 @@ class _QuadraticRelease:
                 "sensitivity_second_order": factor * dq,
                 "sensitivity_first_order": factor * dl,
             }
+        # The statistic handed to the noise is each weighted exact entry, clamped to
+        # +-2**CLAMP_BITS U_e w_e and rounded once (statistic(); PROOF.md §3c): the
+        # rounding moves an entry by at most 2**-53 of that clamp, so two neighbours'
+        # entries differ by at most their real difference plus a_e = 2**(CLAMP_BITS - 52)
+        # U_e w_e, with U_e = 2**(e_r + e_c) >= b_r b_c the entry's public grid scale.
+        self.exponents = grid_exponents(bounds)
+        ex = np.asarray(self.exponents)
+        self.scale_exponents = ex[self.rows] + ex[self.cols]
+        allowance = np.ldexp(self.weights, self.scale_exponents + CLAMP_BITS - 52)
+        if kind == "laplace":
+            rounding = float(np.sum(allowance))
+        else:
+            rounding = float(np.sqrt(np.sum(allowance**2)))
+        extra["sensitivity_exact"] = factor * sens
+        extra["sensitivity_rounding"] = rounding
+        sens = (factor * sens + rounding) * (1.0 + SENSITIVITY_MARGIN)
         if kind == "laplace":
             self.mech: Any = LaplaceMechanism(
                 epsilon=epsilon,
-                sensitivity=factor * sens,
+                sensitivity=sens,
                 neighbours=neighbours,
                 name=f"ssp: laplace on {what} sufficient statistics",
             )
@@ -337,7 +366,7 @@ class _QuadraticRelease:
             self.mech = GaussianMechanism(
                 epsilon=epsilon,
                 delta=delta,
-                sensitivity=factor * sens,
+                sensitivity=sens,
                 neighbours=neighbours,
                 name=f"ssp: gaussian on {what} sufficient statistics",
             )
@@ -373,9 +402,26 @@ class _QuadraticRelease:
             **extra,
         }
 
-    def noisy(self, exact: np.ndarray, src: NoiseSource) -> np.ndarray:
+    def statistic(self, values: np.ndarray, moments: ExactMoments | None) -> np.ndarray:
+        """The vector handed to the noise: each released entry's exact value (from
+        ``moments`` when they are on this release's grid, else the doubles in ``values``
+        taken as exact) times its weight, clamped to +-2**CLAMP_BITS U_e w_e and rounded
+        once to the nearest double (PROOF.md §3c)."""
+        if moments is not None and moments.exponents != self.exponents:
+            moments = None  # another grid (a hand-made statistic): the doubles are read
+        out = np.empty(self.rows.size)
+        for k, (r, c) in enumerate(zip(self.rows.tolist(), self.cols.tolist(), strict=True)):
+            entry = moments.fraction(r, c) if moments is not None else Fraction(values[r, c])
+            w = Fraction(float(self.weights[k]))
+            clamp = w * Fraction(2) ** (int(self.scale_exponents[k]) + CLAMP_BITS)
+            out[k] = float(min(max(entry * w, -clamp), clamp))  # correctly rounded
+        return out
+
+    def noisy(
+        self, exact: np.ndarray, src: NoiseSource, moments: ExactMoments | None = None
+    ) -> np.ndarray:
         """The symmetric matrix of noisy entries (unreleased constant entry kept exact)."""
-        vec = exact[self.rows, self.cols] * self.weights
+        vec = self.statistic(exact, moments)
         noisy = self.mech.release(vec, rng=as_rng(src)).value / self.weights
         out = np.array(exact, dtype=float)
         out[self.rows, self.cols] = noisy
@@ -447,7 +493,7 @@ def plan_linear_ssp(
     record = SspLinearRecord(**_facts(q, neighbours, n))
 
     def run(src: NoiseSource) -> Release:
-        s = q.noisy(exact, src)
+        s = q.noisy(exact, src, stats_.exact)
         xtx, xty, yty = s[:d, :d], s[:d, d], float(s[d, d])
         # posterior_from projects X'X onto the PSD cone (ridge_gaussian)
         naive = RegressionStatistics(xtx=xtx, xty=xty, yty=yty, n=n)
@@ -517,7 +563,7 @@ def plan_logistic_ssp(
     )
 
     def run(src: NoiseSource) -> Release:
-        s = q.noisy(exact, src)
+        s = q.noisy(exact, src, stats_.exact)
         t2, t1 = s[:d, :d], s[:d, d]
         return Release(
             model=model,

@@ -51,6 +51,12 @@ class SspLinearRecord(PublicRecord):
     """With ``first_order_share``: the sensitivity of the X'X block (x k per user)."""
     sensitivity_first_order: float | None = optional(minimum=0)
     """With ``first_order_share``: the sensitivity of the first-order row (x k per user)."""
+    sensitivity_exact: float | None = optional(minimum=0)
+    """The sensitivity of the exact sums (PROOF.md §2-3b, x k per user); ``sensitivity``
+    is (``sensitivity_exact`` + ``sensitivity_rounding``) (1 + 2**-40) (§3c; both absent
+    in records written before §3c)."""
+    sensitivity_rounding: float | None = optional(minimum=0)
+    """The allowance for the one rounding of each exact entry (PROOF.md §3c)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,3 +104,9 @@ class SspLogisticRecord(PublicRecord):
     """With ``first_order_share``: the sensitivity of the X'X block (x k per user)."""
     sensitivity_first_order: float | None = optional(minimum=0)
     """With ``first_order_share``: the sensitivity of the first-order row (x k per user)."""
+    sensitivity_exact: float | None = optional(minimum=0)
+    """The sensitivity of the exact sums (PROOF.md §2-3b, x k per user); ``sensitivity``
+    is (``sensitivity_exact`` + ``sensitivity_rounding``) (1 + 2**-40) (§3c; both absent
+    in records written before §3c)."""
+    sensitivity_rounding: float | None = optional(minimum=0)
+    """The allowance for the one rounding of each exact entry (PROOF.md §3c)."""
