@@ -243,6 +243,38 @@ def test_half_space_envelope_draws_the_same_law_far_outside() -> None:
     assert 10000 / sampler.proposals > 2000 / alone.proposals
 
 
+@pytest.mark.parametrize("outside", [False, True])
+def test_exact_terms_are_the_target_and_the_doubles_only_tune(outside: bool) -> None:
+    """With ``exact_terms`` (P, b as fractions, the release's exact statistics) the draws
+    follow exp(-w'Pw/2 + b'w) for those terms, whatever the doubles passed beside them
+    (here 10-30% off, so the test tells the two targets apart). ``outside``: the mode
+    (6, 2) outside the disc, where the half-space envelope is built from the doubles'
+    direction but bounds the exact target (spacing 1/128, cells of side 1/4)."""
+    p = np.array([[4.0, -1.2], [-1.2, 2.4]])
+    b = p @ (np.array([6.0, 2.0]) if outside else np.array([0.3, -0.2]))
+    exact = (
+        [[Fraction(v) for v in row] for row in p.tolist()],
+        [Fraction(v) for v in b.tolist()],
+    )
+    sampler = LatticeGaussianBall(p * 1.3, b * 1.1, 3.0, exponent=7, exact_terms=exact)
+    assert (sampler._half is not None) == outside
+    pts = _lattice(3.0, 2, 1 / 128)
+    cells = np.floor(pts * 4).astype(int) @ np.array([1000, 1])
+    support, inverse = np.unique(cells, return_inverse=True)
+
+    def probs(pp: np.ndarray, bb: np.ndarray) -> np.ndarray:
+        log_target = -0.5 * np.einsum("ij,jk,ik->i", pts, pp, pts) + pts @ bb
+        return np.bincount(inverse, weights=np.exp(log_target - log_target.max()))
+
+    src = source(21)
+    draws = np.array([sampler.draw(src) for _ in range(6000)])
+    codes = np.floor(draws * 4).astype(int) @ np.array([1000, 1])
+    assert chi_square(codes, support, probs(p, b)) > ALPHA
+    assert chi_square(codes, support, probs(p * 1.3, b * 1.1)) < ALPHA  # the test has power
+    with pytest.raises(ValueError, match="symmetric"):
+        LatticeGaussianBall(p, b, 3.0, exact_terms=([[1, 2], [3, 1]], exact[1]))
+
+
 def test_lattice_sampler_errors() -> None:
     with pytest.raises(ValueError, match="precision must be d x d"):
         LatticeGaussianBall(np.eye(2), [1.0], 1.0)

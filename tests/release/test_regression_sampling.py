@@ -225,3 +225,44 @@ def test_the_stated_epsilon_never_exceeds_the_requested_one(draws: int) -> None:
                 got = plan(m, (x, y), mechanism="sampling", epsilon=float(eps), draws=draws,
                            neighbours=nb).guarantee.epsilon  # fmt: skip
                 assert got <= eps, (got, eps, nb, w)
+
+
+def test_neighbours_targets_differ_by_exactly_the_changed_record() -> None:
+    """PROOF.md §3.7: the sampler's target is built from the exact sums, so two
+    neighbours' exact P and b differ by exactly the changed record's terms, x x' / sigma^2
+    and y x / sigma^2 of its coordinates on the grid, however large n (10^5 here, bounds
+    off the grid). From sums rounded in doubles they differed by that plus rounding of
+    the size of the whole sum, which n, not the record, sets."""
+    from fractions import Fraction
+
+    from dpbayes.data.exact import GRID_BITS, grid_exponents, grid_integers
+    from dpbayes.models.linear_regression import RegressionStatistics
+    from dpbayes.release.regression.mechanism import exact_terms
+
+    g = np.random.default_rng(9)
+    n, d = 10**5, 2
+    model = BayesianLinearRegression(
+        prior_precision=0.3, noise_variance=0.7, feature_bound=0.7, label_bound=1.3
+    )
+    x = g.uniform(-0.5, 0.5, (n, d))
+    y = np.clip(g.normal(0, 1, n), -1.3, 1.3)
+    x2, y2 = x.copy(), y.copy()
+    x2[0], y2[0] = [0.41, -0.29], -1.1
+    s2 = model.noise_variance
+    p1, b1 = exact_terms(model, model.statistics((x, y)), s2)  # type: ignore[misc]
+    p2, b2 = exact_terms(model, model.statistics((x2, y2)), s2)  # type: ignore[misc]
+    e = grid_exponents([0.7, 0.7, 1.3])
+
+    def on_grid(row: np.ndarray) -> list[Fraction]:
+        k = grid_integers(row[None, :], e)[0]
+        return [Fraction(int(k[i])) * Fraction(2) ** (e[i] - GRID_BITS) for i in range(d + 1)]
+
+    v1, v2 = on_grid(np.r_[x[0], y[0]]), on_grid(np.r_[x2[0], y2[0]])
+    var = Fraction(s2)
+    for i in range(d):
+        assert b1[i] - b2[i] == (v1[i] * v1[d] - v2[i] * v2[d]) / var
+        for j in range(d):
+            assert p1[i][j] - p2[i][j] == (v1[i] * v1[j] - v2[i] * v2[j]) / var
+    # a hand-made statistic has no exact sums: its doubles are taken at their word
+    plain = RegressionStatistics(xtx=np.eye(d), xty=np.zeros(d), yty=1.0, n=3)
+    assert exact_terms(model, plain, s2) is None

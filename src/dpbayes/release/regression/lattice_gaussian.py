@@ -326,11 +326,13 @@ class _HalfSpace:
         radius: float,
         exact: list[list[Fraction]],
         unit: int,
+        exact_linear: list[Fraction] | None = None,
     ) -> _HalfSpace | None:
         """The envelope at the constrained mode, if the unconstrained mode lies outside the
         ball, with m the direction of that mode times 2^e, rounded, for the first e in
         :data:`DIRECTION_BITS` that gives a valid envelope (else None). ``eigen``: the
-        eigenvalues and eigenvectors of P (as computed, not floored)."""
+        eigenvalues and eigenvectors of P (as computed, not floored); ``exact`` and
+        ``exact_linear`` (default: ``linear`` read exactly) the target's exact terms."""
         lam, q = eigen
         if not np.all(lam > 0):
             return None
@@ -350,7 +352,7 @@ class _HalfSpace:
                 hi = mid
         w_star = q @ (b_rot / (lam + 0.5 * (lo + hi)))
         n = w_star / np.linalg.norm(w_star)
-        b = [Fraction(v) for v in linear]
+        b = [Fraction(v) for v in linear] if exact_linear is None else exact_linear
         for e in DIRECTION_BITS:
             m = [int(v) for v in np.rint(n * 2.0**e)]
             g = math.gcd(*m)
@@ -375,7 +377,9 @@ class LatticeGaussianBall:
     exact LDL' of P + tau I, and the half-space envelope's); :meth:`draw` may be called
     many times. The two envelopes' proposals are interleaved in a fixed order (one
     half-space proposal after every max(1, round(d / 4)) shrink ones); the first kept one
-    is returned.
+    is returned. ``exact_terms``: (P, b) as exact fractions, the target itself; then
+    ``precision`` and ``linear`` (doubles near them) only choose tau and the half-space
+    direction, which any values do exactly.
     """
 
     def __init__(
@@ -387,6 +391,7 @@ class LatticeGaussianBall:
         floor: float = 0.0,
         exponent: int = LATTICE_EXPONENT,
         half_space: bool = True,
+        exact_terms: tuple[list[list[Fraction]], list[Fraction]] | None = None,
     ) -> None:
         p = np.atleast_2d(np.asarray(precision, dtype=float))
         b = np.atleast_1d(np.asarray(linear, dtype=float))
@@ -402,11 +407,20 @@ class LatticeGaussianBall:
         lam, q = eigen
         tau = ball_tau(np.maximum(lam, max(floor, 1e-300)), q.T @ b, radius)  # any tau >= 0
         # is exact: tau sets only the acceptance rate
-        exact = [[(Fraction(p[i, j]) + Fraction(p[j, i])) / 2 for j in range(d)] for i in range(d)]
+        if exact_terms is None:
+            exact = [
+                [(Fraction(p[i, j]) + Fraction(p[j, i])) / 2 for j in range(d)] for i in range(d)
+            ]
+            linear_q = [Fraction(v) for v in b]
+        else:  # the target's exact P and b; the doubles above only choose tau and m
+            exact, linear_q = [list(r) for r in exact_terms[0]], list(exact_terms[1])
+            if len(exact) != d or any(len(r) != d for r in exact) or len(linear_q) != d:
+                raise ValueError("exact_terms must be (d x d, d) like precision and linear")
+            if any(exact[i][j] != exact[j][i] for i in range(d) for j in range(i)):
+                raise ValueError("the exact precision must be symmetric")
         scale = max(abs(float(v)) for v in np.diag(sym)) or 1.0
         self.exponent = exponent
         unit = 1 << exponent
-        linear_q = [Fraction(v) for v in b]
         while True:
             shifted = [
                 [exact[i][j] + (Fraction(tau) if i == j else 0) for j in range(d)] for i in range(d)
@@ -426,7 +440,9 @@ class LatticeGaussianBall:
         self.tau = Fraction(tau)
         self.radius2 = Fraction(radius) ** 2
         self._limit = self.radius2 * unit * unit  # ||j||^2 <= W^2 / h^2
-        self._half = _HalfSpace.build(eigen, b, radius, exact, unit) if half_space else None
+        self._half = (
+            _HalfSpace.build(eigen, b, radius, exact, unit, linear_q) if half_space else None
+        )
         self.proposals = 0  # proposals made by the draws so far
 
     def _propose_shrink(self, src: Any) -> list[int] | None:

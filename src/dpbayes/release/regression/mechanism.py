@@ -19,6 +19,7 @@ guarantee and of the sampler: ``PROOF.md`` beside this file.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from dpbayes.release.regression.record import RegressionSamplingRecord
 __all__ = [
     "LatticeGaussianBall",
     "RegressionWeights",
+    "exact_terms",
     "lipschitz",
     "plan_regression_sampling",
     "sampling_noise_variance",
@@ -120,6 +122,21 @@ def stated_epsilon(
     return sum([factor * lipschitz(by, bx, w, noise_variance)] * draws)
 
 
+def exact_terms(
+    model: BayesianLinearRegression, stats_: RegressionStatistics, s2: float
+) -> tuple[list[list[Fraction]], list[Fraction]] | None:
+    """P = lambda I + X'X / sigma^2 and b = X'y / sigma^2 exactly, from the exact sums of
+    the statistics (PROOF.md §3.7), or None for statistics without them (a hand-made
+    :class:`RegressionStatistics` is taken at its word: its doubles are the sums)."""
+    if stats_.exact is None:
+        return None
+    d = stats_.xtx.shape[0]
+    lam, var = Fraction(model.prior_precision), Fraction(s2)
+    f = stats_.exact.fraction
+    precision = [[f(i, j) / var + (lam if i == j else 0) for j in range(d)] for i in range(d)]
+    return precision, [f(i, d) / var for i in range(d)]
+
+
 @register("sampling", BayesianLinearRegression, options=("draws",), record=RegressionSamplingRecord)
 def plan_regression_sampling(
     model: BayesianLinearRegression,
@@ -168,7 +185,13 @@ def plan_regression_sampling(
     dim = stats_.xtx.shape[0]
     precision = model.prior_precision * np.eye(dim) + stats_.xtx / s2
     linear = stats_.xty / s2
-    sampler = LatticeGaussianBall(precision, linear, wb, floor=model.prior_precision)
+    sampler = LatticeGaussianBall(
+        precision,
+        linear,
+        wb,
+        floor=model.prior_precision,
+        exact_terms=exact_terms(model, stats_, s2),
+    )
 
     def run(src: NoiseSource) -> Release:
         ws = [sampler.draw(src) for _ in range(d)]
