@@ -13,10 +13,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from dpbayes.data import exact as exact_module
 from dpbayes.data.exact import (
+    GRID_BITS,
     combine_scaled_sums,
+    exact_gram,
+    exact_moments,
     exact_sum,
     exact_sum_fraction,
+    grid_exponents,
+    grid_integers,
     round_saturating,
     scaled_parts_sql,
     scaled_sum_fraction,
@@ -122,3 +128,63 @@ def test_round_saturating_beyond_the_doubles():
     big = Fraction(sys.float_info.max) * 3
     assert round_saturating(big) == sys.float_info.max
     assert round_saturating(-big) == -sys.float_info.max
+
+
+def test_grid_exponents_are_the_powers_of_two_at_or_above_the_bounds():
+    assert grid_exponents([1.0, 0.5, 0.7, 3.0, 1e-60, 1e60]) == (0, -1, 0, 2, -199, 200)
+    for b in (0.7, 1.0, 3.0, 1e-60, 1e60, 5e-324):
+        (e,) = grid_exponents([b])
+        assert b <= math.ldexp(1.0, e) < 2 * b
+    with pytest.raises(ValueError, match="finite bounds > 0"):
+        grid_exponents([0.0])
+    with pytest.raises(ValueError, match="finite bounds > 0"):
+        grid_exponents([math.inf])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(min_value=-1.0, max_value=1.0, allow_nan=False), min_size=1, max_size=8),
+    st.sampled_from([1.0, 0.7, 1e-30, 1e30]),
+)
+def test_grid_integers_truncate_towards_zero_inside_the_bound(values, bound):
+    """k 2**(e - G) is the largest grid point at most |v| in magnitude, of v's sign: the
+    truncated record stays in every box, ball and row-norm bound the release assumes."""
+    v = np.array(values)[:, None] * bound
+    (e,) = grid_exponents([bound])
+    k = grid_integers(v, (e,))[:, 0]
+    for vi, ki in zip(v[:, 0].tolist(), k.tolist(), strict=True):
+        step = Fraction(2) ** (e - GRID_BITS)
+        back = Fraction(int(ki)) * step
+        assert abs(back) <= abs(Fraction(vi)) < abs(back) + step
+        assert back == 0 or (back > 0) == (vi > 0)
+        assert abs(int(ki)) <= 2**GRID_BITS
+    with pytest.raises(ValueError, match="outside its bound"):
+        grid_integers(np.array([[2.5 * bound]]), (e,))
+
+
+def test_exact_gram_is_exact_across_chunks(monkeypatch):
+    """K'K as Python integers, equal to the products summed one by one, also when the
+    rows are cut into chunks (a small chunk here) and at the extreme integers +-2**26."""
+    g = np.random.default_rng(4)
+    k = g.integers(-(2**GRID_BITS), 2**GRID_BITS + 1, (257, 3)).astype(float)
+    k[:5] = 2.0**GRID_BITS
+    k[5:9] = -(2.0**GRID_BITS)
+    cols = [[int(x) for x in k[:, i]] for i in range(3)]
+    want = [[sum(a * b for a, b in zip(cols[i], cols[j], strict=True)) for j in range(3)]
+            for i in range(3)]  # fmt: skip
+    assert exact_gram(k) == want
+    monkeypatch.setattr(exact_module, "_GRAM_CHUNK", 16)
+    assert exact_gram(k) == want
+    # the doubles' own product is not exact here
+    assert any(int(x) != want[i][j] for (i, j), x in np.ndenumerate(k.T @ k))
+
+
+def test_exact_moments_round_each_entry_once():
+    g = np.random.default_rng(5)
+    v = np.column_stack([g.uniform(-0.7, 0.7, 1000), g.uniform(-3, 3, 1000)])
+    em = exact_moments(v, [0.7, 3.0])
+    assert em.exponents == (0, 2)
+    k = grid_integers(v, em.exponents)
+    s01 = sum(Fraction(int(a) * int(b)) for a, b in zip(k[:, 0], k[:, 1], strict=True))
+    assert em.fraction(0, 1) == s01 * Fraction(2) ** (0 + 2 - 2 * GRID_BITS)
+    assert em.rounded()[0, 1] == float(em.fraction(0, 1))
