@@ -12,7 +12,7 @@ import pytest
 
 import dpbayes as dpb
 from dpbayes.data import Table
-from dpbayes.release.ssp.mechanism import SENSITIVITY_MARGIN
+from dpbayes.release.ssp.mechanism import sensitivity_margin
 
 # one worker for this module: its PostgreSQL fixture replaces a shared table (two workers
 # doing it at once collide in the catalog)
@@ -134,7 +134,7 @@ def test_a_release_from_a_file_at_user_level(tmp_path) -> None:
     assert user.guarantee.details["sensitivity_rounding"] == rounding
     base = record.guarantee.details["sensitivity_exact"]
     assert user.guarantee.details["sensitivity_exact"] == pytest.approx(2 * base, rel=1e-15)
-    want = (2 * base + rounding) * (1 + SENSITIVITY_MARGIN)
+    want = (2 * base + rounding) * (1 + sensitivity_margin(4))
     assert user.guarantee.sensitivity == pytest.approx(want, rel=1e-14)
     assert "user" in user.guarantee.describe()
 

@@ -170,7 +170,9 @@ def test_bounds_whose_noise_variance_overflows_are_refused_by_name(
     from dpbayes.release.base import plan
 
     m = bounded_model(feature_bound=feature, label_bound=label, weight_bound=weight)
-    with pytest.raises(ValueError, match="bounds are too large for posterior sampling"):
+    # a label bound of 1e308 has no grid for exact sums: refused by name before sigma^2
+    match = "must be in" if label > 1e301 else "bounds are too large for posterior sampling"
+    with pytest.raises(ValueError, match=match):
         plan(m, (np.zeros((3, 2)), np.zeros(3)), mechanism="sampling", epsilon=1.0)
 
 
@@ -266,3 +268,50 @@ def test_neighbours_targets_differ_by_exactly_the_changed_record() -> None:
     # a hand-made statistic has no exact sums: its doubles are taken at their word
     plain = RegressionStatistics(xtx=np.eye(d), xty=np.zeros(d), yty=1.0, n=3)
     assert exact_terms(model, plain, s2) is None
+
+
+@pytest.mark.parametrize("clip, norm_bound", [("ball", None), ("box", 1.0)])
+def test_the_ball_radius_covers_rows_its_rounded_scaling_leaves_outside(
+    clip: str, norm_bound: float | None
+) -> None:
+    """A review: x = (1, 2^-26) with radius 1 is not scaled (its norm rounds to 1), so
+    its exact norm is above the radius by 2^-53 of it. The radius the guarantee uses,
+    B_x, covers such rows exactly (PROOF.md §1)."""
+    from fractions import Fraction
+
+    from dpbayes.release.regression.mechanism import _bounds
+
+    model = BayesianLinearRegression(
+        feature_bound=1.0, label_bound=1.0, weight_bound=1.0, clip=clip, norm_bound=norm_bound
+    )
+    rows = np.array([[1.0, 2.0**-26], [0.6, 0.8], [1.0, 1.0], [-(2.0**-26), 1.0]])
+    x, _ = model.bounded(rows)
+    bx = _bounds(model, 2)[0]
+    norms2 = [sum(Fraction(v) ** 2 for v in row) for row in x.tolist()]
+    assert max(norms2) > 1  # the rounded scaling left a row outside the unit ball
+    assert all(n2 <= Fraction(bx) ** 2 for n2 in norms2)
+
+
+def test_bounds_without_a_grid_are_refused_for_every_data_set_alike() -> None:
+    """A feature bound of 1e-300 has no public grid (its step underflows): every data set,
+    the empty one included, gets the same one-line refusal, and computing the statistics
+    does not fail (it used to for non-empty data only)."""
+    model = BayesianLinearRegression(feature_bound=1e-300, label_bound=1.0, weight_bound=1.0)
+    x, y = np.full((3, 2), 1e-301), np.zeros(3)
+    assert model.statistics((x, y)).exact is None
+    for xs, ys in ((x, y), (x[:0], y[:0])):
+        with pytest.raises(ValueError, match="feature_bound and label_bound must be in"):
+            release(model, (xs, ys), mechanism="sampling", epsilon=1.0, rng=0)
+
+
+def test_scaling_into_a_huge_ball_does_not_warn() -> None:
+    """radius / 1e-300 overflows for radii above 1.8e8: the scale is 1 there, silently (a
+    warning for some rows and not others would tell about the data)."""
+    import warnings
+
+    from dpbayes.models.linear_regression import scale_into_ball
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = scale_into_ball(np.array([[0.0, 0.0], [1e-310, 0.0], [3.0, 4.0]]), 1e10)
+    np.testing.assert_array_equal(out, [[0.0, 0.0], [1e-310, 0.0], [3.0, 4.0]])

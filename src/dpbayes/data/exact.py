@@ -26,6 +26,7 @@ import numpy as np
 
 __all__ = [
     "GRID_BITS",
+    "GRID_BOUND_RANGE",
     "SCALE_BITS",
     "ExactMoments",
     "combine_scaled_sums",
@@ -35,6 +36,7 @@ __all__ = [
     "exact_sum_fraction",
     "grid_exponents",
     "grid_integers",
+    "on_grid",
     "round_saturating",
     "scaled_parts_sql",
     "scaled_sum_fraction",
@@ -161,12 +163,26 @@ _HALF_BITS = 13
 _GRAM_CHUNK = 1 << 26
 
 
+#: The bounds that have a grid: its step 2**(e - GRID_BITS) and scale 2**(GRID_BITS - e)
+#: are normal doubles for these.
+GRID_BOUND_RANGE = (2.0**-990, 2.0**1000)
+
+
+def on_grid(bounds: Any) -> bool:
+    """Whether every bound lies in :data:`GRID_BOUND_RANGE` (a public fact)."""
+    b = np.asarray(bounds, dtype=float).ravel()
+    lo, hi = GRID_BOUND_RANGE
+    return bool(np.all((b >= lo) & (b <= hi)))
+
+
 def grid_exponents(bounds: Any) -> tuple[int, ...]:
-    """e_j = ceil(log2 b_j) for each public bound b_j > 0 (so b_j <= 2**e_j < 2 b_j)."""
+    """e_j = ceil(log2 b_j) for each public bound b_j > 0 (so b_j <= 2**e_j < 2 b_j), for
+    bounds in :data:`GRID_BOUND_RANGE`."""
     out = []
     for b in np.asarray(bounds, dtype=float).ravel():
-        if not (math.isfinite(b) and b > 0):
-            raise ValueError(f"a grid needs finite bounds > 0, got {float(b)!r}")
+        if not on_grid([b]):
+            lo, hi = GRID_BOUND_RANGE
+            raise ValueError(f"a grid needs bounds in [{lo:g}, {hi:g}], got {float(b)!r}")
         mant, expo = math.frexp(float(b))  # b = mant 2**expo, 0.5 <= mant < 1
         out.append(expo - 1 if mant == 0.5 else expo)
     return tuple(out)

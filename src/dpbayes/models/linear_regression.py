@@ -255,10 +255,11 @@ class BayesianLinearRegression:
         else:
             x, y = self.bounded(*self._xy(data))
             assert y is not None
-            from dpbayes.data.exact import exact_moments
+            from dpbayes.data.exact import exact_moments, on_grid
 
             n, exact = x.shape[0], None
-            if self.feature_bound is not None and self.label_bound is not None:
+            bounds = [self.feature_bound, self.label_bound]
+            if all(b is not None for b in bounds) and on_grid(bounds):
                 # exact sums on the public grid (data.exact), as the engines compute them
                 bounds = [*([self.feature_bound] * x.shape[1]), self.label_bound]
                 exact = exact_moments(np.column_stack([x, y]), bounds)
@@ -332,7 +333,9 @@ def scale_into_ball(x: np.ndarray, radius: float | None) -> np.ndarray:
     if radius is None:
         return x
     norms = np.linalg.norm(x, axis=1)
-    return np.asarray(x * np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None])
+    with np.errstate(over="ignore"):  # a radius / 1e-300 beyond the doubles: scale 1
+        scale = np.minimum(1.0, radius / np.maximum(norms, 1e-300))
+    return np.asarray(x * scale[:, None])
 
 
 def in_memory(data: Any) -> bool:

@@ -214,11 +214,11 @@ class BayesianLogisticRegression:
         else:
             x, y = self.bounded(*self._xy(data))
             assert y is not None
-            from dpbayes.data.exact import exact_moments
+            from dpbayes.data.exact import exact_moments, on_grid
 
             n, exact = x.shape[0], None
             v = np.column_stack([x, y])
-            if self.feature_bound is not None:
+            if self.feature_bound is not None and on_grid([self.feature_bound]):
                 # exact sums on the public grid (data.exact), as the engines compute them
                 exact = exact_moments(v, [*([self.feature_bound] * x.shape[1]), 1.0])
                 m = exact.rounded()

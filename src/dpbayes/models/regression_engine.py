@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from dpbayes.data.exact import ExactMoments, grid_exponents
+from dpbayes.data.exact import ExactMoments, grid_exponents, on_grid
 from dpbayes.models.linear_regression import COORDINATE_CAP
 
 __all__ = ["engine_moments"]
@@ -37,8 +37,9 @@ def engine_moments(
 
     With a feature bound and a label bound (or ``label="sign"``) the coordinates are
     truncated to the public grid and summed exactly as integers (``exact``, an
-    :class:`~dpbayes.data.exact.ExactMoments`; S is it rounded once per entry), the same
-    numbers as the numpy path's; without bounds S is the engine's floating-point sum and
+    :class:`~dpbayes.data.exact.ExactMoments`; S is it rounded once per entry), with box
+    clipping the same numbers as the numpy path's (a ball's scaling is each engine's
+    floating point); without bounds S is the engine's floating-point sum and
     ``exact`` None.
 
     ``clip``: ``"box"`` (each feature clipped to [-B, B]) or ``"ball"`` (each row scaled
@@ -85,7 +86,8 @@ def engine_moments(
     m = len(xs) + 1
     y_bound = 1.0 if label == "sign" else label_bound
     exponents = None
-    if feature_bound is not None and y_bound is not None:  # exact sums on the public grid
+    bounds = [feature_bound, y_bound]
+    if all(b is not None for b in bounds) and on_grid(bounds):  # exact sums on the grid
         exponents = grid_exponents([*([feature_bound] * len(xs)), y_bound])
         vs = [table.grid_integer(e, k) for e, k in zip([*xs, y], exponents, strict=True)]
         sums = ", ".join(table.integer_sum(f"v{i} * v{j}") for i in range(m) for j in range(i, m))

@@ -14,7 +14,7 @@ from dpbayes.privacy import Neighbours
 from dpbayes.privacy.noise import noise_source
 from dpbayes.release.base import plan as plan_release
 from dpbayes.release.ssp import quadratic_l1_sensitivity, quadratic_l2_sensitivity
-from dpbayes.release.ssp.mechanism import SENSITIVITY_MARGIN, upper_triangle
+from dpbayes.release.ssp.mechanism import sensitivity_margin, upper_triangle
 
 
 def stat(v: np.ndarray, *, weighted: bool = False, constant_last: bool = False) -> np.ndarray:
@@ -102,7 +102,7 @@ def test_guarantee_is_exact_and_the_accountant_is_charged_it() -> None:
     # plus the allowance for the one rounding of each exact entry (PROOF.md §3c): 2**-15
     # of each of the 10 entries' grid scales (1, as the bounds are 1)
     assert g.details["sensitivity_rounding"] == 10 * 2.0**-15
-    assert g.sensitivity == (10.0 + 10 * 2.0**-15) * (1 + SENSITIVITY_MARGIN)
+    assert g.sensitivity == (10.0 + 10 * 2.0**-15) * (1 + sensitivity_margin(4))
     assert g.details["scale"] == pytest.approx(g.sensitivity / 0.7)
     assert g.details["noise_sd_diagonal"] == pytest.approx(math.sqrt(2) * g.sensitivity / 0.7)
     assert acc.spent == pytest.approx((0.7, 0.0))

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes.data.exact import GRID_BOUND_RANGE, on_grid
 from dpbayes.models.linear_regression import (
     BayesianLinearRegression,
     RegressionStatistics,
@@ -61,19 +62,37 @@ def _bounds(model: BayesianLinearRegression, features: int | None) -> tuple[floa
         raise ValueError(
             "model must set feature_bound, label_bound and weight_bound for posterior sampling"
         )
+    if not on_grid([model.feature_bound, model.label_bound]):
+        lo, hi = GRID_BOUND_RANGE
+        raise ValueError(
+            f"feature_bound and label_bound must be in [{lo:g}, {hi:g}] for posterior "
+            "sampling: outside it the statistics have no public grid to be summed exactly on"
+        )
     lo, hi = WEIGHT_BOUND_RANGE
     if not lo <= model.weight_bound <= hi:
         raise ValueError(
             f"weight_bound must be in [{lo:g}, {hi:g}] for posterior sampling, got "
             f"{model.weight_bound:g}: outside it W^2 is not a normal double"
         )
-    bx = model.feature_bound
-    if model.clip == "box":
-        if features is None:
-            raise ValueError("features (the number of features) is needed with clip='box'")
-        bx = math.nextafter(math.sqrt(check_int(features, "features", minimum=1)) * bx, math.inf)
+    if features is None and model.clip == "box":
+        raise ValueError("features (the number of features) is needed with clip='box'")
+    # a ball's scaling is computed in doubles (scale_into_ball, the engines' SQRT): a
+    # scaled row's norm exceeds the radius by at most (d / 2 + 3) 2^-53 of it (the
+    # rounding of the sum of squares, the square root, the quotient and the product), and
+    # the grid's truncation only shrinks it; (d + 8) 2^-52 covers that (PROOF.md §1).
+    # Without d (a direct call), 2^-30 covers every d below 2^22 (4 million features,
+    # whose X'X no machine holds)
+    if features is None:
+        ball_slack = 1.0 + 2.0**-30
+    else:
+        d = check_int(features, "features", minimum=1)
+        ball_slack = 1.0 + (d + 8) * 2.0**-52
+    if model.clip == "box":  # sqrt(d) B, rounded up by more than its two roundings
+        bx = math.sqrt(d) * model.feature_bound * (1.0 + 2.0**-50)
+    else:
+        bx = model.feature_bound * ball_slack
     if model.norm_bound is not None:
-        bx = min(bx, model.norm_bound)
+        bx = min(bx, model.norm_bound * ball_slack)
     return bx, model.label_bound, model.weight_bound
 
 

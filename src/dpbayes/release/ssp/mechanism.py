@@ -73,6 +73,7 @@ __all__ = [
     "plan_logistic_ssp",
     "quadratic_l1_sensitivity",
     "quadratic_l2_sensitivity",
+    "sensitivity_margin",
     "upper_triangle",
 ]
 
@@ -89,6 +90,13 @@ CLAMP_BITS = 37
 
 #: Relative margin on the sensitivities: covers the few roundings of their formulas.
 SENSITIVITY_MARGIN = 2.0**-40
+
+
+def sensitivity_margin(m: int) -> float:
+    """The relative margin for m coordinates: :data:`SENSITIVITY_MARGIN` plus (m + 8)
+    2^-52, the most by which a row scaled into a ball in doubles can overshoot R_x^2
+    (PROOF.md §3c, step 1)."""
+    return SENSITIVITY_MARGIN + (m + 8) * 2.0**-52
 
 
 #: The largest noise sd a release draws: squares of noisy values (the noise-aware
@@ -352,7 +360,7 @@ class _QuadraticRelease:
             rounding = float(np.sqrt(np.sum(allowance**2)))
         extra["sensitivity_exact"] = factor * sens
         extra["sensitivity_rounding"] = rounding
-        sens = (factor * sens + rounding) * (1.0 + SENSITIVITY_MARGIN)
+        sens = (factor * sens + rounding) * (1.0 + sensitivity_margin(self.m))
         if kind == "laplace":
             self.mech: Any = LaplaceMechanism(
                 epsilon=epsilon,
