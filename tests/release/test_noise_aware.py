@@ -337,3 +337,34 @@ def test_normal_mean_noise_aware_posterior_does_not_depend_on_a_flat_prior_sd(
     assert math.isfinite(
         dpb.release(big, x, mechanism="laplace", epsilon=1.0, rng=1).released["posterior_mean"]
     )
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_normal_mean_noise_aware_at_prior_sds_of_1e300(mechanism: str) -> None:
+    """A review: prior_sd 1e300 raised OverflowError (prior_sd**2), and with Gaussian noise
+    a grid over +-1.2e301 had -inf log-likelihood everywhere (z^2 overflowed). Both now
+    give the flat-prior answer, the same as at prior_sd 1e150."""
+    x = np.random.default_rng(0).normal(0.3, 1, 200)
+    delta = 1e-6 if mechanism == "gaussian" else 0.0
+    means = []
+    for sd in (1e150, 1e300):
+        model = NormalMean(noise_sd=1.0, lower=-3, upper=3, prior_mean=0.0, prior_sd=sd)
+        rel = release(model, x, mechanism=mechanism, epsilon=1.0, delta=delta, rng=0)
+        post = rel.noise_aware_posterior()
+        means.append(post.mean())
+        assert np.isfinite(post.std()) and post.std() > 0
+    assert means[1] == pytest.approx(means[0], rel=1e-6, abs=1e-9)
+
+
+def test_normal_mean_prior_below_the_doubles_resolution_is_refused_by_name() -> None:
+    """prior_sd 1e-300 about 0.2: no grid of doubles resolves the prior (it raised "x must
+    be strictly increasing"); about 0 the release's Laplace scale would be subnormal, and
+    is refused before any noise like the Gaussian's."""
+    x = np.random.default_rng(0).normal(0.3, 1, 200)
+    model = NormalMean(noise_sd=1.0, lower=-3, upper=3, prior_mean=0.2, prior_sd=1e-300)
+    rel = release(model, x, mechanism="laplace", epsilon=1.0, rng=0)
+    with pytest.raises(ValueError, match="prior_sd = 1e-300 is below the doubles' resolution"):
+        rel.noise_aware_posterior()
+    at_zero = NormalMean(noise_sd=1.0, lower=-3, upper=3, prior_mean=0.0, prior_sd=1e-300)
+    with pytest.raises(ValueError, match="below the smallest normal double"):
+        release(at_zero, x, mechanism="laplace", epsilon=1.0, rng=0)

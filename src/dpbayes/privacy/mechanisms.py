@@ -81,6 +81,13 @@ def _check_noise_scale(scale: float, epsilon: float) -> None:
             f"epsilon = {epsilon:g} is too large for this sensitivity: the noise scale "
             "underflows to 0"
         )
+    if scale < sys.float_info.min:
+        # a subnormal scale has a few bits of precision (1e-323 is 2 units of 5e-324):
+        # refused like the Gaussian's, before any noise
+        raise ValueError(
+            f"epsilon = {epsilon:g} is too large for this sensitivity: the noise scale "
+            f"{scale:g} is below the smallest normal double (rescale the data)"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

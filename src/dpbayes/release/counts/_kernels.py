@@ -55,14 +55,14 @@ def betainc_cf(a: float, b: float, x: float) -> float:
     return h
 
 
-def _betainc(a: float, b: float, x: float) -> float:
+def _betainc(a: float, b: float, x: float, lbeta: float) -> float:
+    """I_x(a, b), given lbeta = log B(a, b) (from ``scipy.special.betaln``: the difference
+    of log-gammas cancels for a or b above about 1e8)."""
     if x <= 0.0:
         return 0.0
     if x >= 1.0:
         return 1.0
-    lbt = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
+    lbt = a * math.log(x) + b * math.log1p(-x) - lbeta
     if x < (a + 1.0) / (a + b + 2.0):
         return math.exp(lbt) * betainc_cf(a, b, x) / a
     return 1.0 - math.exp(lbt) * betainc_cf(b, a, 1.0 - x) / b
@@ -113,7 +113,7 @@ def _quantiles(
                 e = math.exp(log_c[jj] + j[jj] * d + c)
                 s_tail += e * tail[jj]
                 s_wb += e * wb[jj]
-            cdf = _betainc(a0, b0, t) - s_tail
+            cdf = _betainc(a0, b0, t, lbeta) - s_tail
             pdf = w0 * math.exp(c - lt - lbeta) + s_wb / (1.0 - t)
             if cdf < q:
                 lo = t
@@ -124,7 +124,8 @@ def _quantiles(
                 new = 0.5 * (lo + hi)
             step = abs(new - t)
             t = new
-            if step < tol or hi - lo < 1e-15:
+            # relative: the quantiles of a posterior near 1e-17 are resolved too
+            if step < tol or hi - lo < 1e-15 * hi:
                 break
         out[i] = t
     return out
@@ -172,21 +173,37 @@ def _prepare(
         acc += w[i]
         tail[i - 1] = acc
         wb[i - 1] = bv[i] * w[i]
-    # raw moments of a_x = a0 + j, then of theta (as in CountBetaMixture.__init__)
+    moments = ladder_moments(a0, b0, e1, e2, e3)
+    return x0, w, av, bv, tail, wb, moments
+
+
+def ladder_moments(a0: float, b0: float, e1: float, e2: float, e3: float) -> np.ndarray:
+    """(mean, sd, skewness clipped to [-3, 3], sd of the components' means) of the ladder
+    mixture of Beta(a0 + j, b0 - j) with E[j^k] = e_k, all with a0 + b0 = s.
+
+    The variance is the mean of the components' variances plus the variance of their
+    means, E[a_x b_x] / (s^2 (s + 1)) + Var(j) / s^2, the square root taken before the
+    division by s (no cancellation, no overflow of s^2 for s up to the double range);
+    the skewness, which only starts the quantiles' Newton steps, is 0 where its terms
+    underflow."""
+    s = a0 + b0
+    vj = max(e2 - e1 * e1, 0.0)  # Var(j): small integers, no cancellation to speak of
+    eab = (a0 + e1) * (b0 - e1) - vj  # E[(a0 + j)(b0 - j)]
+    mean = (a0 + e1) / s
+    sd = math.sqrt(max(eab, 0.0) / (s + 1.0) + vj) / s
     ea = a0 + e1
     ea2 = a0 * a0 + 2.0 * a0 * e1 + e2
     ea3 = a0**3 + 3.0 * a0 * a0 * e1 + 3.0 * a0 * e2 + e3
-    tot = a0 + b0
-    m1 = ea / tot
-    m2 = (ea2 + ea) / (tot * (tot + 1.0))
-    m3 = (ea3 + 3.0 * ea2 + 2.0 * ea) / (tot * (tot + 1.0) * (tot + 2.0))
-    var = max(m2 - m1 * m1, 1e-300)
-    sd = math.sqrt(var)
-    skew = min(max((m3 - 3.0 * m1 * var - m1**3) / (var * sd), -3.0), 3.0)
-    moments = np.empty(4)
-    moments[0], moments[1], moments[2] = m1, sd, skew
-    moments[3] = math.sqrt(max(ea2 - ea * ea, 0.0)) / tot
-    return x0, w, av, bv, tail, wb, moments
+    m2 = (ea2 + ea) / s / (s + 1.0)
+    m3 = (ea3 + 3.0 * ea2 + 2.0 * ea) / s / (s + 1.0) / (s + 2.0)
+    var = sd * sd
+    skew = 0.0
+    if var * sd > 0.0 and math.isfinite(m3) and math.isfinite(m2):
+        skew = min(max((m3 - 3.0 * mean * var - mean**3) / (var * sd), -3.0), 3.0)
+    out = np.empty(4)
+    out[0], out[1], out[2] = mean, max(sd, 1e-300), skew
+    out[3] = math.sqrt(vj) / s
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -202,4 +219,5 @@ def kernels() -> Any:
     glob = globals()
     glob["betainc_cf"] = jit(betainc_cf)
     glob["_betainc"] = jit(_betainc)
+    glob["ladder_moments"] = jit(ladder_moments)
     return jit(_prepare), jit(_quantiles)

@@ -33,11 +33,15 @@ from scipy import special
 
 from dpbayes.models.mixtures import BetaMixture
 from dpbayes.privacy.validation import check_probability
-from dpbayes.release.counts._kernels import kernels
+from dpbayes.release.counts._kernels import kernels, ladder_moments
 
 __all__ = ["CountBetaMixture", "coin_count_posterior"]
 
 PRUNE = 1e-12  # relative weight below which a rung is dropped (from the ends only)
+#: The prior parameters the posterior is computed for: ``scipy.special.betaln`` is
+#: accurate to a few ulps up to 1e100 (not at 1e150), and the tests check the posterior
+#: against 60-digit arithmetic over this range.
+MIN_PARAMETER, MAX_PARAMETER = 1e-300, 1e100
 _LOG_PRUNE = math.log(PRUNE)
 
 
@@ -46,10 +50,13 @@ def _tables(a: float, b: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     """Read-only tables for x = 0..n: log BetaBin(x; n, a, b) up to a constant, the ladder's
     log Gamma(a + b + n) - log Gamma(a + x + 1) - log Gamma(b + n - x), and (j, j^2, j^3)."""
     x = np.arange(n + 1, dtype=float)
-    ga1 = special.gammaln(a + x + 1.0)
-    gb = special.gammaln(b + n - x)
-    prior = ga1 - np.log(a + x) + gb - special.gammaln(x + 1.0) - special.gammaln(n - x + 1.0)
-    log_c = math.lgamma(a + b + n) - ga1 - gb
+    # log C(n, x) + log B(a + x, b + n - x) and -log B(a + x + 1, b + n - x) - log(a + b + n)
+    # (= lgamma(a + b + n) - lgamma(a + x + 1) - lgamma(b + n - x)): scipy's betaln keeps
+    # its precision for arguments up to 1e100, where differences of log-gammas cancel
+    # (they lost every digit of the weights at b = 1e17)
+    log_choose = -special.gammaln(x + 1.0) - special.gammaln(n - x + 1.0)
+    prior = log_choose + special.betaln(a + x, b + n - x)
+    log_c = -special.betaln(a + x + 1.0, b + n - x) - math.log(a + b + n)
     powers = np.stack([x, x * x, x * x * x])
     for arr in (prior, log_c, powers):
         arr.setflags(write=False)
@@ -88,25 +95,13 @@ class CountBetaMixture(BetaMixture):
         # R_j = sum_{k > j} w_k, summed from the small end (no cancellation)
         tail = np.ascontiguousarray(np.cumsum(weights[:0:-1])[::-1])
         object.__setattr__(self, "_ladder", (a0, b0, j[:-1], log_c, tail, weights))
-        # raw moments of a_x = a0 + j, then of theta: E[theta^k] = E[prod_{i<k} (a_x + i)]
-        # / prod_{i<k} (s + i)
+        # mean, sd, skewness and the sd of the components' means (a_x / s), from the
+        # moments of j (the same function as the compiled path's)
         e1, e2, e3 = (float(v) for v in powers @ weights)
-        ea = a0 + e1
-        ea2 = a0 * a0 + 2.0 * a0 * e1 + e2
-        ea3 = a0**3 + 3.0 * a0 * a0 * e1 + 3.0 * a0 * e2 + e3
-        tot = a0 + b0
-        m1 = ea / tot
-        m2 = (ea2 + ea) / (tot * (tot + 1.0))
-        m3 = (ea3 + 3.0 * ea2 + 2.0 * ea) / (tot * (tot + 1.0) * (tot + 2.0))
-        var = max(m2 - m1 * m1, 1e-300)
-        sd = math.sqrt(var)
-        skew = min(max((m3 - 3.0 * m1 * var - m1**3) / (var * sd), -3.0), 3.0)
-        # sd of the components' means (a_x / s): the part of the spread due to the weights
-        sd_between = math.sqrt(max(ea2 - ea * ea, 0.0)) / tot
+        m1, sd, skew, sd_between = (float(v) for v in ladder_moments(a0, b0, e1, e2, e3))
         object.__setattr__(self, "_moments", (m1, sd, skew, sd_between))
         object.__setattr__(self, "_wb", self.b[1:] * weights[1:])
-        lbeta = math.lgamma(a0) + math.lgamma(b0) - math.lgamma(tot)
-        object.__setattr__(self, "_betaln", lbeta)
+        object.__setattr__(self, "_betaln", float(special.betaln(a0, b0)))
 
     @classmethod
     def _from_parts(
@@ -125,9 +120,7 @@ class CountBetaMixture(BetaMixture):
         object.__setattr__(self, "_ladder", (a0, b0, j, log_c, tail, w))
         object.__setattr__(self, "_moments", (mom[0], mom[1], mom[2], mom[3]))
         object.__setattr__(self, "_wb", wb)
-        object.__setattr__(
-            self, "_betaln", math.lgamma(a0) + math.lgamma(b0) - math.lgamma(a0 + b0)
-        )
+        object.__setattr__(self, "_betaln", float(special.betaln(a0, b0)))
         return self
 
     def _ppf_many(self, qs: np.ndarray) -> np.ndarray:
@@ -173,6 +166,12 @@ def coin_count_posterior(a: float, b: float, n: int, log_lik: np.ndarray) -> Cou
     ``log_lik`` has length n + 1 (x = 0..n). Weights below ``PRUNE`` of the largest are
     dropped from both ends.
     """
+    if not (MIN_PARAMETER <= a <= MAX_PARAMETER and MIN_PARAMETER <= b <= MAX_PARAMETER):
+        raise ValueError(
+            f"the noise-aware coin posterior needs prior parameters in [{MIN_PARAMETER:g}, "
+            f"{MAX_PARAMETER:g}] (where its log-beta functions keep their precision), got "
+            f"Beta({a:g}, {b:g}); the naive posterior is rel.posterior"
+        )
     prior, log_c, powers = _tables(float(a), float(b), int(n))
     # sum, prune, normalise, tail sums and moments in one compiled pass
     parts = kernels()[0](prior, log_lik, float(a), float(b), int(n), _LOG_PRUNE)

@@ -85,7 +85,17 @@ def normal_laplace_logpdf(t: np.ndarray, tau: np.ndarray, b: float) -> np.ndarra
 
 
 def _log_lower(t: np.ndarray, tau: np.ndarray, b: float) -> np.ndarray:
-    """log P(N + L <= t) for t <= 0 (no cancellation in the dominant term)."""
+    """log P(N + L <= t) for t <= 0 (no cancellation in the dominant term). Where tau is
+    below 1e-100 b the Normal part changes P by a relative O(tau / b), below any double's
+    resolution: the Laplace's own log P(L <= t) = t / b - log 2 (the formula below would
+    take -inf - -inf there)."""
+    tiny = tau < 1e-100 * b
+    if np.any(tiny):
+        out = np.empty(np.shape(t))
+        out[tiny] = t[tiny] / b - math.log(2.0)
+        if np.any(~tiny):
+            out[~tiny] = _log_lower(t[~tiny], tau[~tiny], b)
+        return out
     c = tau**2 / (2 * b * b)
     la = special.log_ndtr(t / tau)
     # P(N + E <= t) = Phi(t/tau) - e^{c - t/b} Phi(t/tau - tau/b) >= 0 (E ~ Exp(b))
@@ -120,28 +130,59 @@ def _log_likelihood(rel: Release, mu: np.ndarray, clamp: str = "ignore") -> np.n
             "substitute Normal-mean release"
         )
     n = rec.n
-    v = float(rec.posterior_sd) ** 2
+    s_post = float(rec.posterior_sd)
     lo, hi = (float(x) for x in rec.truncation)
     if clamp == "clt":
         e_c, v_c = censored_normal_moments(mu, model.noise_sd, model.lower, model.upper)
     else:
         e_c, v_c = np.asarray(mu, dtype=float), np.full(np.shape(mu), model.noise_sd**2)
-    centre = v * (model.prior_mean / model.prior_sd**2 + n * e_c / model.noise_sd**2)
-    spread = np.maximum(v * np.sqrt(n * v_c) / model.noise_sd**2, 1e-300)
+    # v (m0 / s0^2 + n e_c / sd^2) and v sqrt(n v_c) / sd^2 with v = s_post^2, formed from
+    # the ratios s_post / s0 <= 1 and s_post / sd, so that no square of a prior sd of
+    # 1e+-300 overflows or underflows on the way
+    r0, r1 = (s_post / model.prior_sd) ** 2, (s_post / model.noise_sd) ** 2
+    centre = r0 * model.prior_mean + (n * r1) * e_c
+    spread = np.maximum(r1 * np.sqrt(n * v_c), 1e-300)
     y = float(rel.released["posterior_mean"])
     if rel.mechanism == "gaussian":
         sd = np.sqrt(spread**2 + float(rel.guarantee.details["sigma"]) ** 2)
         if y <= lo:
-            return np.asarray(special.log_ndtr((lo - centre) / sd))
+            return _finite_log_ndtr((lo - centre) / sd)
         if y >= hi:
-            return np.asarray(special.log_ndtr((centre - hi) / sd))
-        return np.asarray(stats.norm.logpdf(y, centre, sd))
+            return _finite_log_ndtr((centre - hi) / sd)
+        z = _z_square_half(np.asarray((y - centre) / sd, dtype=float))
+        return np.asarray(-z - np.log(sd) - 0.5 * math.log(2.0 * math.pi))
     b = float(rel.guarantee.details["scale"])
     if y <= lo:
         return normal_laplace_logcdf(lo - centre, spread, b)
     if y >= hi:
         return normal_laplace_logcdf(centre - hi, spread, b)
     return normal_laplace_logpdf(y - centre, spread, b)
+
+
+#: Beyond this |z|, z^2 / 2 would overflow: the Gaussian terms continue it by a finite,
+#: increasing function, so that a grid over a prior sd of 1e300 (points 1e298 from the
+#: mode) still ranks its points and zooms in; such points have weight 0 either way.
+_Z_BIG = 1e150
+
+
+def _z_square_half(z: np.ndarray) -> np.ndarray:
+    """z^2 / 2 up to |z| = 1e150, then (1e300 / 2) (1 + log(|z| / 1e150)): continuous,
+    increasing in |z|, finite."""
+    az = np.abs(z)
+    big = az > _Z_BIG
+    out = 0.5 * np.where(big, 0.0, az) ** 2
+    with np.errstate(divide="ignore"):
+        out[big] = 0.5 * _Z_BIG**2 * (1.0 + np.log(az[big] / _Z_BIG))
+    return out
+
+
+def _finite_log_ndtr(z: Any) -> np.ndarray:
+    """log Phi(z), continued below z = -1e150 like :func:`_z_square_half` (finite)."""
+    z = np.asarray(z, dtype=float)
+    out = np.asarray(special.log_ndtr(np.maximum(z, -_Z_BIG)), dtype=float)
+    low = z < -_Z_BIG
+    out[low] = -_z_square_half(z[low]) - np.log(-z[low])
+    return out
 
 
 def _log_post(rel: Release, mu: np.ndarray, clamp: str) -> np.ndarray:
@@ -167,6 +208,12 @@ def normal_mean_posterior(
         raise ValueError(f"clamp must be one of {CLAMPS}, got {clamp!r}")
     model: NormalMean = rel.model
     lo, hi = model.prior_mean - 12 * model.prior_sd, model.prior_mean + 12 * model.prior_sd
+    if not np.all(np.diff(np.linspace(lo, hi, grid)) > 0):
+        raise ValueError(
+            f"prior_sd = {model.prior_sd:g} is below the doubles' resolution at prior_mean = "
+            f"{model.prior_mean:g}: the posterior is the prior to double precision, and no "
+            "grid resolves it (use the model's prior)"
+        )
     x, lp = zoom(lambda m: _log_post(rel, m, clamp), lo, hi, grid)
     return GridDistribution(x, lp)
 
