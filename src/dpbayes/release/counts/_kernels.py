@@ -68,6 +68,10 @@ def _betainc(a: float, b: float, x: float, lbeta: float) -> float:
     return 1.0 - math.exp(lbt) * betainc_cf(b, a, 1.0 - x) / b
 
 
+#: |F(t) - q| at which a quantile's Newton steps may stop (the CDF is accurate to ~1e-13).
+RESIDUAL = 1e-10
+
+
 def _quantiles(
     qs: np.ndarray,
     a0: float,
@@ -120,12 +124,17 @@ def _quantiles(
             else:
                 hi = t
             new = t - (cdf - q) / pdf if pdf > 0.0 else -1.0
+            converged = abs(cdf - q) <= RESIDUAL
             if not lo <= new <= hi:
+                new = 0.5 * (lo + hi)
+            elif abs(new - t) < tol and not converged:
+                # a tiny Newton step far from q: the density is huge (an end where it is
+                # infinite, a0 < 1 or b0 < 1), so bisect instead of stopping there
                 new = 0.5 * (lo + hi)
             step = abs(new - t)
             t = new
             # relative: the quantiles of a posterior near 1e-17 are resolved too
-            if step < tol or hi - lo < 1e-15 * hi:
+            if (step < tol and converged) or hi - lo < 1e-15 * hi:
                 break
         out[i] = t
     return out
@@ -150,7 +159,7 @@ def _prepare(
     while lw[x1] - top <= log_prune:
         x1 -= 1
     k = x1 - x0 + 1
-    a0, b0 = a + x0, b + n - x0
+    a0, b0 = a + x0, b + (n - x0)  # not (b + n) - x0: b = 1e-300 would round away
     w = np.empty(k)
     av = np.empty(k)
     bv = np.empty(k)

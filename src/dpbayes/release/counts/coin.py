@@ -38,10 +38,12 @@ from dpbayes.release.counts._kernels import kernels, ladder_moments
 __all__ = ["CountBetaMixture", "coin_count_posterior"]
 
 PRUNE = 1e-12  # relative weight below which a rung is dropped (from the ends only)
-#: The prior parameters the posterior is computed for: ``scipy.special.betaln`` is
-#: accurate to a few ulps up to 1e100 (not at 1e150), and the tests check the posterior
-#: against 60-digit arithmetic over this range.
-MIN_PARAMETER, MAX_PARAMETER = 1e-300, 1e100
+#: The prior parameters the posterior is computed for. Above 1e8 the incomplete beta's
+#: terms a log t + b log(1 - t) - log B(a, b) cancel and its upper branch's 1 - t loses the
+#: digits of t (a review: at Beta(1, 1e17) an interval end with CDF 0.972 for 0.95, at
+#: Beta(1e17, 1e17) NaN); up to 1e8 they cost at most about 1e-8. The tests check the
+#: posterior against 160-digit arithmetic over this range.
+MIN_PARAMETER, MAX_PARAMETER = 1e-300, 1e8
 _LOG_PRUNE = math.log(PRUNE)
 
 
@@ -55,8 +57,9 @@ def _tables(a: float, b: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     # its precision for arguments up to 1e100, where differences of log-gammas cancel
     # (they lost every digit of the weights at b = 1e17)
     log_choose = -special.gammaln(x + 1.0) - special.gammaln(n - x + 1.0)
-    prior = log_choose + special.betaln(a + x, b + n - x)
-    log_c = -special.betaln(a + x + 1.0, b + n - x) - math.log(a + b + n)
+    rest = b + (n - x)  # not (b + n) - x: at b = 1e-300 that rounds to 0
+    prior = log_choose + special.betaln(a + x, rest)
+    log_c = -special.betaln(a + x + 1.0, rest) - math.log(a + b + n)
     powers = np.stack([x, x * x, x * x * x])
     for arr in (prior, log_c, powers):
         arr.setflags(write=False)
@@ -169,7 +172,7 @@ def coin_count_posterior(a: float, b: float, n: int, log_lik: np.ndarray) -> Cou
     if not (MIN_PARAMETER <= a <= MAX_PARAMETER and MIN_PARAMETER <= b <= MAX_PARAMETER):
         raise ValueError(
             f"the noise-aware coin posterior needs prior parameters in [{MIN_PARAMETER:g}, "
-            f"{MAX_PARAMETER:g}] (where its log-beta functions keep their precision), got "
+            f"{MAX_PARAMETER:g}] (where its incomplete beta functions keep their precision), got "
             f"Beta({a:g}, {b:g}); the naive posterior is rel.posterior"
         )
     prior, log_c, powers = _tables(float(a), float(b), int(n))
@@ -180,4 +183,4 @@ def coin_count_posterior(a: float, b: float, n: int, log_lik: np.ndarray) -> Cou
     x0, k = int(parts[0]), int(parts[1].size)
     if k > 1:
         return CountBetaMixture._from_parts(parts, log_c[x0 : x0 + k - 1], powers[0, : k - 1])
-    return CountBetaMixture(parts[1], a + x0, b + n - x0, log_c[x0:x0], powers[:, :1])
+    return CountBetaMixture(parts[1], a + x0, b + (n - x0), log_c[x0:x0], powers[:, :1])
