@@ -36,6 +36,7 @@ __all__ = [
     "exact_sum_fraction",
     "grid_exponents",
     "grid_integers",
+    "moments",
     "on_grid",
     "round_saturating",
     "scaled_parts_sql",
@@ -169,7 +170,10 @@ GRID_BOUND_RANGE = (2.0**-990, 2.0**1000)
 
 
 def on_grid(bounds: Any) -> bool:
-    """Whether every bound lies in :data:`GRID_BOUND_RANGE` (a public fact)."""
+    """Whether every bound is set (not None) and lies in :data:`GRID_BOUND_RANGE` (a public
+    fact)."""
+    if any(b is None for b in bounds):
+        return False
     b = np.asarray(bounds, dtype=float).ravel()
     lo, hi = GRID_BOUND_RANGE
     return bool(np.all((b >= lo) & (b <= hi)))
@@ -248,6 +252,16 @@ class ExactMoments:
         return np.array(
             [[round_saturating(self.fraction(i, j)) for j in range(m)] for i in range(m)]
         )
+
+
+def moments(v: np.ndarray, bounds: Any) -> tuple[np.ndarray, ExactMoments | None]:
+    """(S, exact): S = sum of v v' over the rows of ``v``. With every coordinate's bound on
+    the grid (:func:`on_grid`), ``exact`` is :func:`exact_moments` and S it rounded once
+    per entry; else S is the floating-point ``v.T @ v`` and ``exact`` None."""
+    if on_grid(bounds):
+        exact = exact_moments(v, bounds)
+        return exact.rounded(), exact
+    return v.T @ v, None
 
 
 def exact_moments(v: np.ndarray, bounds: Any) -> ExactMoments:

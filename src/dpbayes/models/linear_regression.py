@@ -255,18 +255,12 @@ class BayesianLinearRegression:
         else:
             x, y = self.bounded(*self._xy(data))
             assert y is not None
-            from dpbayes.data.exact import exact_moments, on_grid
+            from dpbayes.data.exact import moments
 
-            n, exact = x.shape[0], None
-            bounds = [self.feature_bound, self.label_bound]
-            if all(b is not None for b in bounds) and on_grid(bounds):
-                # exact sums on the public grid (data.exact), as the engines compute them
-                bounds = [*([self.feature_bound] * x.shape[1]), self.label_bound]
-                exact = exact_moments(np.column_stack([x, y]), bounds)
-                m = exact.rounded()
-            else:
-                v = np.column_stack([x, y])
-                m = v.T @ v
+            # exact sums on the public grid (data.exact), as the engines compute them
+            n = x.shape[0]
+            bounds = [*([self.feature_bound] * x.shape[1]), self.label_bound]
+            m, exact = moments(np.column_stack([x, y]), bounds)
         return RegressionStatistics(
             xtx=m[:-1, :-1], xty=m[:-1, -1], yty=float(m[-1, -1]), n=n, exact=exact
         )

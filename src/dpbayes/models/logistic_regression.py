@@ -214,16 +214,11 @@ class BayesianLogisticRegression:
         else:
             x, y = self.bounded(*self._xy(data))
             assert y is not None
-            from dpbayes.data.exact import exact_moments, on_grid
+            from dpbayes.data.exact import moments
 
-            n, exact = x.shape[0], None
-            v = np.column_stack([x, y])
-            if self.feature_bound is not None and on_grid([self.feature_bound]):
-                # exact sums on the public grid (data.exact), as the engines compute them
-                exact = exact_moments(v, [*([self.feature_bound] * x.shape[1]), 1.0])
-                m = exact.rounded()
-            else:
-                m = v.T @ v
+            # exact sums on the public grid (data.exact), as the engines compute them
+            n = x.shape[0]
+            m, exact = moments(np.column_stack([x, y]), [*([self.feature_bound] * x.shape[1]), 1.0])
         return LogisticStatistics(t1=m[:-1, -1], t2=m[:-1, :-1], n=n, exact=exact)
 
     def posterior_from(self, stats_: LogisticStatistics) -> MultivariateNormal:

@@ -86,8 +86,7 @@ def engine_moments(
     m = len(xs) + 1
     y_bound = 1.0 if label == "sign" else label_bound
     exponents = None
-    bounds = [feature_bound, y_bound]
-    if all(b is not None for b in bounds) and on_grid(bounds):  # exact sums on the grid
+    if on_grid([feature_bound, y_bound]):  # exact sums on the public grid
         exponents = grid_exponents([*([feature_bound] * len(xs)), y_bound])
         vs = [table.grid_integer(e, k) for e, k in zip([*xs, y], exponents, strict=True)]
         sums = ", ".join(table.integer_sum(f"v{i} * v{j}") for i in range(m) for j in range(i, m))
