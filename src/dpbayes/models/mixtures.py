@@ -57,21 +57,88 @@ def _central(ppf: Any, level: float) -> tuple[float, float]:
     return float(ppf((1.0 - lvl) / 2)), float(ppf((1.0 + lvl) / 2))
 
 
+_BAND = 350.0  # log-range of one segment: a product of two scaled entries stays above e^-700
+_LONG_RUN = 16  # shorter runs are added row by row (steep tails cut into one-entry runs)
+
+
+def _segments(lv: np.ndarray) -> list[tuple[int, float, np.ndarray]]:
+    """Runs of finite entries in one band of width _BAND below the maximum: (start, shift, exp).
+
+    Band b holds the values in (top - _BAND (b + 1), top - _BAND b]; each run is returned
+    scaled by its band's upper end, so its entries lie in (e^-350, 1] and a product of two
+    never leaves the normal doubles. -inf entries (zeros) belong to no run.
+    """
+    finite = np.isfinite(lv)
+    if not finite.any():
+        return []
+    top = float(np.max(lv[finite]))
+    band = np.full(lv.size, -1.0)
+    band[finite] = np.floor((top - lv[finite]) / _BAND)
+    cuts = np.flatnonzero(np.diff(band)) + 1
+    runs = []
+    for start, stop in zip(np.r_[0, cuts], np.r_[cuts, lv.size], strict=True):
+        if band[start] >= 0:
+            shift = top - _BAND * float(band[start])
+            runs.append((int(start), shift, np.exp(lv[start:stop] - shift)))
+    return runs
+
+
+def _log_rows(out: np.ndarray, lv: np.ndarray, rows: list[int], other: np.ndarray) -> None:
+    """out[i + k] += exp(lv[i] + other[k]) in log space for every i in ``rows``."""
+    size = out.size
+    for i in rows:
+        if i < size:
+            seg = out[i:]
+            np.logaddexp(seg, lv[i] + other[: size - i], out=seg)
+
+
+def _entries(runs: list[tuple[int, float, np.ndarray]], short: bool) -> list[int]:
+    """Indices of the entries of the short (or the long) runs."""
+    return [
+        i
+        for start, _, scaled in runs
+        if (scaled.size < _LONG_RUN) == short
+        for i in range(start, start + scaled.size)
+    ]
+
+
+def _padded(lv: np.ndarray, size: int) -> np.ndarray:
+    return np.concatenate([lv[:size], np.full(max(0, size - lv.size), -np.inf)])
+
+
 def log_convolve(la: np.ndarray, lb: np.ndarray, size: int | None = None) -> np.ndarray:
-    """log of the convolution of exp(la) and exp(lb), exact in log space (first ``size``)."""
+    """log of the convolution of exp(la) and exp(lb) (its first ``size`` entries).
+
+    Every term is kept: each operand is cut into runs of one band of values
+    (:func:`_segments`). Pairs of long runs are convolved directly (``np.convolve``: sums of
+    positive products, each at least e^-700 of the pair's scale, so every entry carries a
+    relative error of a few ulps times the run length); an entry of a short run (where the
+    values fall steeply) is added as one row of log-space sums. Cost: the product of the
+    lengths, plus a pass over the output per pair of long runs and per short-run entry.
+    """
     la, lb = np.asarray(la, dtype=float), np.asarray(lb, dtype=float)
-    if la.size > lb.size:
-        la, lb = lb, la
     total = la.size + lb.size - 1
     size = total if size is None else min(size, total)
     out = np.full(size, -np.inf)
-    keep = np.flatnonzero(la > float(np.max(la)) - 745.0)  # exp underflow: no contribution
-    for i in (int(v) for v in keep):
-        if i >= size:
-            break
-        hi = min(size, i + int(lb.size))
-        seg = out[i:hi]
-        np.logaddexp(seg, la[i] + lb[: hi - i], out=seg)
+    runs_a, runs_b = _segments(la[:size]), _segments(lb[:size])
+    long_a = [r for r in runs_a if r[2].size >= _LONG_RUN]
+    long_b = [r for r in runs_b if r[2].size >= _LONG_RUN]
+    with np.errstate(divide="ignore"):
+        for start_a, shift_a, ea in long_a:
+            for start_b, shift_b, eb in long_b:
+                lo = start_a + start_b
+                if lo >= size:
+                    continue
+                room = size - lo
+                part = np.convolve(ea[:room], eb[:room])[:room]
+                seg = out[lo : lo + part.size]
+                np.logaddexp(seg, np.log(part) + (shift_a + shift_b), out=seg)
+    # short runs of la against all of lb; short runs of lb against the long runs of la
+    _log_rows(out, la, _entries(runs_a, short=True), _padded(lb, size))
+    la_long = np.full(size, -np.inf)
+    keep = _entries(long_a, short=False)
+    la_long[keep] = la[keep]
+    _log_rows(out, lb, _entries(runs_b, short=True), la_long)
     return out
 
 
@@ -358,7 +425,16 @@ class SeparableDirichletMixture(_DirichletMarginals):
 
     ``log_factors`` has shape (m, n + 1): log h_j(x) for x = 0..n (-inf allowed). The
     weight of c_j = x is h_j(x) times the (m-1)-fold convolution of the other factors at
-    n - x, so every marginal is exact and costs O(m n^2) in log space.
+    n - x, so every marginal is exact up to the terms :meth:`_factors` drops (together
+    below e^-50 of the total weight).
+
+    Speed: every weight is unchanged when each h_j(x) is multiplied by e^{t x} (the product
+    gains e^{t n}, a constant). With t at the saddle point (the factors' modes summing to
+    n), the largest weight is close to the product of the factors' maxima, so a factor's
+    entries far below its maximum, and partial convolutions far below theirs, carry no
+    weight and are dropped with a proven bound; what is left is convolved directly
+    (:func:`log_convolve`). Cost O(m w^2) for windows of w entries around the modes
+    (w is about 200 times the noise scale for Laplace noise), at most O(m n^2).
     """
 
     alpha: np.ndarray
@@ -383,34 +459,111 @@ class SeparableDirichletMixture(_DirichletMarginals):
     def m(self) -> int:  # type: ignore[override]
         return int(self.alpha.size)
 
-    def _suffix(self) -> list[np.ndarray]:
-        """suffix[j] = log conv of factors j..m-1 (length n + 1); suffix[m] = delta at 0."""
-        if "suffix" not in self._cache:
-            size = self.n + 1
-            out: list[np.ndarray] = [np.empty(0)] * (self.m + 1)
+    def _factors(self) -> tuple[np.ndarray, float, float, np.ndarray, float]:
+        """(tilted, trimmed log factors; tilt t; log lower bound L; row maxima U; margin D).
+
+        Tilted: g_j(x) = log h_j(x) + t x, with t found by bisection so that the modes of
+        g_j straddle a count vector c* of sum n (the saddle point); L = sum_j g_j(c*_j) <=
+        log of the total tilted weight Z~. Any count vector whose weight contains g_j(x)
+        weighs at most exp(g_j(x) + sum_{l != j} U_l), and there are at most (n+1)^(m-1)
+        of them. An entry, or an entry of a partial convolution (:meth:`_partials`), is
+        dropped when that bound times e^(sum of the other maxima) falls below e^(L - D)
+        per vector; at most 3 (m + 1)(n + 1) entries are dropped, so with
+        D = 50 + log(3 (m + 1)) + m log(n + 1) the dropped weight is below e^-50 Z~ (each
+        dropped vector is counted at the first entry that drops it, which bounds the
+        union). Without a feasible c* (no count vector has positive weight, or the
+        bisection's c* has weight 0) nothing is tilted or dropped.
+        """
+        if "factors" in self._cache:
+            return self._cache["factors"]  # type: ignore[no-any-return]
+        lf, n = self.log_factors, self.n
+        x = np.arange(n + 1, dtype=float)
+        finite = np.isfinite(lf)
+        result: tuple[np.ndarray, float, float, np.ndarray, float] = (
+            lf,
+            0.0,
+            -np.inf,
+            np.max(lf, axis=1),
+            np.inf,
+        )
+        if finite.any(axis=1).all():
+            first = np.argmax(finite, axis=1)
+            last = n - np.argmax(finite[:, ::-1], axis=1)
+            if first.sum() <= n <= last.sum():
+                result = self._tilt(lf, x, first, last)
+        self._cache["factors"] = result
+        return result
+
+    def _tilt(
+        self, lf: np.ndarray, x: np.ndarray, first: np.ndarray, last: np.ndarray
+    ) -> tuple[np.ndarray, float, float, np.ndarray, float]:
+        n, m = self.n, self.m
+        finite = lf[np.isfinite(lf)]
+        reach = float(np.max(finite) - np.min(finite)) + 1.0  # > any row's finite range
+        t_lo, t_hi = -reach, reach  # modes: first finite entries; last finite entries
+        modes_lo, modes_hi = first, last
+        for _ in range(80):
+            mid = 0.5 * (t_lo + t_hi)
+            if not t_lo < mid < t_hi:
+                break
+            modes = np.argmax(lf + mid * x, axis=1)
+            if modes.sum() <= n:
+                t_lo, modes_lo = mid, modes
+            else:
+                t_hi, modes_hi = mid, modes
+        modes_hi = np.maximum(modes_hi, modes_lo)  # argmax is nondecreasing in t
+        c = modes_lo.copy()
+        left = n - int(c.sum())
+        for j in range(m):
+            step = min(int(modes_hi[j] - c[j]), left)
+            c[j] += step
+            left -= step
+        g = lf + t_lo * x
+        upper = np.max(g, axis=1)
+        lower = float(np.sum(g[np.arange(m), c]))
+        margin = 50.0 + math.log(3.0 * (m + 1)) + m * math.log(n + 1.0)
+        if left != 0 or not math.isfinite(lower):
+            return lf, 0.0, -np.inf, np.max(lf, axis=1), np.inf
+        others = float(np.sum(upper)) - upper
+        g = np.where(g + others[:, None] >= lower - margin, g, -np.inf)
+        return g, t_lo, lower, upper, margin
+
+    def _trim(self, partial: np.ndarray, rest: float) -> np.ndarray:
+        """Drop entries of a partial convolution whose every completion is negligible."""
+        _, _, lower, _, margin = self._factors()
+        return np.where(partial + rest >= lower - margin, partial, -np.inf)
+
+    def _partials(self, key: str) -> list[np.ndarray]:
+        """suffix[j] = log conv of factors j..m-1, prefix[j] of factors 0..j-1 (trimmed)."""
+        if key not in self._cache:
+            g, _, _, upper, _ = self._factors()
+            size, m = self.n + 1, self.m
+            out: list[np.ndarray] = [np.empty(0)] * (m + 1)
             delta = np.full(size, -np.inf)
             delta[0] = 0.0
-            out[self.m] = delta
-            for j in range(self.m - 1, -1, -1):
-                out[j] = log_convolve(self.log_factors[j], out[j + 1], size)
-            self._cache["suffix"] = out
-        return list(self._cache["suffix"])
+            if key == "suffix":
+                out[m] = delta
+                for j in range(m - 1, -1, -1):
+                    conv = log_convolve(g[j], out[j + 1], size)
+                    out[j] = self._trim(conv, float(np.sum(upper[:j]))) if j else conv
+            else:
+                out[0] = delta
+                for j in range(m):
+                    conv = log_convolve(out[j], g[j], size)
+                    out[j + 1] = self._trim(conv, float(np.sum(upper[j + 1 :])))
+            self._cache[key] = out
+        return list(self._cache[key])
+
+    def _suffix(self) -> list[np.ndarray]:
+        return self._partials("suffix")
 
     def _prefix(self) -> list[np.ndarray]:
-        if "prefix" not in self._cache:
-            size = self.n + 1
-            out: list[np.ndarray] = [np.empty(0)] * (self.m + 1)
-            delta = np.full(size, -np.inf)
-            delta[0] = 0.0
-            out[0] = delta
-            for j in range(self.m):
-                out[j + 1] = log_convolve(out[j], self.log_factors[j], size)
-            self._cache["prefix"] = out
-        return list(self._cache["prefix"])
+        return self._partials("prefix")
 
     def log_evidence(self) -> float:
         """log sum_c prod_j h_j(c_j) (the normaliser of the weights)."""
-        return float(self._suffix()[0][self.n])
+        _, tilt, _, _, _ = self._factors()
+        return float(self._suffix()[0][self.n] - tilt * self.n)
 
     def count_marginal(self, i: int) -> np.ndarray:
         """P(c_i = x | released), x = 0..n."""
@@ -419,11 +572,12 @@ class SeparableDirichletMixture(_DirichletMarginals):
             raise ValueError(f"i must be < m = {self.m}, got {i}")
         key = f"count{i}"
         if key not in self._cache:
+            g = self._factors()[0]
             if self.m == 2:
-                others = self.log_factors[1 - i]
+                others = g[1 - i]
             else:
                 others = log_convolve(self._prefix()[i], self._suffix()[i + 1], self.n + 1)
-            lw = self.log_factors[i] + others[::-1]
+            lw = g[i] + others[::-1]
             self._cache[key] = _normalised(lw, "the weights of the mixture")
         return np.asarray(self._cache[key])
 
@@ -448,14 +602,14 @@ class SeparableDirichletMixture(_DirichletMarginals):
         from scipy import stats
 
         size = check_int(size, "size", minimum=1)
-        suf = self._suffix()
+        suf, g = self._suffix(), self._factors()[0]
         out = np.zeros((size, self.m), dtype=np.int64)
         left = np.full(size, self.n)
         u = stats.uniform.rvs(size=(size, self.m), random_state=random_state)
         for j in range(self.m - 1):
             for r in range(size):
                 x = np.arange(left[r] + 1)
-                lw = self.log_factors[j][: left[r] + 1] + suf[j + 1][left[r] - x]
+                lw = g[j][: left[r] + 1] + suf[j + 1][left[r] - x]
                 cdf = np.cumsum(_normalised(lw))
                 out[r, j] = min(int(np.searchsorted(cdf, u[r, j] * cdf[-1])), int(left[r]))
             left = left - out[:, j]

@@ -17,7 +17,8 @@ Dirichlet-categorical model (substitute, n public): exact. The prior of the true
 is Dirichlet-multinomial, proportional to prod_j Gamma(alpha_j + c_j) / c_j!, and the
 noise is independent per released coordinate, so the weight of c is a product of one
 factor per category restricted to sum c = n: a :class:`SeparableDirichletMixture` whose
-marginals are exact convolutions (any m, O(m n^2)). The truncation to [0, n] is exact: a
+marginals are convolutions, exact up to a proven e^-50 of the weight (any m, at most
+O(m n^2), far less around the saddle point). The truncation to [0, n] is exact: a
 released 0 has likelihood P(c_j + Z <= 0), a released n has P(c_j + Z >= n). The coin
 uses the fast ladder mixture of :mod:`.coin`; a private n (add/remove, user level) the
 exact mixture over the counts and n of :mod:`.private_n`. The Normal mean's are in
