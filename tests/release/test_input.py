@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -64,6 +65,63 @@ def test_mixture_against_density_on_a_grid() -> None:
     lo, hi = mix.interval(0.9)
     assert float(mix.cdf(hi) - mix.cdf(lo)) == pytest.approx(0.9, abs=1e-10)
     assert isinstance(mix, BetaMixture) and mix.var() > 0
+
+
+def _density_moments(a: float, b: float, n: int, noisy: int, p: float) -> tuple[float, float]:
+    """Posterior mean and cdf at the mean from theta's density (mpmath, 30 digits).
+
+    f(theta) ~ theta^(a-1) (1-theta)^(b-1) q^noisy (1-q)^(n-noisy), q = p theta + (1-p)(1-theta),
+    integrated piecewise over steps of the likelihood's width around its mode.
+    """
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 30
+    k = 2 * p - 1
+    q_hat = min(max(noisy / n, 1 - p), p)
+    mode = (q_hat - (1 - p)) / k
+    slope = k * abs(noisy / q_hat - (n - noisy) / (1 - q_hat))  # at an end of [0, 1]
+    widths = (math.sqrt(q_hat * (1 - q_hat) / n) / k, 1.0 / max(slope, 1e-300))
+    steps = np.concatenate([mode + w * np.arange(-60, 61, 2) for w in widths])
+    pts = sorted({0.0, 1.0, *np.clip(steps, 0.0, 1.0)})
+
+    def log_f(t):
+        q = p * t + (1 - p) * (1 - t)
+        return (
+            (a - 1) * mp.log(t)
+            + (b - 1) * mp.log1p(-t)
+            + noisy * mp.log(q)
+            + (n - noisy) * mp.log1p(-q)
+        )
+
+    top = log_f(mp.mpf(min(max(mode, 1e-300), 1 - 1e-16)))
+
+    def dens(t):
+        return mp.exp(log_f(t) - top)
+
+    def integral(g, upto: float = 1.0):
+        cuts = [t for t in pts if t < upto] + [upto]
+        return sum(mp.quad(g, [lo, hi]) for lo, hi in itertools.pairwise(cuts) if hi > lo)
+
+    norm = integral(dens)
+    mean = integral(lambda t: t * dens(t)) / norm
+    return float(mean), float(integral(dens, float(mean)) / norm)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "n", "noisy", "eps"),
+    [
+        (1.0, 1.0, 200_000, 100_140, 0.01),  # the posterior spans most of [0, 1]
+        (2.0, 3.0, 1_000_000, 353_000, 1.0),
+        (0.5, 0.5, 100_000, 0, 2.0),  # every report a zero
+        (3.0, 1.0, 100_000, 100_000, 0.1),  # every report a one
+    ],
+)
+def test_randomized_response_mixture_at_large_n_matches_the_density(a, b, n, noisy, eps):
+    # many tilts, each convolving only the windows of its two binomials
+    p = math.exp(eps) / (1 + math.exp(eps))
+    mix = _rr_posterior(a, b, n, noisy, p)
+    mean, cdf_at_mean = _density_moments(a, b, n, noisy, p)
+    assert mix.mean() == pytest.approx(mean, rel=1e-9)
+    assert float(mix.cdf(mean)) == pytest.approx(cdf_at_mean, abs=1e-8)
 
 
 def test_randomized_response_count_distribution() -> None:
