@@ -37,8 +37,9 @@ def _log_rr_weights(a: float, b: float, n: int, noisy: int, p: float) -> np.ndar
     log space instead). Tilts are centred from the most likely true count outwards, every 3 tilted
     standard deviations, until the weights have fallen by e^-60; each s takes the tilt in
     which it is most central, and the tilt is undone in log space. Each tilt convolves only
-    the windows where its two binomials are within e^-60 of their tops (a term left out
-    is below n e^-60 of the peak, e^-48 of any value kept at n = 10^6), so a tilt costs
+    the windows where its two binomials are within e^-60 of their tops (the terms left out
+    at one s total below (n + 1) e^-60 of the convolution's peak, so below (n + 1) e^-48.5,
+    1e-15 at n = 10^6, of any value kept), so a tilt costs
     O(its standard deviation), not O(n): 1.7 s at n = 10^6, eps 0.01 (over 76 s before).
     """
     from scipy import optimize, signal, stats
