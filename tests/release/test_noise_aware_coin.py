@@ -137,7 +137,8 @@ def test_compiled_path_equals_the_plain_mixture():
 
 def _oracle(a: float, b: float, n: int, y: float, scale: float) -> tuple[float, np.ndarray]:
     """Mean and weights of the noise-aware coin posterior in 160-digit arithmetic (mpmath:
-    enough that b + n - x is exact for b up to 1e100 and log B keeps 40 digits there):
+    enough that b + n - x is exact for b up to 1e100 and log B keeps 40 digits there; summed
+    as b + (n - x), which keeps b = 1e-300 at x = n):
     weights proportional to C(n, x) B(a + x, b + n - x) exp(-|y - x| / scale)
     (untruncated Laplace, y inside [0, n])."""
     import mpmath as mp
@@ -145,7 +146,7 @@ def _oracle(a: float, b: float, n: int, y: float, scale: float) -> tuple[float, 
     with mp.workdps(160):
         am, bm = mp.mpf(a), mp.mpf(b)
         lw = [
-            mp.log(mp.binomial(n, x)) + mp.log(mp.beta(am + x, bm + n - x)) - abs(y - x) / scale
+            mp.log(mp.binomial(n, x)) + mp.log(mp.beta(am + x, bm + (n - x))) - abs(y - x) / scale
             for x in range(n + 1)
         ]
         top = max(lw)
@@ -158,7 +159,16 @@ def _oracle(a: float, b: float, n: int, y: float, scale: float) -> tuple[float, 
 @pytest.mark.parametrize("y", [12.3, 30.0])
 @pytest.mark.parametrize(
     ("a", "b"),
-    [(1.0, 1e8), (1e8, 1.0), (1e8, 1e8), (1e-300, 1.0), (1.0, 1e-300), (0.5, 0.5), (1e-3, 1e7)],
+    [
+        (1.0, 1e8),
+        (1e8, 1.0),
+        (1e8, 1e8),
+        (1e-300, 1.0),
+        (1e-30, 1.0),
+        (1.0, 1e-300),
+        (0.5, 0.5),
+        (1e-3, 1e7),
+    ],
 )
 def test_extreme_priors_match_high_precision_arithmetic(a: float, b: float, y: float) -> None:
     """Reviews: at Beta(1, 1e17) the posterior mean was 5e-17 (the truth 1e-17) and the
@@ -178,8 +188,8 @@ def test_extreme_priors_match_high_precision_arithmetic(a: float, b: float, y: f
     x = np.arange(n + 1.0)
     post = coin_count_posterior(a, b, n, count_log_likelihood(y, x, "laplace", scale, None))
     mean, w = _oracle(a, b, n, y, scale)
-    if mean > 1e-280:  # below, the pruned rungs (weights < 1e-12) carry the mean
-        assert post.mean() == pytest.approx(mean, rel=1e-9, abs=0.0)
+    # Beta(1e-30, 1): the mean was 2.4e-32 for 4.5e-29 (rungs of weight < 1e-12 carry it)
+    assert post.mean() == pytest.approx(mean, rel=1e-9, abs=0.0)
     lo, hi = post.interval(0.9)
     assert 0.0 <= lo <= hi <= 1.0
     if 1e-300 < lo and hi < 1.0 - 1e-10:
@@ -201,3 +211,21 @@ def test_priors_beyond_the_log_beta_range_are_refused_by_name() -> None:
             coin_count_posterior(a, b, 10, ll)
     post = coin_count_posterior(1e-300, 1.0, 10, ll)  # the smallest accepted: no error
     assert 0.0 <= post.mean() < 1e-290
+
+
+def test_quantiles_below_the_doubles_are_zero() -> None:
+    """0.5 Beta(1e-30, 41) + 0.5 Beta(1, 40): the first component's mass sits below any
+    double, so every quantile below 1/2 is 0 (the bisection stopped after 200 halvings of
+    [0, 1], at 7.6e-63), and the 0.95 quantile is the second's 0.9 quantile."""
+    from dpbayes.release.counts.coin import _tables
+
+    n, a = 40, 1e-30
+    prior = _tables(a, 1.0, n)[0]
+    log_lik = np.full(n + 1, -np.inf)
+    log_lik[:2] = -prior[:2]  # equal weights on x = 0 and x = 1
+    post = coin_count_posterior(a, 1.0, n, log_lik)
+    np.testing.assert_allclose(post.weights, [0.5, 0.5], rtol=1e-12)
+    assert post.ppf(0.25) == 0.0 and post.ppf(0.45) == 0.0
+    lo, hi = post.interval(0.9)
+    assert lo == 0.0
+    assert hi == pytest.approx(1.0 - 0.1 ** (1 / 40), rel=1e-9)

@@ -69,6 +69,7 @@ def _betainc(a: float, b: float, x: float, lbeta: float) -> float:
 
 
 #: |F(t) - q| at which a quantile's Newton steps may stop (the CDF is accurate to ~1e-13).
+TINY = 5e-324  # the smallest positive double
 RESIDUAL = 1e-10
 
 
@@ -125,12 +126,18 @@ def _quantiles(
                 hi = t
             new = t - (cdf - q) / pdf if pdf > 0.0 else -1.0
             converged = abs(cdf - q) <= RESIDUAL
-            if not lo <= new <= hi:
-                new = 0.5 * (lo + hi)
-            elif abs(new - t) < tol and not converged:
-                # a tiny Newton step far from q: the density is huge (an end where it is
-                # infinite, a0 < 1 or b0 < 1), so bisect instead of stopping there
-                new = 0.5 * (lo + hi)
+            if not lo <= new <= hi or (abs(new - t) < tol and not converged):
+                # outside the bracket, or a tiny Newton step far from q (the density is
+                # huge: an end where it is infinite, a0 < 1 or b0 < 1): bisect, by ratios
+                # where the bracket spans decades (a quantile of 1e-200 is 660 halvings of
+                # [0, 1] away, and one below the doubles is 0)
+                if hi <= TINY:
+                    t = 0.0
+                    break
+                if hi > 4.0 * lo:
+                    new = max(math.sqrt(max(lo, hi * 1e-16) * hi), TINY)
+                else:
+                    new = 0.5 * (lo + hi)
             step = abs(new - t)
             t = new
             # relative: the quantiles of a posterior near 1e-17 are resolved too
@@ -141,22 +148,35 @@ def _quantiles(
 
 
 def _prepare(
-    prior: np.ndarray, log_lik: np.ndarray, a: float, b: float, n: int, log_prune: float
+    prior: np.ndarray,
+    log_lik: np.ndarray,
+    log_ax: np.ndarray,
+    a: float,
+    b: float,
+    n: int,
+    log_prune: float,
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Weights w_x propto exp(prior + log_lik), pruned from both ends below ``log_prune``
     of the largest, normalised; returns x0, w, a0 + j, b0 - j, the tail sums R_j, the
     ladder's b-weighted weights (b0 - j - 1) w_{j+1} and the mixture's (mean, sd,
-    skewness, sd of the component means) (see ``CountBetaMixture``)."""
+    skewness, sd of the component means) (see ``CountBetaMixture``).
+
+    A rung at the upper end is kept while its share of the mean's numerator, w_x (a + x)
+    (``log_ax`` = log(a + x)), is above ``log_prune`` of the largest share: where a is
+    tiny the kept rungs' means are tiny and a rung of negligible weight can carry the
+    mean (Beta(1e-30, 1): 2.4e-32 for 4.5e-29 when only the weights decided)."""
     size = prior.size
     lw = np.empty(size)
     top = -np.inf
+    top_mean = -np.inf
     for i in range(size):
         lw[i] = prior[i] + log_lik[i]
         top = max(top, lw[i])
+        top_mean = max(top_mean, lw[i] + log_ax[i])
     x0, x1 = 0, size - 1
     while lw[x0] - top <= log_prune:
         x0 += 1
-    while lw[x1] - top <= log_prune:
+    while lw[x1] - top <= log_prune and lw[x1] + log_ax[x1] - top_mean <= log_prune:
         x1 -= 1
     k = x1 - x0 + 1
     a0, b0 = a + x0, b + (n - x0)  # not (b + n) - x0: b = 1e-300 would round away

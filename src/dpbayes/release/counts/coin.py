@@ -8,7 +8,9 @@ truncation to [0, n]),
     w_x propto BetaBin(x; n, a, b) * P(y | s = x),
 
 a "ladder" mixture (a_x = a + x, a_x + b_x = a + b + n). Weights below 1e-12 of the
-largest are pruned (only the outermost: the kept rungs stay consecutive). The quantiles
+largest are pruned (only the outermost: the kept rungs stay consecutive), and at the upper
+end only where the rung's share w_x (a + x) of the mean is also below 1e-12 of the largest
+share (so a tiny mean keeps its digits). The quantiles
 solve F(t) = q for both ends of an interval at once by safeguarded Newton steps on the
 ladder CDF
 
@@ -48,9 +50,10 @@ _LOG_PRUNE = math.log(PRUNE)
 
 
 @lru_cache(maxsize=32)
-def _tables(a: float, b: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _tables(a: float, b: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Read-only tables for x = 0..n: log BetaBin(x; n, a, b) up to a constant, the ladder's
-    log Gamma(a + b + n) - log Gamma(a + x + 1) - log Gamma(b + n - x), and (j, j^2, j^3)."""
+    log Gamma(a + b + n) - log Gamma(a + x + 1) - log Gamma(b + n - x), (j, j^2, j^3) and
+    log(a + x)."""
     x = np.arange(n + 1, dtype=float)
     # log C(n, x) + log B(a + x, b + n - x) and -log B(a + x + 1, b + n - x) - log(a + b + n)
     # (= lgamma(a + b + n) - lgamma(a + x + 1) - lgamma(b + n - x)): scipy's betaln keeps
@@ -61,9 +64,10 @@ def _tables(a: float, b: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     prior = log_choose + special.betaln(a + x, rest)
     log_c = -special.betaln(a + x + 1.0, rest) - math.log(a + b + n)
     powers = np.stack([x, x * x, x * x * x])
-    for arr in (prior, log_c, powers):
+    log_ax = np.log(a + x)
+    for arr in (prior, log_c, powers, log_ax):
         arr.setflags(write=False)
-    return prior, log_c, powers
+    return prior, log_c, powers, log_ax
 
 
 class CountBetaMixture(BetaMixture):
@@ -167,7 +171,7 @@ def coin_count_posterior(a: float, b: float, n: int, log_lik: np.ndarray) -> Cou
     """Exact p(theta | release) for a Beta(a, b) coin of n trials, given log P(y | s = x).
 
     ``log_lik`` has length n + 1 (x = 0..n). Weights below ``PRUNE`` of the largest are
-    dropped from both ends.
+    dropped from both ends (at the upper end only where their share of the mean is too).
     """
     if not (MIN_PARAMETER <= a <= MAX_PARAMETER and MIN_PARAMETER <= b <= MAX_PARAMETER):
         raise ValueError(
@@ -175,9 +179,9 @@ def coin_count_posterior(a: float, b: float, n: int, log_lik: np.ndarray) -> Cou
             f"{MAX_PARAMETER:g}] (where its incomplete beta functions keep their precision), got "
             f"Beta({a:g}, {b:g}); the naive posterior is rel.posterior"
         )
-    prior, log_c, powers = _tables(float(a), float(b), int(n))
+    prior, log_c, powers, log_ax = _tables(float(a), float(b), int(n))
     # sum, prune, normalise, tail sums and moments in one compiled pass
-    parts = kernels()[0](prior, log_lik, float(a), float(b), int(n), _LOG_PRUNE)
+    parts = kernels()[0](prior, log_lik, log_ax, float(a), float(b), int(n), _LOG_PRUNE)
     if not math.isfinite(float(parts[6][0])):
         raise ValueError("the release has probability 0 under every true count")
     x0, k = int(parts[0]), int(parts[1].size)
