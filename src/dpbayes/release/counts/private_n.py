@@ -29,11 +29,24 @@ likelihood decays in every c_j. Alternatives: ``n_prior=(mean, sd)`` (a discreti
 Normal on N >= 0) or any object with ``logpmf`` or ``pmf`` over the integers (a frozen
 scipy.stats discrete distribution, e.g. ``scipy.stats.poisson(20000)``).
 
-**Window and omitted mass.** For each coordinate, the log weight log h_j + log L_j is
-computed on 0..r_j + 60 scales (the weight beyond is below e^-60 of the largest) and the
-counts whose weight is below e^-36 of the largest are dropped from both ends; the
-posterior records ``omitted_mass``, a bound on the dropped share of the posterior mass
-(the dropped weights summed, times the largest ratio of g over the counts' range).
+**Tilt.** Every weight is unchanged when h_j(x) is multiplied by p^x and g(N) by p^-N
+(the product gains p^(sum c - N) = 1). With log p = -(A - 1) / N^ (A > 1; N^ the released
+total), the flat prior's tilted g(N) p^-N, about N^(1 - A) p^-N, is level at N^, so each
+coordinate's tilted weights h_j(x) L_j(x) p^x have the shape of its posterior marginal
+near the released values. Untilted, h_j(x) ~ x^(alpha_j - 1) pulls them up to about
+alpha_j times the noise scale, which the windows did not contain at informative priors
+(a Beta(100, 100) coin of 100 records at eps 1 was refused, its omitted-share bound 1e31).
+
+**Window and omitted mass.** For each coordinate, the tilted log weight
+log h_j + log L_j + x log p is computed on 0..r_j + 60 scales (the weight beyond is below
+e^-60 of the largest; further where alpha_j is large, :func:`_top`) and the counts whose
+weight is below e^-36 of the largest are dropped from both ends; the posterior records
+``omitted_mass``, a bound on the dropped share of the posterior mass (the dropped weights
+summed, times the largest ratio of the tilted g over the counts' range). Beyond the
+computed range the tail's share is the geometric series of the untilted ratio, which
+covers the tilted g's growth by at most 1/p per count wherever g itself does not rise
+(the flat prior with A >= 1: g(N + 1) / g(N) = (N + 1) / (N + A); a proper prior past its
+mode).
 """
 
 from __future__ import annotations
@@ -77,10 +90,10 @@ MAX_PAIRS = 4e9  # pairs (x, y) of the windows: ~2 s of CPU at 2e9 (eps 0.005 at
 MAX_WINDOW = 2e7
 
 
-def check_window(released: float, scale: float, what: str = "count") -> int:
+def check_window(released: float, scale: float, what: str = "count", alpha: float = 1.0) -> int:
     """The window's top (:func:`_top`), or ValueError (from the released value and the
     public scale, before any array is made) beyond :data:`MAX_WINDOW` counts."""
-    top = _top(released, scale)
+    top = _top(released, scale, alpha)
     if not top + 1 <= MAX_WINDOW:
         raise ValueError(
             f"the noisy {what} {released:.6g} with noise scale {scale:.6g} needs the weights "
@@ -90,49 +103,76 @@ def check_window(released: float, scale: float, what: str = "count") -> int:
     return top
 
 
-def _top(released: float, scale: float) -> int:
-    """The largest count whose weight is computed: the released value + 60 scales + 50."""
-    return math.ceil(max(float(released), 0.0) + TAIL_SCALES * scale + 50.0)
+def _top(released: float, scale: float, alpha: float = 1.0) -> int:
+    """The largest count whose weight is computed: the released value + 60 scales + 50,
+    and at least 2 (alpha - 1) / (e^(1/scale) - 1), so that beyond it h(x) e^(-x/scale)
+    falls by the factor rho = e^(-1/scale) (alpha + top) / (top + 1) <= (1 + e^(-1/scale)) / 2
+    per count (the tail bound of :func:`count_window`)."""
+    top = math.ceil(max(float(released), 0.0) + TAIL_SCALES * scale + 50.0)
+    if alpha > 1.0:
+        top = max(top, math.ceil(2.0 * (alpha - 1.0) / math.expm1(1.0 / scale)))
+    return top
 
 
 class Dropped(NamedTuple):
-    """The weights a count window leaves out, as shares of the kept weights' sum (the
-    bound :func:`_omitted_bound` needs where they lie): ``total``; ``lower``, the share of
-    each count 0 .. x0 - 1 below the window; ``upper``, the share above it (the tail
-    beyond the computed counts included)."""
+    """The weights a count window leaves out, as log shares of the kept weights' sum (the
+    bound :func:`_omitted_bound` needs where they lie): ``total``, a bound on their sum
+    (not a log); ``lower``, the log share of each count 0 .. x0 - 1 below the window;
+    ``upper``, of each computed count above it (x1 + 1 .. top); ``edge``, of the count
+    ``top``; ``ratio``, the bound on the untilted weights' ratio of consecutive counts
+    beyond it (the tail beyond the computed counts)."""
 
     total: float
     lower: np.ndarray
-    upper: float
+    upper: np.ndarray
+    edge: float
+    ratio: float
 
 
 def count_window(
-    alpha: float, log_lik: Any, released: float, scale: float
+    alpha: float,
+    log_lik: Any,
+    released: float,
+    scale: float,
+    tilt: float = 0.0,
+    select: Any = None,
+    centre: int = 0,
 ) -> tuple[int, np.ndarray, Dropped]:
     """(x0, w, dropped): the weights w (max 1) of the true count x = x0.. of one noised
-    coordinate, h(x) L(x) with h(x) = Gamma(alpha + x) / x!, and the dropped shares of
-    their sum (module docstring). ``log_lik(x)`` is log P(released | x) for an array x."""
-    top = check_window(released, scale)
+    coordinate, h(x) L(x) e^(tilt x) with h(x) = Gamma(alpha + x) / x!, and the dropped
+    shares of their sum (module docstring). ``log_lik(x)`` is log P(released | x) for an
+    array x; ``tilt`` <= 0 (:func:`private_n_counts`), applied as e^(tilt (x - centre)) so
+    that its rounding stays at the scale of the window. The window keeps the counts whose
+    weight, plus ``select(x)`` (a log score of where the other counts put the total; none
+    by default), is within e^-36 of the largest: any window gives a valid bound, a
+    well-placed one a small one."""
+    top = check_window(released, scale, alpha=alpha)
     x = np.arange(top + 1, dtype=float)
     lw = special.gammaln(alpha + x) - special.gammaln(x + 1.0) + np.asarray(log_lik(x))
-    best = float(np.max(lw))
-    if not math.isfinite(best):
+    lw = lw + tilt * (x - centre)
+    if not math.isfinite(float(np.max(lw))):
         raise ValueError("the release has probability 0 under every true count")
-    lw -= best
-    keep = np.flatnonzero(lw > LOG_DROP)
+    score = lw if select is None else lw + np.asarray(select(x), dtype=float)
+    if not math.isfinite(float(np.max(score))):
+        score = lw
+    # the counts near the weights' own peak and near the score's (the union)
+    keep = np.flatnonzero(
+        (score > float(np.max(score)) + LOG_DROP) | (lw > float(np.max(lw)) + LOG_DROP)
+    )
     i0, i1 = int(keep[0]), int(keep[-1])
-    w = np.exp(lw)
-    total = float(w.sum())
-    upper = float(w[i1 + 1 :].sum())
-    # beyond ``top``: ratio of consecutive weights <= e^(-1/scale) (alpha + x)/(x + 1)
+    lw = lw - float(np.max(lw[i0 : i1 + 1]))
+    w = np.exp(lw[i0 : i1 + 1])
+    log_kept = math.log(float(w.sum()))
+    # beyond ``top``: ratio of consecutive untilted weights <= e^(-1/scale) (alpha + x)/(x + 1)
+    # (:func:`_top` keeps it below 1); the tilted ones fall by e^tilt more, and the tilted
+    # g of the total rises by at most e^-tilt times g's own rise (:func:`_omitted_bound`)
     ratio = math.exp(-1.0 / scale) * max(1.0, (alpha + top) / (top + 1.0))
-    if ratio < 1.0:
-        upper += float(w[-1]) * ratio / (1.0 - ratio)
-    else:  # pragma: no cover - top is 60 scales past the released value
-        upper = math.inf
-    lower = w[:i0] / total
-    dropped = Dropped(float(lower.sum()) + upper / total, lower, upper / total)
-    return i0, np.ascontiguousarray(w[i0 : i1 + 1]), dropped
+    lower, upper = lw[:i0] - log_kept, lw[i1 + 1 :] - log_kept
+    edge = float(lw[-1]) - log_kept
+    tail = math.exp(edge) * ratio / (1.0 - ratio) if ratio < 1.0 else math.inf
+    total = math.exp(min(float(special.logsumexp(np.r_[lower, upper, -np.inf])), 700.0)) + tail
+    dropped = Dropped(total, lower, upper, edge, ratio)
+    return i0, np.ascontiguousarray(w), dropped
 
 
 class CountPairBetaMixture(PosteriorDisplay):
@@ -176,7 +216,14 @@ class CountPairBetaMixture(PosteriorDisplay):
         top = float(np.max(lw))
         if not math.isfinite(top):
             raise ValueError("the release has probability 0 under every true count")
-        g = np.exp(lg - top)
+        with np.errstate(over="ignore", invalid="ignore"):
+            g = np.where(mom[0] > 0.0, np.exp(lg - top), 0.0)
+        if not np.all(np.isfinite(g)):
+            raise ValueError(
+                "the weights of the true counts span more than the doubles hold (a prior "
+                f"Beta({self.a:g}, {self.b:g}) this concentrated, at this noise, is beyond "
+                "the exact sum); use the naive posterior rel.posterior"
+            )
         g /= float(g @ mom[0])
         # slices (totals N) with weight below 1e-18 of the largest are skipped from the
         # ends: their share joins ``omitted_mass``
@@ -455,12 +502,16 @@ class PrivateNDirichletMixture(PosteriorDisplay):
         }
 
 
-def _log_g(prior: NPrior, big_a: float, extra: Any = None) -> Any:
-    """log g(N) = log pi(N) + lgamma(N + 1) - lgamma(N + A) (+ ``extra(N)``)."""
+def _log_g(
+    prior: NPrior, big_a: float, extra: Any = None, tilt: float = 0.0, centre: int = 0
+) -> Any:
+    """log g(N) = log pi(N) + lgamma(N + 1) - lgamma(N + A) (+ ``extra(N)``)
+    - tilt (N - centre)."""
 
     def log_g(n: np.ndarray) -> np.ndarray:
         nf = np.asarray(n, dtype=float)
         out = prior.log_pmf(nf) + special.gammaln(nf + 1.0) - special.gammaln(nf + big_a)
+        out = out - tilt * (nf - centre)
         return out if extra is None else out + extra(nf)
 
     return log_g
@@ -472,69 +523,94 @@ def _omitted_bound(
     dropped: list[Dropped],
     tops: list[int],
     log_g: Any,
+    tilt: float = 0.0,
 ) -> float:
     """A bound on the posterior share outside the windows (relative to the kept mass).
 
-    With every count in its window but x_j, its mass is sum_x share_j(x) E[g(x + R)], R the
-    sum of the other (kept) counts: computed exactly for the counts below the window, and
-    with sup_{N >= end_j + R} g(N) for the share above it. Two dropped, the others kept: the
-    same with the convolution of the two. Three or more: the product of their shares times
-    sup_N g(N) and prod (1 + share) of the rest. The kept mass is E_kept[g]; the bound is
-    the ratio. (With the whole dropped share at the smallest N the others allow, as before,
-    a Beta(10, 10) prior was refused at every noise draw of a 100-record coin: g(N) falls
-    like N^(1 - A), A = 20.)
+    Each coordinate's dropped shares form a profile over its counts 0..top_j (the lower
+    and upper shares; at top_j also the tail beyond, below). With one count dropped and
+    the others in their windows, the mass is E[g(X_j + R)], X_j the dropped profile and R
+    the sum of the other (kept) counts: computed exactly, by direct convolution of positive
+    terms. Two dropped: the same with both profiles. Three or more (m >= 3): for every trio,
+    the trio's profiles with each other count's whole profile (kept and dropped), which
+    counts every vector with three or more dropped at least once. The kept mass is
+    E_kept[g]; the bound is the ratio.
+
+    Beyond top_j the tilted weights fall per count by at most e^tilt times the untilted
+    ratio rho_j (:func:`count_window`), and the tilted g rises by at most e^-tilt times
+    gamma_j = max(1, the largest ratio g(N + 1) / g(N) of the untilted g from the tail's
+    first total to the end of the computed range), taken to hold beyond it (the flat
+    prior: (N + 1) / (N + A), which rises towards 1; a proper prior past its mode: below
+    1; a prior whose mass lies beyond the range: no bound, and the posterior is refused).
+    So the tail's mass is at most edge_j rho_j gamma_j / (1 - rho_j gamma_j) times g at
+    top_j + R, and it is placed there.
+    (With the whole upper share at the supremum of g above the window, as before, a
+    tilted g, which rises like p^-N far above the counts, made the bound useless.)
     """
-    from scipy.signal import fftconvolve
+    from dpbayes.models.mixtures import log_convolve
 
     m = len(weights)
-    kept = [w / w.sum() for w in weights]  # each window's kept law
-    total = np.ones(1)
-    for w in kept:
-        total = np.maximum(fftconvolve(total, w), 0.0)
-    n_kept = sum(starts) + np.arange(total.size)
-    lg_all = np.asarray(log_g(np.arange(sum(tops) + 1)), dtype=float)
-    top = float(np.max(lg_all))
-    g_all = np.exp(lg_all - top)
-    mean_g = float(g_all[np.minimum(n_kept, g_all.size - 1)] @ total) / float(total.sum())
-    if not mean_g > 0.0:
+    with np.errstate(divide="ignore"):
+        kept = [np.log(w / w.sum()) for w in weights]  # each window's kept law (logs)
+    last = int(sum(tops))
+    lg_all = np.asarray(log_g(np.arange(last + 1)), dtype=float)
+    # untilted log g(N + 1) / g(N), and its largest value from each N on (the tails)
+    steps = np.diff(lg_all) + tilt
+    steps = np.where(np.isnan(steps), -np.inf, steps)  # -inf - -inf: no mass either side
+    rise_from = np.r_[np.maximum.accumulate(steps[::-1])[::-1], -np.inf]
+
+    def conv_all(arrays: list[np.ndarray]) -> np.ndarray:
+        out = np.zeros(1)
+        for arr in arrays:
+            out = log_convolve(out, arr)
+        return out
+
+    def log_expect(log_prof: np.ndarray, first: int) -> float:
+        """log sum_x prof(x) g(first + x) over the computed N."""
+        size = min(log_prof.size, last + 1 - first)
+        if size <= 0:
+            return -math.inf
+        return float(special.logsumexp(log_prof[:size] + lg_all[first : first + size]))
+
+    law = conv_all(kept)
+    log_mean_g = log_expect(law, sum(starts)) - float(special.logsumexp(law))
+    if not math.isfinite(log_mean_g):
         return math.inf
-    # sup_{N >= k} g(N) for every k (suffix maxima)
-    sup_from = np.maximum.accumulate(g_all[::-1])[::-1]
-    last = g_all.size - 1
 
-    def law_of(indices: list[int]) -> tuple[int, np.ndarray]:  # (start, law) of their sum
-        out = np.ones(1)
-        for k in indices:
-            out = np.maximum(fftconvolve(out, kept[k]), 0.0)
-        return sum(starts[k] for k in indices), out
+    def profile(j: int) -> np.ndarray:  # log dropped shares of the counts 0 .. top_j
+        d = dropped[j]
+        prof = np.full(tops[j] + 1, -np.inf)
+        prof[: d.lower.size] = d.lower
+        prof[tops[j] + 1 - d.upper.size :] = d.upper
+        # the tail starts at top_j plus the smallest sum of the other kept counts
+        first = tops[j] + sum(starts[k] for k in range(m) if k != j)
+        log_rho = math.log(d.ratio) + max(0.0, float(rise_from[min(first, last)]))
+        tail = d.edge + log_rho - math.log(-math.expm1(log_rho)) if log_rho < 0.0 else math.inf
+        prof[tops[j]] = np.logaddexp(prof[tops[j]], tail)
+        return prof
 
-    def lower(j: int) -> np.ndarray:  # dropped shares of the counts 0 .. x0 - 1
-        return np.maximum(dropped[j].lower, 0.0)
+    drops = [profile(j) for j in range(m)]
+    if any(np.isposinf(prof).any() for prof in drops):
+        return math.inf  # a tail the geometric series does not bound
 
-    def expect(prof: np.ndarray, first: int, table: np.ndarray) -> float:
-        """sum_x prof(x) table(first + x) over the computed N (``table`` g or its sup)."""
-        idx = np.minimum(first + np.arange(prof.size), last)
-        return float(prof @ table[idx])
+    def whole(j: int) -> np.ndarray:  # kept and dropped shares together, from count 0
+        out = drops[j].copy()
+        seg = out[starts[j] : starts[j] + kept[j].size]
+        np.logaddexp(seg, kept[j], out=seg)
+        return out
 
-    bound = 0.0
-    for j in range(m):  # count j dropped, the others kept: exact below, sup above
-        r0, rest = law_of([k for k in range(m) if k != j])
-        bound += expect(fftconvolve(lower(j), rest), r0, g_all)
-        end = starts[j] + weights[j].size
-        bound += dropped[j].upper * expect(rest, r0 + end, sup_from)
-    for j, i in itertools.combinations(range(m), 2):  # two dropped, the others kept
-        r0, rest = law_of([k for k in range(m) if k not in (i, j)])
-        both = fftconvolve(fftconvolve(lower(j), lower(i)), rest)
-        bound += expect(np.maximum(both, 0.0), r0, g_all)
-        for a, b in ((j, i), (i, j)):  # a above its window: N >= its end + b's count
-            end = starts[a] + weights[a].size
-            prof = fftconvolve(np.r_[lower(b), kept[b] * 0.0 + 0.0, dropped[b].upper], rest)
-            bound += dropped[a].upper * expect(np.maximum(prof, 0.0), r0 + end, sup_from)
-    shares = [d.total for d in dropped]
-    for trio in itertools.combinations(range(m), 3):  # three or more dropped: crude
-        others = math.prod(1.0 + shares[k] for k in range(m) if k not in trio)
-        bound += others * math.prod(shares[k] for k in trio) * float(sup_from[0])
-    return bound / mean_g
+    log_bound = -math.inf
+    for size in (1, 2):
+        for group in itertools.combinations(range(m), size):
+            rest = [k for k in range(m) if k not in group]
+            first = sum(starts[k] for k in rest)
+            prof = conv_all([drops[k] for k in group] + [kept[k] for k in rest])
+            log_bound = float(np.logaddexp(log_bound, log_expect(prof, first)))
+    for trio in itertools.combinations(range(m), 3):
+        others = [whole(k) for k in range(m) if k not in trio]
+        prof = conv_all([drops[k] for k in trio] + others)
+        log_bound = float(np.logaddexp(log_bound, log_expect(prof, 0)))
+    return math.exp(min(log_bound - log_mean_g, 700.0))
 
 
 def private_n_counts(
@@ -556,14 +632,29 @@ def private_n_counts(
     :class:`PrivateNDirichletMixture` for m = 2 too.
     """
     al = np.asarray(alpha, dtype=float)
+    big_a = float(al.sum())
+    # the tilt (module docstring): log p = -(A - 1) / N^ makes the flat prior's tilted g,
+    # about N^(1 - A) p^-N, level at the released total N^, so each window sits where the
+    # posterior's counts are
+    n_hat = max(sum(max(float(r), 0.0) for r in released), 1.0)
+    tilt = -max(big_a - 1.0, 0.0) / n_hat
+    centres = [round(max(float(r), 0.0)) for r in released]
+    log_g = _log_g(prior, big_a, extra_log_g, tilt, sum(centres))
     starts, weights, tops = [], [], []
     dropped: list[Dropped] = []
     for j, fn in enumerate(log_liks):
-        x0, w, d = count_window(float(al[j]), fn, float(released[j]), scale)
+        others = round(max(n_hat - max(float(released[j]), 0.0), 0.0))
+
+        def select(x: np.ndarray, others: int = others) -> np.ndarray:
+            return np.asarray(log_g(x + others))
+
+        x0, w, d = count_window(
+            float(al[j]), fn, float(released[j]), scale, tilt, select, centres[j]
+        )
         starts.append(x0)
         weights.append(w)
         dropped.append(d)
-        tops.append(_top(released[j], scale))
+        tops.append(_top(released[j], scale, float(al[j])))
     sizes = sorted(w.size for w in weights)
     pairs = float(sizes[-1]) * float(sum(sizes[:-1]))
     if pairs > MAX_PAIRS:
@@ -572,8 +663,15 @@ def private_n_counts(
             f"({pairs:.3g} pairs of counts > {MAX_PAIRS:.0e}, about a minute of CPU): "
             "release with a larger epsilon"
         )
-    log_g = _log_g(prior, float(al.sum()), extra_log_g)
-    omitted = _omitted_bound(starts, weights, dropped, tops, log_g)
+    omitted = _omitted_bound(starts, weights, dropped, tops, log_g, tilt)
+    family = "Beta" if al.size == 2 and not dirichlet else "Dir"
+    if not omitted < 1e-6 and prior.kind == "flat":
+        raise ValueError(
+            "the exact sum over the true counts cannot bound the share its windows leave "
+            f"out (bound {omitted:.3g}): the prior {family}({', '.join(f'{v:g}' for v in al)}) "
+            "is too concentrated for the windows at this noise; use the naive posterior "
+            "rel.posterior"
+        )
     if not omitted < 1e-6:
         raise ValueError(
             "the prior on n puts its mass where the release is implausible (the posterior "
