@@ -84,12 +84,18 @@ def _segments(lv: np.ndarray) -> list[tuple[int, float, np.ndarray]]:
 
 
 def _log_rows(out: np.ndarray, lv: np.ndarray, rows: list[int], other: np.ndarray) -> None:
-    """out[i + k] += exp(lv[i] + other[k]) in log space for every i in ``rows``."""
+    """out[i + k] += exp(lv[i] + other[k]) in log space for every i in ``rows`` (each row
+    over the span of ``other``'s finite entries only)."""
     size = out.size
+    span = np.flatnonzero(np.isfinite(other))
+    if span.size == 0:
+        return
+    k0, k1 = int(span[0]), int(span[-1]) + 1
     for i in rows:
-        if i < size:
-            seg = out[i:]
-            np.logaddexp(seg, lv[i] + other[: size - i], out=seg)
+        hi = min(size, i + k1)
+        if i + k0 < hi:
+            seg = out[i + k0 : hi]
+            np.logaddexp(seg, lv[i] + other[k0 : hi - i], out=seg)
 
 
 def _entries(runs: list[tuple[int, float, np.ndarray]], short: bool) -> list[int]:
@@ -419,6 +425,33 @@ class DirichletMixture(_DirichletMarginals):
         return draws[0] if size is None else draws
 
 
+def _feasible(lf: np.ndarray, lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray | None:
+    """A count vector c of sum n with every lf[j, c_j] finite, between the modes ``lo``
+    (sum <= n) and ``hi`` (sum >= n), or None: the remainder spread greedily from ``lo``,
+    else put on one coordinate (of ``lo``, or taken from one of ``hi``)."""
+    m = lf.shape[0]
+    rows = np.arange(m)
+    c = lo.copy()
+    left = n - int(c.sum())
+    for j in range(m):
+        step = min(int(hi[j] - c[j]), left)
+        c[j] += step
+        left -= step
+    candidates = [c] if left == 0 else []
+    for base, change in ((lo, n - int(lo.sum())), (hi, n - int(hi.sum()))):
+        for j in range(m):
+            alt = base.copy()
+            alt[j] += change
+            if 0 <= alt[j] <= n:
+                candidates.append(alt)
+    best, best_value = None, -math.inf
+    for cand in candidates:
+        value = float(np.sum(lf[rows, cand]))
+        if value > best_value:
+            best, best_value = cand, value
+    return best
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class SeparableDirichletMixture(_DirichletMarginals):
     """sum over count vectors c >= 0 with sum n of w(c) Dir(alpha + c), w(c) = prod_j h_j(c_j).
@@ -462,8 +495,9 @@ class SeparableDirichletMixture(_DirichletMarginals):
     def _factors(self) -> tuple[np.ndarray, float, float, np.ndarray, float]:
         """(tilted, trimmed log factors; tilt t; log lower bound L; row maxima U; margin D).
 
-        Tilted: g_j(x) = log h_j(x) + t x, with t found by bisection so that the modes of
-        g_j straddle a count vector c* of sum n (the saddle point); L = sum_j g_j(c*_j) <=
+        Tilted: g_j(x) = log h_j(x) + t (x - c*_j), with t found by bisection so that the
+        modes straddle a count vector c* of sum n (the saddle point; every weight and the
+        evidence unchanged, as sum_j t (c_j - c*_j) = 0); L = sum_j g_j(c*_j) <=
         log of the total tilted weight Z~. Any count vector whose weight contains g_j(x)
         weighs at most exp(g_j(x) + sum_{l != j} U_l), and there are at most (n+1)^(m-1)
         of them. An entry, or an entry of a partial convolution (:meth:`_partials`), is
@@ -500,30 +534,31 @@ class SeparableDirichletMixture(_DirichletMarginals):
         n, m = self.n, self.m
         finite = lf[np.isfinite(lf)]
         reach = float(np.max(finite) - np.min(finite)) + 1.0  # > any row's finite range
-        t_lo, t_hi = -reach, reach  # modes: first finite entries; last finite entries
-        modes_lo, modes_hi = first, last
-        for _ in range(80):
-            mid = 0.5 * (t_lo + t_hi)
-            if not t_lo < mid < t_hi:
+        # bisection on asinh(t): 100 halvings resolve t to ~1e-25 relative even when a
+        # sentinel entry (-1e300) makes the bracket astronomically wide
+        u_lo, u_hi = -math.asinh(reach), math.asinh(reach)
+        modes_lo, modes_hi = first, last  # the modes at t = -reach and t = reach
+        t_lo = -reach
+        for _ in range(100):
+            mid = 0.5 * (u_lo + u_hi)
+            if not u_lo < mid < u_hi:
                 break
-            modes = np.argmax(lf + mid * x, axis=1)
+            t = math.sinh(mid)
+            modes = np.argmax(lf + t * x, axis=1)
             if modes.sum() <= n:
-                t_lo, modes_lo = mid, modes
+                u_lo, modes_lo, t_lo = mid, modes, t
             else:
-                t_hi, modes_hi = mid, modes
+                u_hi, modes_hi = mid, modes
         modes_hi = np.maximum(modes_hi, modes_lo)  # argmax is nondecreasing in t
-        c = modes_lo.copy()
-        left = n - int(c.sum())
-        for j in range(m):
-            step = min(int(modes_hi[j] - c[j]), left)
-            c[j] += step
-            left -= step
-        g = lf + t_lo * x
+        c = _feasible(lf, modes_lo, modes_hi, n)
+        margin = 50.0 + math.log(3.0 * (m + 1)) + m * math.log(n + 1.0)
+        if c is None:
+            return lf, 0.0, -np.inf, np.max(lf, axis=1), np.inf
+        # centred at c*: sum_j t (c_j - c*_j) = t (n - n) = 0, so no weight and not the
+        # evidence changes, and the rounding of t x stays at the scale of x - c*
+        g = lf + t_lo * (x[None, :] - c[:, None])
         upper = np.max(g, axis=1)
         lower = float(np.sum(g[np.arange(m), c]))
-        margin = 50.0 + math.log(3.0 * (m + 1)) + m * math.log(n + 1.0)
-        if left != 0 or not math.isfinite(lower):
-            return lf, 0.0, -np.inf, np.max(lf, axis=1), np.inf
         others = float(np.sum(upper)) - upper
         g = np.where(g + others[:, None] >= lower - margin, g, -np.inf)
         return g, t_lo, lower, upper, margin
@@ -561,9 +596,9 @@ class SeparableDirichletMixture(_DirichletMarginals):
         return self._partials("prefix")
 
     def log_evidence(self) -> float:
-        """log sum_c prod_j h_j(c_j) (the normaliser of the weights)."""
-        _, tilt, _, _, _ = self._factors()
-        return float(self._suffix()[0][self.n] - tilt * self.n)
+        """log sum_c prod_j h_j(c_j) (the normaliser of the weights; the tilt is centred on
+        a count vector of sum n, so it cancels)."""
+        return float(self._suffix()[0][self.n])
 
     def count_marginal(self, i: int) -> np.ndarray:
         """P(c_i = x | released), x = 0..n."""
