@@ -31,22 +31,26 @@ scipy.stats discrete distribution, e.g. ``scipy.stats.poisson(20000)``).
 
 **Tilt.** Every weight is unchanged when h_j(x) is multiplied by p^x and g(N) by p^-N
 (the product gains p^(sum c - N) = 1). With log p = -(A - 1) / N^ (A > 1; N^ the released
-total), the flat prior's tilted g(N) p^-N, about N^(1 - A) p^-N, is level at N^, so each
-coordinate's tilted weights h_j(x) L_j(x) p^x have the shape of its posterior marginal
-near the released values. Untilted, h_j(x) ~ x^(alpha_j - 1) pulls them up to about
+total, but at least A - 1 noise scales, so |log p| <= 1 / scale), the flat prior's
+tilted g(N) p^-N, about N^(1 - A) p^-N, is level at N^, so each coordinate's tilted
+weights h_j(x) L_j(x) p^x have the shape of its posterior marginal near the released
+values (the floor keeps a window's weights within the doubles when the released counts
+are near 0). Untilted, h_j(x) ~ x^(alpha_j - 1) pulls them up to about
 alpha_j times the noise scale, which the windows did not contain at informative priors
 (a Beta(100, 100) coin of 100 records at eps 1 was refused, its omitted-share bound 1e31).
 
 **Window and omitted mass.** For each coordinate, the tilted log weight
 log h_j + log L_j + x log p is computed on 0..r_j + 60 scales (the weight beyond is below
 e^-60 of the largest; further where alpha_j is large, :func:`_top`) and the counts whose
-weight is below e^-36 of the largest are dropped from both ends; the posterior records
-``omitted_mass``, a bound on the dropped share of the posterior mass (the dropped weights
-summed, times the largest ratio of the tilted g over the counts' range). Beyond the
-computed range the tail's share is the geometric series of the untilted ratio, which
-covers the tilted g's growth by at most 1/p per count wherever g itself does not rise
-(the flat prior with A >= 1: g(N + 1) / g(N) = (N + 1) / (N + A); a proper prior past its
-mode).
+weight is below e^-36 of the largest are dropped from both ends (and any inside whose
+weight is below e^-700 of the window's largest, which the doubles would round to 0); the
+posterior records ``omitted_mass``, a bound on the dropped share of the posterior mass
+(each dropped weight times g at its total, summed exactly, :func:`_omitted_bound`).
+Beyond the computed range the tail's share is the geometric series of the untilted
+ratio, which covers the tilted g's growth by at most 1/p per count wherever g itself
+does not rise (the flat prior with A >= 1: g(N + 1) / g(N) = (N + 1) / (N + A); a proper
+prior past its mode). That g does not rise faster beyond the computed range than at its
+end is assumed, not checked (a prior with its mass beyond every released total).
 """
 
 from __future__ import annotations
@@ -117,16 +121,19 @@ def _top(released: float, scale: float, alpha: float = 1.0) -> int:
 class Dropped(NamedTuple):
     """The weights a count window leaves out, as log shares of the kept weights' sum (the
     bound :func:`_omitted_bound` needs where they lie): ``total``, a bound on their sum
-    (not a log); ``lower``, the log share of each count 0 .. x0 - 1 below the window;
-    ``upper``, of each computed count above it (x1 + 1 .. top); ``edge``, of the count
-    ``top``; ``ratio``, the bound on the untilted weights' ratio of consecutive counts
-    beyond it (the tail beyond the computed counts)."""
+    (not a log); ``shares``, the log share of every computed count 0 .. top (-inf where
+    the count is kept; a count inside the window whose weight is below e^-700 of the
+    window's largest is not kept but dropped here, as the doubles would round it to 0);
+    ``edge``, the log share of the count ``top``; ``ratio``, the bound on the untilted
+    weights' ratio of consecutive counts beyond it (the tail beyond the computed counts)."""
 
     total: float
-    lower: np.ndarray
-    upper: np.ndarray
+    shares: np.ndarray
     edge: float
     ratio: float
+
+
+LOG_FLOOR = -700.0  # kept weights are at least e^-700 of the window's largest (doubles)
 
 
 def count_window(
@@ -138,14 +145,14 @@ def count_window(
     select: Any = None,
     centre: int = 0,
 ) -> tuple[int, np.ndarray, Dropped]:
-    """(x0, w, dropped): the weights w (max 1) of the true count x = x0.. of one noised
-    coordinate, h(x) L(x) e^(tilt x) with h(x) = Gamma(alpha + x) / x!, and the dropped
-    shares of their sum (module docstring). ``log_lik(x)`` is log P(released | x) for an
-    array x; ``tilt`` <= 0 (:func:`private_n_counts`), applied as e^(tilt (x - centre)) so
-    that its rounding stays at the scale of the window. The window keeps the counts whose
-    weight, plus ``select(x)`` (a log score of where the other counts put the total; none
-    by default), is within e^-36 of the largest: any window gives a valid bound, a
-    well-placed one a small one."""
+    """(x0, w, dropped): the weights w (max 1; 0 where dropped) of the true count
+    x = x0.. of one noised coordinate, h(x) L(x) e^(tilt x) with h(x) = Gamma(alpha + x)
+    / x!, and the dropped shares of their sum (module docstring). ``log_lik(x)`` is
+    log P(released | x) for an array x; ``tilt`` <= 0 (:func:`private_n_counts`), applied
+    as e^(tilt (x - centre)) so that its rounding stays at the scale of the window. The
+    window keeps the counts whose weight, or weight plus ``select(x)`` (a log score of
+    where the other counts put the total; none by default), is within e^-36 of the
+    largest: any window gives a valid bound, a well-placed one a small one."""
     top = check_window(released, scale, alpha=alpha)
     x = np.arange(top + 1, dtype=float)
     lw = special.gammaln(alpha + x) - special.gammaln(x + 1.0) + np.asarray(log_lik(x))
@@ -161,18 +168,19 @@ def count_window(
     )
     i0, i1 = int(keep[0]), int(keep[-1])
     lw = lw - float(np.max(lw[i0 : i1 + 1]))
-    w = np.exp(lw[i0 : i1 + 1])
+    inside = np.zeros(top + 1, dtype=bool)
+    inside[i0 : i1 + 1] = lw[i0 : i1 + 1] >= LOG_FLOOR
+    w = np.where(inside[i0 : i1 + 1], np.exp(np.maximum(lw[i0 : i1 + 1], LOG_FLOOR)), 0.0)
     log_kept = math.log(float(w.sum()))
     # beyond ``top``: ratio of consecutive untilted weights <= e^(-1/scale) (alpha + x)/(x + 1)
     # (:func:`_top` keeps it below 1); the tilted ones fall by e^tilt more, and the tilted
     # g of the total rises by at most e^-tilt times g's own rise (:func:`_omitted_bound`)
     ratio = math.exp(-1.0 / scale) * max(1.0, (alpha + top) / (top + 1.0))
-    lower, upper = lw[:i0] - log_kept, lw[i1 + 1 :] - log_kept
+    shares = np.where(inside, -np.inf, lw - log_kept)
     edge = float(lw[-1]) - log_kept
     tail = math.exp(edge) * ratio / (1.0 - ratio) if ratio < 1.0 else math.inf
-    total = math.exp(min(float(special.logsumexp(np.r_[lower, upper, -np.inf])), 700.0)) + tail
-    dropped = Dropped(total, lower, upper, edge, ratio)
-    return i0, np.ascontiguousarray(w), dropped
+    total = math.exp(min(float(special.logsumexp(shares)), 700.0)) + tail
+    return i0, np.ascontiguousarray(w), Dropped(total, shares, edge, ratio)
 
 
 class CountPairBetaMixture(PosteriorDisplay):
@@ -221,8 +229,8 @@ class CountPairBetaMixture(PosteriorDisplay):
         if not np.all(np.isfinite(g)):
             raise ValueError(
                 "the weights of the true counts span more than the doubles hold (a prior "
-                f"Beta({self.a:g}, {self.b:g}) this concentrated, at this noise, is beyond "
-                "the exact sum); use the naive posterior rel.posterior"
+                f"this concentrated, here Beta({self.a:g}, {self.b:g}) for this proportion, "
+                "is beyond the exact sum at this noise); use the naive posterior rel.posterior"
             )
         g /= float(g @ mom[0])
         # slices (totals N) with weight below 1e-18 of the largest are skipped from the
@@ -538,8 +546,8 @@ def _omitted_bound(
 
     Beyond top_j the tilted weights fall per count by at most e^tilt times the untilted
     ratio rho_j (:func:`count_window`), and the tilted g rises by at most e^-tilt times
-    gamma_j = max(1, the largest ratio g(N + 1) / g(N) of the untilted g from the tail's
-    first total to the end of the computed range), taken to hold beyond it (the flat
+    gamma_j = max(1, the largest ratio g(N + 1) / g(N) of the untilted g from N = top_j
+    to the end of the computed range), taken to hold beyond it (the flat
     prior: (N + 1) / (N + A), which rises towards 1; a proper prior past its mode: below
     1; a prior whose mass lies beyond the range: no bound, and the posterior is refused).
     So the tail's mass is at most edge_j rho_j gamma_j / (1 - rho_j gamma_j) times g at
@@ -579,12 +587,9 @@ def _omitted_bound(
 
     def profile(j: int) -> np.ndarray:  # log dropped shares of the counts 0 .. top_j
         d = dropped[j]
-        prof = np.full(tops[j] + 1, -np.inf)
-        prof[: d.lower.size] = d.lower
-        prof[tops[j] + 1 - d.upper.size :] = d.upper
-        # the tail starts at top_j plus the smallest sum of the other kept counts
-        first = tops[j] + sum(starts[k] for k in range(m) if k != j)
-        log_rho = math.log(d.ratio) + max(0.0, float(rise_from[min(first, last)]))
+        prof = np.array(d.shares, dtype=float)
+        # g's rise from top_j on (the tail's totals are top_j or more, whatever the others)
+        log_rho = math.log(d.ratio) + max(0.0, float(rise_from[min(tops[j], last)]))
         tail = d.edge + log_rho - math.log(-math.expm1(log_rho)) if log_rho < 0.0 else math.inf
         prof[tops[j]] = np.logaddexp(prof[tops[j]], tail)
         return prof
@@ -636,14 +641,18 @@ def private_n_counts(
     # the tilt (module docstring): log p = -(A - 1) / N^ makes the flat prior's tilted g,
     # about N^(1 - A) p^-N, level at the released total N^, so each window sits where the
     # posterior's counts are
-    n_hat = max(sum(max(float(r), 0.0) for r in released), 1.0)
+    # N^ at least (A - 1) noise scales: |tilt| <= 1 / scale, no steeper than the noise's
+    # own log-likelihood, so a window's tilted weights stay within the doubles (with
+    # released counts near 0 a tilt of -(A - 1) per count rounded kept weights to 0)
+    n_released = sum(max(float(r), 0.0) for r in released)
+    n_hat = max(n_released, (big_a - 1.0) * scale, 1.0)
     tilt = -max(big_a - 1.0, 0.0) / n_hat
     centres = [round(max(float(r), 0.0)) for r in released]
     log_g = _log_g(prior, big_a, extra_log_g, tilt, sum(centres))
     starts, weights, tops = [], [], []
     dropped: list[Dropped] = []
     for j, fn in enumerate(log_liks):
-        others = round(max(n_hat - max(float(released[j]), 0.0), 0.0))
+        others = round(max(n_released - max(float(released[j]), 0.0), 0.0))
 
         def select(x: np.ndarray, others: int = others) -> np.ndarray:
             return np.asarray(log_g(x + others))
