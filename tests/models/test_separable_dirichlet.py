@@ -133,3 +133,11 @@ def test_no_feasible_count_vector_is_refused_by_name():
     assert post.log_evidence() == -math.inf
     with pytest.raises(ValueError, match="weights of the mixture"):
         post.count_marginal(0)
+
+
+def test_marginals_at_tiny_concentrations():
+    # Dir(1e-30, 1e-30, 1e-30): the marginal's b was (sum alpha + n) - a, 0 at x = n
+    post = count_posterior(np.full(3, 1e-30), 5, [5.0, 0.0, 0.0], 3, "laplace", 1.0, 5.0)
+    m0 = post.marginal(0)
+    assert np.all(m0.b > 0)
+    assert 0.5 < post.mean()[0] <= 1.0 and post.mean().sum() == pytest.approx(1.0)

@@ -620,7 +620,9 @@ class SeparableDirichletMixture(_DirichletMarginals):
         w = self.count_marginal(i)
         x = np.arange(self.n + 1, dtype=float)
         a = self.alpha[i] + x
-        return BetaMixture(w, a, self.alpha.sum() + self.n - a)
+        # (sum of the others) + (n - x), not (sum + n) - a: at alpha = 1e-30 that rounds to 0
+        rest = float(self.alpha.sum() - self.alpha[i]) if self.m > 2 else float(self.alpha[1 - i])
+        return BetaMixture(w, a, rest + (self.n - x))
 
     def to_dict(self) -> dict[str, Any]:
         lf = np.where(np.isfinite(self.log_factors), self.log_factors, np.nan).astype(object)
