@@ -9,6 +9,7 @@ Gaussian noise whose factors fall off faster than any window.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -56,22 +57,21 @@ def test_a_term_far_below_its_operands_maximum_still_counts():
     assert got[2] == pytest.approx(-800.0, abs=1e-12)
 
 
+def _all_but(lf: np.ndarray, i: int, size: int) -> np.ndarray:
+    """log of the convolution of every factor but the i-th (every term kept)."""
+    rows = [lf[k] for k in range(lf.shape[0]) if k != i]
+    return functools.reduce(lambda acc, row: log_convolve(acc, row, size), rows)
+
+
 def _untrimmed(lf: np.ndarray, n: int) -> tuple[list[np.ndarray], float]:
-    """Marginal count weights and log evidence by plain prefix/suffix convolutions."""
-    m, size = lf.shape[0], n + 1
-    delta = np.full(size, -np.inf)
-    delta[0] = 0.0
-    pre, suf = [delta], [delta]
-    for j in range(m):
-        pre.append(log_convolve(pre[-1], lf[j], size))
-        suf.insert(0, log_convolve(lf[m - 1 - j], suf[0], size))
+    """Marginal count weights (each from the convolution of the other factors) and the
+    log evidence."""
     margs = []
-    for i in range(m):
-        others = log_convolve(pre[i], suf[i + 1], size)
-        lw = lf[i] + others[::-1]
+    for i in range(lf.shape[0]):
+        lw = lf[i] + _all_but(lf, i, n + 1)[::-1]
         w = np.exp(lw - np.max(lw))
         margs.append(w / w.sum())
-    return margs, float(suf[0][n])
+    return margs, float(log_convolve(lf[0], _all_but(lf, 0, n + 1))[n])
 
 
 CASES = [
