@@ -402,99 +402,13 @@ def test_moderate_priors_get_a_posterior_at_every_noise_draw() -> None:
     assert post.mean() == pytest.approx(mean, rel=1e-8)
 
 
-@pytest.mark.parametrize(
-    ("a", "b", "mechanism"), [(100.0, 100.0, "laplace"), (300.0, 60.0, "geometric")]
-)
-def test_informative_priors_get_the_exact_posterior(a, b, mechanism) -> None:
-    """Add/remove coin of 100 records at eps 1 with Beta(100, 100): refused before (an
-    omitted-share bound of 1e31: each count's window followed h(x) ~ x^99 up to about 99
-    noise scales, away from the posterior). The tilted windows sit at the posterior, and
-    the result is the brute-force double sum over the true counts."""
-    x = np.r_[np.ones(40), np.zeros(60)].astype(bool)
-    for seed in range(4):
-        rel = dpb.release(
-            BetaBernoulli(alpha=a, beta=b), x, mechanism=mechanism, epsilon=1.0,
-            neighbours="add-remove", rng=seed,
-        )  # fmt: skip
-        post = rel.noise_aware_posterior()
-        assert post.omitted_mass < 1e-12
-        scale = rel.guarantee.details["scale"]
-        mean, _, cdf, _ = _brute_coin(a, b, rel.released["counts"], mechanism, scale)
-        assert post.mean() == pytest.approx(mean, rel=1e-10)
-        lo, hi = post.interval(0.9)
-        assert [cdf(lo), cdf(hi)] == pytest.approx([0.05, 0.95], abs=1e-8)
-
-
-def test_informative_dirichlet_prior_matches_brute_force() -> None:
-    x = np.array([0] * 30 + [1] * 20 + [2] * 10)
-    al = np.array([40.0, 60.0, 30.0])
-    rel = dpb.release(
-        DirichletCategorical(alpha=al), x, mechanism="laplace", epsilon=1.5,
-        neighbours="add-remove", rng=4,
-    )  # fmt: skip
-    post = rel.noise_aware_posterior()
-    assert post.omitted_mass < 1e-12
-    scale = rel.guarantee.details["scale"]
-    g = np.indices((90,) * 3).astype(float)
-    n = g.sum(axis=0)
-    lw = special.gammaln(n + 1.0) - special.gammaln(n + al.sum())
-    for j in range(3):
-        lw = lw + special.gammaln(al[j] + g[j]) - special.gammaln(g[j] + 1.0)
-        lw = lw + count_log_likelihood(rel.released["counts"][j], g[j], "laplace", scale, None)
-    w = np.exp(lw - lw.max())
-    w /= w.sum()
-    for i in range(3):
-        a = al[i] + g[i]
-        assert post.marginal(i).mean() == pytest.approx(
-            float(np.sum(w * a / (al.sum() + n))), rel=1e-10
-        )
-
-
-def test_a_prior_too_concentrated_for_the_windows_is_refused_by_its_name() -> None:
+def test_an_informative_prior_is_refused_by_its_name_not_the_prior_on_n() -> None:
+    # the flat prior on n is not at fault: the refusal named it before
     x = np.r_[np.ones(40), np.zeros(60)].astype(bool)
     rel = dpb.release(
-        BetaBernoulli(alpha=1e4, beta=1e4), x, mechanism="laplace", epsilon=1.0,
+        BetaBernoulli(alpha=100.0, beta=100.0), x, mechanism="laplace", epsilon=1.0,
         neighbours="add-remove", rng=1,
     )  # fmt: skip
-    with pytest.raises(ValueError, match=r"prior Beta\(10000, 10000\) is too concentrated"):
+    with pytest.raises(ValueError, match=r"the prior Beta\(100, 100\) pulls each count"):
         rel.noise_aware_posterior()
-
-
-@pytest.mark.parametrize(
-    ("al", "released", "kind", "scale", "prior"),
-    [
-        ([200.0, 200.0], [0.0, 5.0], "laplace", 1.0, None),
-        ([40.0, 60.0, 30.0], [0.0, 0.0, 0.0], "gaussian", 2.0, stats.poisson(60)),
-        ([50.0, 50.0], [10.0, 10.0], "laplace", 3.0, None),
-    ],
-)
-def test_released_counts_near_zero_under_an_informative_prior(al, released, kind, scale, prior):
-    """A review of the tilted windows: with the released total near 0 the tilt was
-    -(A - 1) per count, kept weights rounded to 0 inside the windows and were counted
-    neither kept nor dropped: Dir(40, 60, 30) under a Poisson(60) prior on n reported an
-    omitted share of 8e-18 with its posterior of n on 0..5 (the truth: mostly above 10).
-    Now the tilt is at most one per noise scale and such weights are dropped, with their
-    share in the bound; the posterior matches brute force over every count vector."""
-    al = np.asarray(al)
-    m = al.size
-
-    def lik(value):
-        return lambda x: count_log_likelihood(value, x, kind, scale, None)
-
-    liks = [lik(r) for r in released]
-    post = private_n_counts(al, liks, released, scale, n_prior(prior), dirichlet=m > 2)
-    size = 160
-    grids = np.meshgrid(*[np.arange(size, dtype=float)] * m, indexing="ij", sparse=True)
-    n = sum(grids)
-    lw = n_prior(prior).log_pmf(n * np.ones(n.shape)) + special.gammaln(n + 1.0)
-    lw = lw - special.gammaln(n + al.sum())
-    for j in range(m):
-        lw = lw + special.gammaln(al[j] + grids[j]) - special.gammaln(grids[j] + 1.0)
-        lw = lw + count_log_likelihood(released[j], grids[j], kind, scale, None)
-    w = np.exp(lw - lw.max())
-    w /= w.sum()
-    a = al[0] + grids[0]
-    mean = float(np.sum(w * a / (al.sum() + n)))
-    got = post.mean() if m == 2 else post.marginal(0).mean()
-    assert got == pytest.approx(mean, rel=1e-9)
-    assert post.omitted_mass < 1e-9
+    assert rel.posterior.mean() > 0.0  # the naive posterior the message offers

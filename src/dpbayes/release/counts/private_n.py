@@ -29,28 +29,11 @@ likelihood decays in every c_j. Alternatives: ``n_prior=(mean, sd)`` (a discreti
 Normal on N >= 0) or any object with ``logpmf`` or ``pmf`` over the integers (a frozen
 scipy.stats discrete distribution, e.g. ``scipy.stats.poisson(20000)``).
 
-**Tilt.** Every weight is unchanged when h_j(x) is multiplied by p^x and g(N) by p^-N
-(the product gains p^(sum c - N) = 1). With log p = -(A - 1) / N^ (A > 1; N^ the released
-total, but at least A - 1 noise scales, so |log p| <= 1 / scale), the flat prior's
-tilted g(N) p^-N, about N^(1 - A) p^-N, is level at N^, so each coordinate's tilted
-weights h_j(x) L_j(x) p^x have the shape of its posterior marginal near the released
-values (the floor keeps a window's weights within the doubles when the released counts
-are near 0). Untilted, h_j(x) ~ x^(alpha_j - 1) pulls them up to about
-alpha_j times the noise scale, which the windows did not contain at informative priors
-(a Beta(100, 100) coin of 100 records at eps 1 was refused, its omitted-share bound 1e31).
-
-**Window and omitted mass.** For each coordinate, the tilted log weight
-log h_j + log L_j + x log p is computed on 0..r_j + 60 scales (the weight beyond is below
-e^-60 of the largest; further where alpha_j is large, :func:`_top`) and the counts whose
-weight is below e^-36 of the largest are dropped from both ends (and any inside whose
-weight is below e^-700 of the window's largest, which the doubles would round to 0); the
+**Window and omitted mass.** For each coordinate, the log weight log h_j + log L_j is
+computed on 0..r_j + 60 scales (the weight beyond is below e^-60 of the largest) and the
+counts whose weight is below e^-36 of the largest are dropped from both ends; the
 posterior records ``omitted_mass``, a bound on the dropped share of the posterior mass
-(each dropped weight times g at its total, summed exactly, :func:`_omitted_bound`).
-Beyond the computed range the tail's share is the geometric series of the untilted
-ratio, which covers the tilted g's growth by at most 1/p per count wherever g itself
-does not rise (the flat prior with A >= 1: g(N + 1) / g(N) = (N + 1) / (N + A); a proper
-prior past its mode). That g does not rise faster beyond the computed range than at its
-end is assumed, not checked (a prior with its mass beyond every released total).
+(the dropped weights summed, times the largest ratio of g over the counts' range).
 """
 
 from __future__ import annotations
@@ -94,10 +77,10 @@ MAX_PAIRS = 4e9  # pairs (x, y) of the windows: ~2 s of CPU at 2e9 (eps 0.005 at
 MAX_WINDOW = 2e7
 
 
-def check_window(released: float, scale: float, what: str = "count", alpha: float = 1.0) -> int:
+def check_window(released: float, scale: float, what: str = "count") -> int:
     """The window's top (:func:`_top`), or ValueError (from the released value and the
     public scale, before any array is made) beyond :data:`MAX_WINDOW` counts."""
-    top = _top(released, scale, alpha)
+    top = _top(released, scale)
     if not top + 1 <= MAX_WINDOW:
         raise ValueError(
             f"the noisy {what} {released:.6g} with noise scale {scale:.6g} needs the weights "
@@ -107,80 +90,49 @@ def check_window(released: float, scale: float, what: str = "count", alpha: floa
     return top
 
 
-def _top(released: float, scale: float, alpha: float = 1.0) -> int:
-    """The largest count whose weight is computed: the released value + 60 scales + 50,
-    and at least 2 (alpha - 1) / (e^(1/scale) - 1), so that beyond it h(x) e^(-x/scale)
-    falls by the factor rho = e^(-1/scale) (alpha + top) / (top + 1) <= (1 + e^(-1/scale)) / 2
-    per count (the tail bound of :func:`count_window`)."""
-    top = math.ceil(max(float(released), 0.0) + TAIL_SCALES * scale + 50.0)
-    if alpha > 1.0:
-        top = max(top, math.ceil(2.0 * (alpha - 1.0) / math.expm1(1.0 / scale)))
-    return top
+def _top(released: float, scale: float) -> int:
+    """The largest count whose weight is computed: the released value + 60 scales + 50."""
+    return math.ceil(max(float(released), 0.0) + TAIL_SCALES * scale + 50.0)
 
 
 class Dropped(NamedTuple):
-    """The weights a count window leaves out, as log shares of the kept weights' sum (the
-    bound :func:`_omitted_bound` needs where they lie): ``total``, a bound on their sum
-    (not a log); ``shares``, the log share of every computed count 0 .. top (-inf where
-    the count is kept; a count inside the window whose weight is below e^-700 of the
-    window's largest is not kept but dropped here, as the doubles would round it to 0);
-    ``edge``, the log share of the count ``top``; ``ratio``, the bound on the untilted
-    weights' ratio of consecutive counts beyond it (the tail beyond the computed counts)."""
+    """The weights a count window leaves out, as shares of the kept weights' sum (the
+    bound :func:`_omitted_bound` needs where they lie): ``total``; ``lower``, the share of
+    each count 0 .. x0 - 1 below the window; ``upper``, the share above it (the tail
+    beyond the computed counts included)."""
 
     total: float
-    shares: np.ndarray
-    edge: float
-    ratio: float
-
-
-LOG_FLOOR = -700.0  # kept weights are at least e^-700 of the window's largest (doubles)
+    lower: np.ndarray
+    upper: float
 
 
 def count_window(
-    alpha: float,
-    log_lik: Any,
-    released: float,
-    scale: float,
-    tilt: float = 0.0,
-    select: Any = None,
-    centre: int = 0,
+    alpha: float, log_lik: Any, released: float, scale: float
 ) -> tuple[int, np.ndarray, Dropped]:
-    """(x0, w, dropped): the weights w (max 1; 0 where dropped) of the true count
-    x = x0.. of one noised coordinate, h(x) L(x) e^(tilt x) with h(x) = Gamma(alpha + x)
-    / x!, and the dropped shares of their sum (module docstring). ``log_lik(x)`` is
-    log P(released | x) for an array x; ``tilt`` <= 0 (:func:`private_n_counts`), applied
-    as e^(tilt (x - centre)) so that its rounding stays at the scale of the window. The
-    window keeps the counts whose weight, or weight plus ``select(x)`` (a log score of
-    where the other counts put the total; none by default), is within e^-36 of the
-    largest: any window gives a valid bound, a well-placed one a small one."""
-    top = check_window(released, scale, alpha=alpha)
+    """(x0, w, dropped): the weights w (max 1) of the true count x = x0.. of one noised
+    coordinate, h(x) L(x) with h(x) = Gamma(alpha + x) / x!, and the dropped shares of
+    their sum (module docstring). ``log_lik(x)`` is log P(released | x) for an array x."""
+    top = check_window(released, scale)
     x = np.arange(top + 1, dtype=float)
     lw = special.gammaln(alpha + x) - special.gammaln(x + 1.0) + np.asarray(log_lik(x))
-    lw = lw + tilt * (x - centre)
-    if not math.isfinite(float(np.max(lw))):
+    best = float(np.max(lw))
+    if not math.isfinite(best):
         raise ValueError("the release has probability 0 under every true count")
-    score = lw if select is None else lw + np.asarray(select(x), dtype=float)
-    if not math.isfinite(float(np.max(score))):
-        score = lw
-    # the counts near the weights' own peak and near the score's (the union)
-    keep = np.flatnonzero(
-        (score > float(np.max(score)) + LOG_DROP) | (lw > float(np.max(lw)) + LOG_DROP)
-    )
+    lw -= best
+    keep = np.flatnonzero(lw > LOG_DROP)
     i0, i1 = int(keep[0]), int(keep[-1])
-    lw = lw - float(np.max(lw[i0 : i1 + 1]))
-    inside = np.zeros(top + 1, dtype=bool)
-    inside[i0 : i1 + 1] = lw[i0 : i1 + 1] >= LOG_FLOOR
-    w = np.where(inside[i0 : i1 + 1], np.exp(np.maximum(lw[i0 : i1 + 1], LOG_FLOOR)), 0.0)
-    log_kept = math.log(float(w.sum()))
-    # beyond ``top``: ratio of consecutive untilted weights <= e^(-1/scale) (alpha + x)/(x + 1)
-    # (:func:`_top` keeps it below 1); the tilted ones fall by e^tilt more, and the tilted
-    # g of the total rises by at most e^-tilt times g's own rise (:func:`_omitted_bound`)
+    w = np.exp(lw)
+    total = float(w.sum())
+    upper = float(w[i1 + 1 :].sum())
+    # beyond ``top``: ratio of consecutive weights <= e^(-1/scale) (alpha + x)/(x + 1)
     ratio = math.exp(-1.0 / scale) * max(1.0, (alpha + top) / (top + 1.0))
-    shares = np.where(inside, -np.inf, lw - log_kept)
-    edge = float(lw[-1]) - log_kept
-    tail = math.exp(edge) * ratio / (1.0 - ratio) if ratio < 1.0 else math.inf
-    total = math.exp(min(float(special.logsumexp(shares)), 700.0)) + tail
-    return i0, np.ascontiguousarray(w), Dropped(total, shares, edge, ratio)
+    if ratio < 1.0:
+        upper += float(w[-1]) * ratio / (1.0 - ratio)
+    else:  # pragma: no cover - top is 60 scales past the released value
+        upper = math.inf
+    lower = w[:i0] / total
+    dropped = Dropped(float(lower.sum()) + upper / total, lower, upper / total)
+    return i0, np.ascontiguousarray(w[i0 : i1 + 1]), dropped
 
 
 class CountPairBetaMixture(PosteriorDisplay):
@@ -224,14 +176,7 @@ class CountPairBetaMixture(PosteriorDisplay):
         top = float(np.max(lw))
         if not math.isfinite(top):
             raise ValueError("the release has probability 0 under every true count")
-        with np.errstate(over="ignore", invalid="ignore"):
-            g = np.where(mom[0] > 0.0, np.exp(lg - top), 0.0)
-        if not np.all(np.isfinite(g)):
-            raise ValueError(
-                "the weights of the true counts span more than the doubles hold (a prior "
-                f"this concentrated, here Beta({self.a:g}, {self.b:g}) for this proportion, "
-                "is beyond the exact sum at this noise); use the naive posterior rel.posterior"
-            )
+        g = np.exp(lg - top)
         g /= float(g @ mom[0])
         # slices (totals N) with weight below 1e-18 of the largest are skipped from the
         # ends: their share joins ``omitted_mass``
@@ -510,16 +455,12 @@ class PrivateNDirichletMixture(PosteriorDisplay):
         }
 
 
-def _log_g(
-    prior: NPrior, big_a: float, extra: Any = None, tilt: float = 0.0, centre: int = 0
-) -> Any:
-    """log g(N) = log pi(N) + lgamma(N + 1) - lgamma(N + A) (+ ``extra(N)``)
-    - tilt (N - centre)."""
+def _log_g(prior: NPrior, big_a: float, extra: Any = None) -> Any:
+    """log g(N) = log pi(N) + lgamma(N + 1) - lgamma(N + A) (+ ``extra(N)``)."""
 
     def log_g(n: np.ndarray) -> np.ndarray:
         nf = np.asarray(n, dtype=float)
         out = prior.log_pmf(nf) + special.gammaln(nf + 1.0) - special.gammaln(nf + big_a)
-        out = out - tilt * (nf - centre)
         return out if extra is None else out + extra(nf)
 
     return log_g
@@ -531,91 +472,69 @@ def _omitted_bound(
     dropped: list[Dropped],
     tops: list[int],
     log_g: Any,
-    tilt: float = 0.0,
 ) -> float:
     """A bound on the posterior share outside the windows (relative to the kept mass).
 
-    Each coordinate's dropped shares form a profile over its counts 0..top_j (the lower
-    and upper shares; at top_j also the tail beyond, below). With one count dropped and
-    the others in their windows, the mass is E[g(X_j + R)], X_j the dropped profile and R
-    the sum of the other (kept) counts: computed exactly, by direct convolution of positive
-    terms. Two dropped: the same with both profiles. Three or more (m >= 3): for every trio,
-    the trio's profiles with each other count's whole profile (kept and dropped), which
-    counts every vector with three or more dropped at least once. The kept mass is
-    E_kept[g]; the bound is the ratio.
-
-    Beyond top_j the tilted weights fall per count by at most e^tilt times the untilted
-    ratio rho_j (:func:`count_window`), and the tilted g rises by at most e^-tilt times
-    gamma_j = max(1, the largest ratio g(N + 1) / g(N) of the untilted g from N = top_j
-    to the end of the computed range), taken to hold beyond it (the flat
-    prior: (N + 1) / (N + A), which rises towards 1; a proper prior past its mode: below
-    1; a prior whose mass lies beyond the range: no bound, and the posterior is refused).
-    So the tail's mass is at most edge_j rho_j gamma_j / (1 - rho_j gamma_j) times g at
-    top_j + R, and it is placed there.
-    (With the whole upper share at the supremum of g above the window, as before, a
-    tilted g, which rises like p^-N far above the counts, made the bound useless.)
+    With every count in its window but x_j, its mass is sum_x share_j(x) E[g(x + R)], R the
+    sum of the other (kept) counts: computed exactly for the counts below the window, and
+    with sup_{N >= end_j + R} g(N) for the share above it. Two dropped, the others kept: the
+    same with the convolution of the two. Three or more: the product of their shares times
+    sup_N g(N) and prod (1 + share) of the rest. The kept mass is E_kept[g]; the bound is
+    the ratio. (With the whole dropped share at the smallest N the others allow, as before,
+    a Beta(10, 10) prior was refused at every noise draw of a 100-record coin: g(N) falls
+    like N^(1 - A), A = 20.)
     """
-    from dpbayes.models.mixtures import log_convolve
+    from scipy.signal import fftconvolve
 
     m = len(weights)
-    with np.errstate(divide="ignore"):
-        kept = [np.log(w / w.sum()) for w in weights]  # each window's kept law (logs)
-    last = int(sum(tops))
-    lg_all = np.asarray(log_g(np.arange(last + 1)), dtype=float)
-    # untilted log g(N + 1) / g(N), and its largest value from each N on (the tails)
-    steps = np.diff(lg_all) + tilt
-    steps = np.where(np.isnan(steps), -np.inf, steps)  # -inf - -inf: no mass either side
-    rise_from = np.r_[np.maximum.accumulate(steps[::-1])[::-1], -np.inf]
-
-    def conv_all(arrays: list[np.ndarray]) -> np.ndarray:
-        out = np.zeros(1)
-        for arr in arrays:
-            out = log_convolve(out, arr)
-        return out
-
-    def log_expect(log_prof: np.ndarray, first: int) -> float:
-        """log sum_x prof(x) g(first + x) over the computed N."""
-        size = min(log_prof.size, last + 1 - first)
-        if size <= 0:
-            return -math.inf
-        return float(special.logsumexp(log_prof[:size] + lg_all[first : first + size]))
-
-    law = conv_all(kept)
-    log_mean_g = log_expect(law, sum(starts)) - float(special.logsumexp(law))
-    if not math.isfinite(log_mean_g):
+    kept = [w / w.sum() for w in weights]  # each window's kept law
+    total = np.ones(1)
+    for w in kept:
+        total = np.maximum(fftconvolve(total, w), 0.0)
+    n_kept = sum(starts) + np.arange(total.size)
+    lg_all = np.asarray(log_g(np.arange(sum(tops) + 1)), dtype=float)
+    top = float(np.max(lg_all))
+    g_all = np.exp(lg_all - top)
+    mean_g = float(g_all[np.minimum(n_kept, g_all.size - 1)] @ total) / float(total.sum())
+    if not mean_g > 0.0:
         return math.inf
+    # sup_{N >= k} g(N) for every k (suffix maxima)
+    sup_from = np.maximum.accumulate(g_all[::-1])[::-1]
+    last = g_all.size - 1
 
-    def profile(j: int) -> np.ndarray:  # log dropped shares of the counts 0 .. top_j
-        d = dropped[j]
-        prof = np.array(d.shares, dtype=float)
-        # g's rise from top_j on (the tail's totals are top_j or more, whatever the others)
-        log_rho = math.log(d.ratio) + max(0.0, float(rise_from[min(tops[j], last)]))
-        tail = d.edge + log_rho - math.log(-math.expm1(log_rho)) if log_rho < 0.0 else math.inf
-        prof[tops[j]] = np.logaddexp(prof[tops[j]], tail)
-        return prof
+    def law_of(indices: list[int]) -> tuple[int, np.ndarray]:  # (start, law) of their sum
+        out = np.ones(1)
+        for k in indices:
+            out = np.maximum(fftconvolve(out, kept[k]), 0.0)
+        return sum(starts[k] for k in indices), out
 
-    drops = [profile(j) for j in range(m)]
-    if any(np.isposinf(prof).any() for prof in drops):
-        return math.inf  # a tail the geometric series does not bound
+    def lower(j: int) -> np.ndarray:  # dropped shares of the counts 0 .. x0 - 1
+        return np.maximum(dropped[j].lower, 0.0)
 
-    def whole(j: int) -> np.ndarray:  # kept and dropped shares together, from count 0
-        out = drops[j].copy()
-        seg = out[starts[j] : starts[j] + kept[j].size]
-        np.logaddexp(seg, kept[j], out=seg)
-        return out
+    def expect(prof: np.ndarray, first: int, table: np.ndarray) -> float:
+        """sum_x prof(x) table(first + x) over the computed N (``table`` g or its sup)."""
+        idx = np.minimum(first + np.arange(prof.size), last)
+        return float(prof @ table[idx])
 
-    log_bound = -math.inf
-    for size in (1, 2):
-        for group in itertools.combinations(range(m), size):
-            rest = [k for k in range(m) if k not in group]
-            first = sum(starts[k] for k in rest)
-            prof = conv_all([drops[k] for k in group] + [kept[k] for k in rest])
-            log_bound = float(np.logaddexp(log_bound, log_expect(prof, first)))
-    for trio in itertools.combinations(range(m), 3):
-        others = [whole(k) for k in range(m) if k not in trio]
-        prof = conv_all([drops[k] for k in trio] + others)
-        log_bound = float(np.logaddexp(log_bound, log_expect(prof, 0)))
-    return math.exp(min(log_bound - log_mean_g, 700.0))
+    bound = 0.0
+    for j in range(m):  # count j dropped, the others kept: exact below, sup above
+        r0, rest = law_of([k for k in range(m) if k != j])
+        bound += expect(fftconvolve(lower(j), rest), r0, g_all)
+        end = starts[j] + weights[j].size
+        bound += dropped[j].upper * expect(rest, r0 + end, sup_from)
+    for j, i in itertools.combinations(range(m), 2):  # two dropped, the others kept
+        r0, rest = law_of([k for k in range(m) if k not in (i, j)])
+        both = fftconvolve(fftconvolve(lower(j), lower(i)), rest)
+        bound += expect(np.maximum(both, 0.0), r0, g_all)
+        for a, b in ((j, i), (i, j)):  # a above its window: N >= its end + b's count
+            end = starts[a] + weights[a].size
+            prof = fftconvolve(np.r_[lower(b), kept[b] * 0.0 + 0.0, dropped[b].upper], rest)
+            bound += dropped[a].upper * expect(np.maximum(prof, 0.0), r0 + end, sup_from)
+    shares = [d.total for d in dropped]
+    for trio in itertools.combinations(range(m), 3):  # three or more dropped: crude
+        others = math.prod(1.0 + shares[k] for k in range(m) if k not in trio)
+        bound += others * math.prod(shares[k] for k in trio) * float(sup_from[0])
+    return bound / mean_g
 
 
 def private_n_counts(
@@ -637,33 +556,14 @@ def private_n_counts(
     :class:`PrivateNDirichletMixture` for m = 2 too.
     """
     al = np.asarray(alpha, dtype=float)
-    big_a = float(al.sum())
-    # the tilt (module docstring): log p = -(A - 1) / N^ makes the flat prior's tilted g,
-    # about N^(1 - A) p^-N, level at the released total N^, so each window sits where the
-    # posterior's counts are
-    # N^ at least (A - 1) noise scales: |tilt| <= 1 / scale, no steeper than the noise's
-    # own log-likelihood, so a window's tilted weights stay within the doubles (with
-    # released counts near 0 a tilt of -(A - 1) per count rounded kept weights to 0)
-    n_released = sum(max(float(r), 0.0) for r in released)
-    n_hat = max(n_released, (big_a - 1.0) * scale, 1.0)
-    tilt = -max(big_a - 1.0, 0.0) / n_hat
-    centres = [round(max(float(r), 0.0)) for r in released]
-    log_g = _log_g(prior, big_a, extra_log_g, tilt, sum(centres))
     starts, weights, tops = [], [], []
     dropped: list[Dropped] = []
     for j, fn in enumerate(log_liks):
-        others = round(max(n_released - max(float(released[j]), 0.0), 0.0))
-
-        def select(x: np.ndarray, others: int = others) -> np.ndarray:
-            return np.asarray(log_g(x + others))
-
-        x0, w, d = count_window(
-            float(al[j]), fn, float(released[j]), scale, tilt, select, centres[j]
-        )
+        x0, w, d = count_window(float(al[j]), fn, float(released[j]), scale)
         starts.append(x0)
         weights.append(w)
         dropped.append(d)
-        tops.append(_top(released[j], scale, float(al[j])))
+        tops.append(_top(released[j], scale))
     sizes = sorted(w.size for w in weights)
     pairs = float(sizes[-1]) * float(sum(sizes[:-1]))
     if pairs > MAX_PAIRS:
@@ -672,14 +572,16 @@ def private_n_counts(
             f"({pairs:.3g} pairs of counts > {MAX_PAIRS:.0e}, about a minute of CPU): "
             "release with a larger epsilon"
         )
-    omitted = _omitted_bound(starts, weights, dropped, tops, log_g, tilt)
-    family = "Beta" if al.size == 2 and not dirichlet else "Dir"
+    log_g = _log_g(prior, float(al.sum()), extra_log_g)
+    omitted = _omitted_bound(starts, weights, dropped, tops, log_g)
     if not omitted < 1e-6 and prior.kind == "flat":
+        family = "Beta" if al.size == 2 and not dirichlet else "Dir"
         raise ValueError(
             "the exact sum over the true counts cannot bound the share its windows leave "
-            f"out (bound {omitted:.3g}): the prior {family}({', '.join(f'{v:g}' for v in al)}) "
-            "is too concentrated for the windows at this noise; use the naive posterior "
-            "rel.posterior"
+            f"out (bound {omitted:.3g}): with n private, the prior "
+            f"{family}({', '.join(f'{v:g}' for v in al)}) pulls each count's window up to "
+            "about alpha noise scales, away from the posterior (informative priors are not "
+            "supported here yet); use the naive posterior rel.posterior or a flatter prior"
         )
     if not omitted < 1e-6:
         raise ValueError(
