@@ -141,3 +141,27 @@ def test_marginals_at_tiny_concentrations():
     m0 = post.marginal(0)
     assert np.all(m0.b > 0)
     assert 0.5 < post.mean()[0] <= 1.0 and post.mean().sum() == pytest.approx(1.0)
+
+
+def test_a_huge_negative_entry_leaves_the_tilt_at_the_saddle_point():
+    # a review: one entry of -1e300 made the bisection's bracket so wide that 80 halvings
+    # left the tilt at -1.6e276 and every weight lost its digits
+    al = np.ones(3)
+    post = count_posterior(al, 1000, [300.2, 350.7, 400.1], 3, "laplace", 5.0, 1000.0)
+    lf = post.log_factors.copy()
+    lf[0, 1000] = -1e300
+    sentinel = SeparableDirichletMixture(al, 1000, lf)
+    margs, log_z = _untrimmed(lf, 1000)
+    assert abs(sentinel._factors()[1]) < 1.0
+    assert sentinel.log_evidence() == pytest.approx(log_z, rel=1e-13)
+    for i, want in enumerate(margs):
+        np.testing.assert_allclose(sentinel.count_marginal(i), want, rtol=1e-9, atol=1e-16)
+
+
+def test_the_tilt_does_not_round_the_weights_at_large_n():
+    # released counts summing above n under Gaussian noise: a tilt of -18 applied as t x
+    # (not t (x - c*)) lost 7e-12 of the weights at n = 20,000
+    al = np.ones(2)
+    post = count_posterior(al, 20000, [10030.37, 10030.81], 2, "gaussian", 1.3, 20000.0)
+    margs, _ = _untrimmed(post.log_factors, 20000)
+    np.testing.assert_allclose(post.count_marginal(0), margs[0], rtol=0, atol=5e-14)
