@@ -40,6 +40,8 @@ def brute_rr_mean(a: float, b: float, n: int, noisy: int, p: float) -> float:
         (1, 1, 1, 1, 0.7),
         (1, 1, 2500, 0, 0.9),
         (1, 1, 4000, 3500, 0.6),
+        (1, 1, 5000, 3, 0.8),  # one side of 3 reports: tilts of windows, not rows
+        (3, 0.5, 5000, 4998, 0.95),
     ],
 )
 def test_noise_aware_mixture_matches_definition(a, b, n, noisy, p) -> None:
@@ -113,6 +115,7 @@ def _density_moments(a: float, b: float, n: int, noisy: int, p: float) -> tuple[
         (2.0, 3.0, 1_000_000, 353_000, 1.0),
         (0.5, 0.5, 100_000, 0, 2.0),  # every report a zero
         (3.0, 1.0, 100_000, 100_000, 0.1),  # every report a one
+        (1.0, 1.0, 1_000_000, 100, 6.9),  # 100 ones: 4.3 s in log-space rows, now 0.2 s
     ],
 )
 def test_randomized_response_mixture_at_large_n_matches_the_density(a, b, n, noisy, eps):
