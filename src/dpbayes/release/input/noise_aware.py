@@ -16,7 +16,7 @@ from scipy import special
 
 from dpbayes.models import BetaBernoulli, NormalMean
 from dpbayes.models.distributions import Normal
-from dpbayes.models.mixtures import BetaMixture
+from dpbayes.models.mixtures import BetaMixture, log_convolve
 from dpbayes.models.statistics import SumStatistics
 from dpbayes.release.base import Release, register_noise_aware
 from dpbayes.release.input.record import InputCoinRecord, InputNormalRecord
@@ -52,12 +52,7 @@ def _log_rr_weights(a: float, b: float, n: int, noisy: int, p: float) -> np.ndar
     if min(noisy, n - noisy) <= _DIRECT_MAX and n <= 2000:  # small: in log space
         lf = stats.binom.logpmf(np.arange(noisy + 1), noisy, p)
         lg = stats.binom.logpmf(np.arange(n - noisy + 1), n - noisy, 1.0 - p)
-        if lf.size > lg.size:
-            lf, lg = lg, lf
-        lc = np.full(n + 1, -np.inf)
-        for i, v in enumerate(lf):
-            lc[i : i + lg.size] = np.logaddexp(lc[i : i + lg.size], v + lg)
-        return np.asarray(lc + prior)
+        return np.asarray(log_convolve(lf, lg) + prior)
     out = np.full(n + 1, -np.inf)
     quality = np.full(n + 1, -np.inf)  # log(conv(s) / max conv) of the tilt used at s
     conv_fft = n > 2000
