@@ -212,3 +212,12 @@ def test_input_validation(kwargs: dict, match: str) -> None:
 def test_gaussian_input_needs_delta() -> None:
     with pytest.raises(ValueError, match="delta must be > 0"):
         release(NormalMean(lower=0, upper=1), [0.5], mechanism="input", epsilon=1.0)
+
+
+def test_randomized_response_at_a_prior_parameter_of_1e_300() -> None:
+    # b + n - s rounded b = 1e-300 away at s = n: every weight was invalid. Beta(a, 1e-300)
+    # puts 1e300 times more prior weight on s = n (B(a + n, 1e-300) ~ 1e300) than on any
+    # other count, so the posterior is Beta(51, 1e-300), whose mean is 1 in doubles
+    mix = _rr_posterior(1.0, 1e-300, 50, 50, 0.8)
+    assert mix.weights[-1] == pytest.approx(1.0, abs=1e-15) and mix.b[-1] == 1e-300
+    assert mix.mean() == pytest.approx(1.0, abs=1e-15)

@@ -48,7 +48,7 @@ def _log_rr_weights(a: float, b: float, n: int, noisy: int, p: float) -> np.ndar
     lp, lq = math.log(p), math.log1p(-p)
     logit_p = lp - lq
     s = np.arange(n + 1, dtype=float)
-    prior = special.betaln(a + s, b + n - s)
+    prior = special.betaln(a + s, b + (n - s))  # not (b + n) - s: b = 1e-300 would round away
     if min(noisy, n - noisy) <= _DIRECT_MAX and n <= 2000:  # small: in log space
         lf = stats.binom.logpmf(np.arange(noisy + 1), noisy, p)
         lg = stats.binom.logpmf(np.arange(n - noisy + 1), n - noisy, 1.0 - p)
@@ -115,7 +115,7 @@ def _rr_posterior(a: float, b: float, n: int, noisy: int, keep: float) -> BetaMi
     """
     s = np.arange(n + 1, dtype=float)
     logw = _log_rr_weights(a, b, n, noisy, keep)
-    return BetaMixture.from_log_weights(logw, a + s, b + n - s)
+    return BetaMixture.from_log_weights(logw, a + s, b + (n - s))
 
 
 def noise_aware_posterior(rel: Release) -> BetaMixture | Normal:
