@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import threading
@@ -360,3 +361,49 @@ def test_real_accountant_refuses_simulation_guarantees_and_vice_versa():
     sim.spend(g.with_simulation(True))
     assert sim.simulation and not real.simulation
     assert sim.spent == real.spent == (0.5, 0.0)
+
+
+def test_one_budget_protects_one_unit(tmp_path) -> None:
+    """A review found a substitute and an add/remove release charged to one budget as
+    0.5 + 0.5 = 1: under substitute the add/remove one costs up to 2 x 0.5 (1.5 in all),
+    under add/remove the substitute one publishes n. A spend under another unit than the
+    recorded ones is refused, nothing spent, also after reopening the ledger file; row
+    bounds k of one user-level unit compose."""
+    sub = LaplaceMechanism(epsilon=0.5, sensitivity=1.0).guarantee()
+    ar = LaplaceMechanism(epsilon=0.5, sensitivity=1.0, neighbours="add-remove").guarantee()
+    path = tmp_path / "book.json"
+    acc = Accountant(3.0, path=path)
+    acc.spend(sub)
+    with pytest.raises(ValueError, match=r"protect substitute.*add/remove.*nothing was spent"):
+        acc.spend(ar)
+    again = Accountant.open(path)
+    with pytest.raises(ValueError, match="do not add up"):
+        again.spend(ar)
+    assert again.spent == (0.5, 0.0) and Accountant.open(path).spent == (0.5, 0.0)
+    again.spend(sub)
+    again.spend(0.25)  # a bare epsilon carries no unit
+    assert again.spent == (1.25, 0.0)
+
+    user = Accountant(3.0)
+    for k in (3, 5):
+        g = LaplaceMechanism(epsilon=0.5, sensitivity=float(k), neighbours="add-remove")
+        relation = {"privacy_unit": "user", "neighbouring_relation": f"add/remove one user ({k})"}
+        user.spend(dataclasses.replace(g.guarantee(), details=relation))
+    with pytest.raises(ValueError, match="one user"):
+        user.spend(ar)
+    assert user.spent == (1.0, 0.0)
+
+
+def test_a_scoped_spend_must_be_add_remove() -> None:
+    """Parallel composition over disjoint parts: a substituted record can move from one
+    part to another, so a scoped substitute guarantee is refused (and priced as refused)."""
+    acc = Accountant(3.0)
+    sub = LaplaceMechanism(epsilon=0.5, sensitivity=1.0).guarantee()
+    with pytest.raises(ValueError, match=r"scope .* needs add/remove"):
+        acc.spend(sub, scope=["cell:0"])
+    with pytest.raises(ValueError, match=r"scope .* needs add/remove"):
+        acc.spent_after(sub, scope=["cell:0"])
+    ar = LaplaceMechanism(epsilon=0.5, sensitivity=1.0, neighbours="add-remove").guarantee()
+    acc.spend(ar, scope=["cell:0"])
+    acc.spend(ar, scope=["cell:1"])
+    assert acc.spent == (0.5, 0.0)

@@ -229,7 +229,9 @@ def test_running_parts_equal_a_recount_of_each_part_from_scratch(composition):
     rng = np.random.default_rng(5)
     acc = Accountant(50.0, 1e-6, composition=composition)
     spends: list[tuple[float, float, list[str] | None]] = []
-    gauss = GaussianMechanism(epsilon=0.4, delta=1e-8, sensitivity=1.0).guarantee()
+    gauss = GaussianMechanism(
+        epsilon=0.4, delta=1e-8, sensitivity=1.0, neighbours="add-remove"
+    ).guarantee()
     ratio = event_of(gauss.epsilon, gauss.delta, 1.0, gauss.neighbours.value, gauss.details)
     for i in range(60):
         scope = None if i in (17, 41) else [f"c{j}" for j in rng.choice(6, 2, replace=False)]

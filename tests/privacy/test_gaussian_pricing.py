@@ -65,8 +65,10 @@ def test_spent_after_is_the_spent_after_the_spend_and_records_nothing(compositio
     for _ in range(15):
         acc.spend(0.2, scope=["cell:0"])
         acc.spend(0.1)
-    gauss = GaussianMechanism(epsilon=0.8, delta=1e-5, sensitivity=1.0).guarantee()
-    lap = LaplaceMechanism(epsilon=0.3, sensitivity=1.0).guarantee()
+    # add/remove: a scoped (parallel) spend must be
+    ar = "add-remove"
+    gauss = GaussianMechanism(epsilon=0.8, delta=1e-5, sensitivity=1.0, neighbours=ar).guarantee()
+    lap = LaplaceMechanism(epsilon=0.3, sensitivity=1.0, neighbours=ar).guarantee()
     for cost, scope in [(gauss, ["cell:0"]), (lap, ["cell:0", "cell:1"]), (0.25, None)]:
         before = (acc.spent, len(acc.spends))
         priced = acc.spent_after(cost, scope=scope)

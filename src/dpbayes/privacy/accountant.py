@@ -12,7 +12,18 @@ budget consumed is therefore
     spent = sum(unscoped spends) + max over parts p of sum(scoped spends that read p),
 
 which is the worst-case privacy loss of any one person, whose record lies in one part.
-The caller is responsible for the labels naming disjoint parts of the data.
+The caller is responsible for the labels naming disjoint parts of the data. A scoped
+release must be add/remove (a substituted record can leave one part and enter another:
+a removal from one and an addition to the other, which a substitute guarantee does not
+cover); a scoped substitute guarantee is refused.
+
+One budget, one privacy unit. The epsilons of a ledger add up only when every spend
+protects the same unit: substitute one record, add/remove one record, or add/remove one
+user (at any row bound k, each release calibrated to the whole user). Mixed, the total
+holds under no relation (an add/remove eps costs up to 2 eps under substitute; a
+substitute release publishes n; a record-level eps costs a user with k rows k eps), so the
+first spend with a guarantee fixes the unit and a spend under another one is refused
+(one-line ``ValueError``, nothing spent). A spend given as a bare epsilon carries no unit.
 
 At user level (a person has up to k records, possibly in several parts) the maximum still
 holds when each release is calibrated to the whole person (sensitivity k times one
@@ -88,6 +99,41 @@ _FORMAT = "dpbayes-ledger"
 _VERSION = 2
 _READS = (1, 2)  # ledger versions this code opens (1: before composition was recorded)
 _TOLERANCE = 1e-9  # relative slack so that 10 x 0.1 fits in a budget of 1
+
+
+_UNIT_TEXT = {
+    "substitute": "substitute-one-record neighbours",
+    "add-remove": "add/remove-one-record neighbours",
+    "user": "one user (add/remove, user level)",
+}
+
+
+def _unit_class(unit: str) -> str:
+    """The privacy unit of a spend's recorded relation: 'substitute', 'add-remove' (one
+    record), 'user' (add/remove one user, whatever its row bound), or '' (none given)."""
+    text = unit.strip().lower()
+    if not text:
+        return ""
+    if "user" in text:
+        return "user"
+    if "substitut" in text:
+        return "substitute"
+    if "add" in text or "remove" in text:
+        return "add-remove"
+    return text
+
+
+def _check_scope(cost: Guarantee, scope: Iterable[str] | None) -> str:
+    """The guarantee's recorded relation; ValueError for a scoped substitute guarantee."""
+    unit = str(cost.details.get("neighbouring_relation") or cost.neighbours.value)
+    if scope is not None and _unit_class(unit) == "substitute":
+        raise ValueError(
+            "scope (parallel composition over disjoint parts) needs add/remove neighbours: "
+            "a substituted record can leave one part and enter another, which a substitute "
+            "guarantee does not cover; release with neighbours='add-remove' or charge "
+            "without scope"
+        )
+    return unit
 
 
 class BudgetExceeded(ValueError):
@@ -304,6 +350,27 @@ class Accountant:
         eps, dlt = self.spent
         return max(0.0, self._total[0] - eps), max(0.0, self._total[1] - dlt)
 
+    def _check_unit(self, spend: Spend) -> None:
+        """Refuse a spend whose privacy unit differs from the recorded ones'.
+
+        Their epsilons do not add up under either relation: an add/remove eps costs up to
+        2 eps under substitute, a substitute release publishes n (unbounded loss under
+        add/remove), and a record-level eps costs a user with k rows k eps. Spends by a
+        bare epsilon carry no unit and are the caller's to match.
+        """
+        new = _unit_class(spend.unit)
+        if not new:
+            return
+        for old in [*self._spends, *self._pending]:
+            have = _unit_class(old.unit)
+            if have and have != new:
+                raise ValueError(
+                    f"this budget's spends protect {_UNIT_TEXT.get(have, have)} and this "
+                    f"release protects {_UNIT_TEXT.get(new, new)}: their epsilons do not add "
+                    "up under either relation; charge it to a separate budget (nothing was "
+                    "spent)"
+                )
+
     def _fits(self, extra: list[Spend]) -> bool:
         """Whether the recorded spends plus ``extra`` fit the total."""
         eps, dlt = self._composed(extra)
@@ -333,6 +400,7 @@ class Accountant:
         can be priced against each other).
         """
         if isinstance(cost, Guarantee):
+            _check_scope(cost, scope)
             ev = event_of(
                 cost.epsilon, cost.delta, cost.sensitivity, cost.neighbours.value, cost.details
             )
@@ -413,7 +481,7 @@ class Accountant:
             ev = event_of(
                 cost.epsilon, cost.delta, cost.sensitivity, cost.neighbours.value, cost.details
             )
-            unit = cost.details.get("neighbouring_relation") or cost.neighbours.value
+            unit = _check_scope(cost, scope)
             spend = self._make_spend(
                 cost.epsilon,
                 cost.delta,
@@ -439,6 +507,7 @@ class Accountant:
                 if self._path is not None and not nested:
                     self._total, self._spends, self._composition = self._read(self._path)
                     self._totals = self._new_totals(self._spends)
+                self._check_unit(spend)
                 if not self._fits([*self._pending, spend]):
                     eps_used, dlt_used = self._composed(self._pending)
                     eps_left = max(0.0, self._total[0] - eps_used)
