@@ -77,7 +77,9 @@ def plot_posteriors(
         fig.suptitle("\n".join(textwrap.wrap(title, width=max(width, 60))), fontsize=9)
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out, dpi=120)
+    # the format named explicitly: without it matplotlib appends ".png" to a path with no
+    # suffix and writes a file other than the one checked (which could be the ledger)
+    fig.savefig(out, dpi=120, format=out.suffix.lower().lstrip(".") or "png")
     plt.close(fig)
     return out
 

@@ -229,6 +229,28 @@ def test_an_output_that_would_destroy_a_file_or_cannot_be_drawn_spends_nothing(
     assert all(p.read_bytes() == b for p, b in before.items())
 
 
+def test_a_figure_path_without_a_suffix_is_the_file_written(tmp_path: Path, capsys) -> None:
+    """A review found `--out book` writing `book.png` (matplotlib appends the suffix), so a
+    ledger named `book.png` became a PNG and every spend was lost. The figure is written
+    to exactly the path that was checked and reported."""
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"x": [0, 1, 1, 0, 1]}).to_csv(data, index=False)
+    from dpbayes.privacy import Accountant
+
+    book = tmp_path / "book.png"
+    Accountant(3.0, path=book)
+    before = book.read_bytes()
+    out = tmp_path / "book"
+    code, _, err = run(
+        capsys,
+        *["release", "-q", "--epsilon", "1", "--data", str(data), "--column", "x"],
+        *["--budget-file", str(book), "--out", str(out)],
+    )
+    assert code == 0, err
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the figure, at the path given
+    assert book.read_bytes() != before and spent(book) == 1.0  # the ledger, still a ledger
+
+
 def test_a_dry_run_never_writes_its_price_over_the_ledger(tmp_path: Path, capsys) -> None:
     path = ledger(tmp_path)
     before = path.read_bytes()
