@@ -187,6 +187,38 @@ def test_rdp_needs_a_budget_delta(tmp_path: Path) -> None:
         EngineConfig(composition="advanced")
 
 
+def test_a_budget_the_service_cannot_run_on_is_refused_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """A review found PUT /api/admin/budget with delta 0 under rdp saved (500), after which
+    every request and every restart failed. The new total is tried before it is written:
+    409 naming it, the old total kept, the service (and a restart) working."""
+    from dpbayes.service.state import Conflict
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    cfg = EngineConfig(epsilon=1.0, delta=1e-6, composition="rdp")
+    svc = QueryService(cfg, url, digest_key=KEY)
+    try:
+        _fresh_answers(svc, 2)
+        before = svc.budget()
+        with pytest.raises(Conflict, match=r"delta=0: composition='rdp' needs a budget delta"):
+            svc.set_budget(1.0, 0.0)
+        assert svc.budget() == before
+        svc.set_budget(2.0, 1e-6)
+        _fresh_answers(svc, 1, seed=1)
+    finally:
+        svc.close()
+    again = QueryService(cfg, url, digest_key=KEY)  # a restart reads the total back
+    try:
+        assert again.budget()["total"] == {"epsilon": 2.0, "delta": 1e-6}
+    finally:
+        again.close()
+    with pytest.raises(ValueError, match="max_epsilon must be"):
+        EngineConfig(max_epsilon=float("nan"))
+    with pytest.raises(ValueError, match="max_epsilon must be"):
+        EngineConfig(max_epsilon=-1.0)
+
+
 def _ladder(svc: QueryService, where: str, rounds: int) -> list[Any]:
     """One cell's answers to requirements 3% tighter each round: a fresh answer each."""
     q = svc.make_query(where, None)

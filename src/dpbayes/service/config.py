@@ -91,6 +91,8 @@ class EngineConfig:
             )
         check_epsilon(self.epsilon, "epsilon")
         check_delta(self.delta, "delta")
+        if self.max_epsilon is not None:
+            check_epsilon(self.max_epsilon, "max_epsilon")
         if self.composition is not None and self.composition not in COMPOSITIONS:
             raise ValueError(
                 f"composition must be one of {list(COMPOSITIONS)}, got {self.composition!r}"

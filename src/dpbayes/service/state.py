@@ -511,6 +511,7 @@ class QueryService:
                             f"epsilon={eps:g}, delta={dlt:g} is below what is already spent "
                             f"(eps={spent[0]:.6g}, delta={spent[1]:.3g})"
                         )
+                    self._check_total(eps, dlt)
                     con.execute(
                         db.budget.update()
                         .where(db.budget.c.id == 1)
@@ -526,6 +527,30 @@ class QueryService:
                 self._stale = True
                 raise
         return self.budget()
+
+    def _check_total(self, eps: float, dlt: float) -> None:
+        """Conflict unless the service can run on the total (eps, dlt): the accountant the
+        next reload builds from it, with the spends restored (``rdp`` needs delta > 0, and
+        a tight composition's spent value depends on the total's delta), and Gaussian
+        answers need delta > 0. Checked before the total is written: a total the reload
+        refuses left every request failing, and a restart too."""
+        if self.config.noise == "gaussian" and dlt == 0:
+            raise Conflict(
+                "delta=0 leaves this server's Gaussian answers (--noise gaussian) without a "
+                "guarantee; give delta > 0"
+            )
+        try:
+            trial = Accountant(eps, dlt, composition=self._snap.composition)
+            for spend in self.accountant.spends:
+                trial.restore(spend)
+            spent = trial.spent
+        except ValueError as e:
+            raise Conflict(f"epsilon={eps:g}, delta={dlt:g}: {e}") from None
+        if not (spent[0] <= eps * (1 + 1e-9) and spent[1] <= dlt * (1 + 1e-9)):
+            raise Conflict(
+                f"epsilon={eps:g}, delta={dlt:g} is below what is already spent under this "
+                f"total (eps={spent[0]:.6g}, delta={spent[1]:.3g})"
+            )
 
     def add_analyst(self, name: str) -> str:
         """Create an analyst; returns the API key (shown once, stored as a salted hash)."""
