@@ -81,6 +81,7 @@ def test_weighted_sum_like_the_tax_example(cube: Cube) -> None:
         ("smoker = yes and", "dangling"),
         ("smoker < yes", "categorical"),
         ("age in [50, 30)", "lower > upper"),
+        ("region = \u0661", "ASCII digits"),  # float() reads an Arabic-Indic one as 1
     ],
 )
 def test_bad_predicates_are_refused(cube: Cube, where: str, match: str) -> None:

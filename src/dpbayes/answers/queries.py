@@ -205,6 +205,8 @@ def _parse(where: str) -> list[_Clause]:
 
 
 def _number(v: Any, name: str) -> float:
+    if isinstance(v, str) and not v.isascii():  # float() reads any script's digits
+        raise ValueError(f"where: {name} needs a number in ASCII digits, got {v!r}")
     try:
         x = float(v)
     except (TypeError, ValueError):
