@@ -113,7 +113,7 @@ def test_issue_reproduction_ternary_law_matches_the_marginal() -> None:
     theta = draws(case, case.data_prime, 2000, seed=3)
     assert np.all(theta >= p - 1e-12)
     lattice = map_grid(3, p, 1 << 30, points=SAMPLING_LATTICE_POINTS)
-    w = LatticeRowSampler(np.array([[1.0 + 1568, 1.0 + 2, 1.0]]), lattice).weights(0)
+    w = LatticeRowSampler(1.0, np.array([[1568.0, 2.0, 0.0]]), lattice).weights(0)
     values, which = np.unique(lattice[:, 1], return_inverse=True)
     law = np.bincount(which, weights=w / w.sum())
 

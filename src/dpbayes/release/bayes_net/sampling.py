@@ -24,6 +24,7 @@ each sampler: ``PROOF_sampling.md`` beside this file.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -34,7 +35,13 @@ from dpbayes.privacy import ExponentialMechanism, Guarantee, Neighbours
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.privacy.validation import check_epsilon, check_int, check_probability
 from dpbayes.release.base import Plan, Release, as_rng, posterior_sampling_guarantee, register
-from dpbayes.release.bayes_net.lattice_sampler import SAMPLING_LATTICE_POINTS, LatticeRowSampler
+from dpbayes.release.bayes_net.lattice_sampler import (
+    FLOOR,
+    SAMPLING_LATTICE_POINTS,
+    LatticeRowSampler,
+    rounding_allowance,
+    row_log_weights,
+)
 from dpbayes.release.bayes_net.record import MapRecord, SamplingRecord
 from dpbayes.release.bayes_net.trimmed_sampler import (
     MIN_WIDTH,
@@ -69,13 +76,9 @@ MAP_GRID_POINTS = 20000
 #: ... and at most this many entries (points x categories): the coarsest lattice of a
 #: node with k categories is its k vertices, k x k entries, so k <= 4096.
 MAP_GRID_ENTRIES = 1 << 24
-#: The largest |utility| of a MAP grid point from the prior alone, alpha * k * |log trim|.
-#: A utility of size M is rounded by up to M 2^-53, and the counts of one record move it
-#: by at most L >= |log trim|: at M = 2^32 the rounding is below 5e-7, so one record's
-#: change as computed is within a factor 1 + 1e-6 of the exact one (the guarantee's
-#: eps is met to that factor). At alpha = 1e16 the rounding of alpha + c doubled or
-#: erased a count's change (a loss of 3 eps measured at eps 1), and at alpha = 1.7e308
-#: the utilities overflowed.
+#: The largest |utility| of a MAP grid point from the prior alone, alpha * k * |log trim|
+#: (at alpha = 1.7e308 the utilities overflowed). The counts' part is summed in
+#: double-double and its rounding is in the guarantee (PROOF_sampling.md §6, §9).
 MAX_MAP_SCORE = 2.0**32
 
 SAMPLER = (
@@ -107,7 +110,18 @@ def sampling_epsilon(
     """The eps of ``draws`` posterior draws with the prior trimmed at ``trim``."""
     trims = trim if isinstance(trim, dict) else {v: float(trim) for v in model.nodes}
     d = check_int(draws, "draws", minimum=1)
-    return d * Neighbours.parse(neighbours).lipschitz_factor * lipschitz_constant(model, trims)
+    per_draw = lipschitz_constant(model, trims) + sampling_allowance(model, trims)
+    return d * Neighbours.parse(neighbours).lipschitz_factor * per_draw
+
+
+def sampling_allowance(model: BayesNet, trims: dict[str, float], scale: float = 1.0) -> float:
+    """The rounding allowance of one draw per node (one changed row each;
+    :func:`~.lattice_sampler.rounding_allowance`), summed over the nodes; the guarantee
+    adds it to the Lipschitz constant (times the relation's factor)."""
+    return math.fsum(
+        rounding_allowance(model.cardinality(v), float(trims[v]), model.alpha, FLOOR, scale)
+        for v in model.nodes
+    )
 
 
 def trim_for_epsilon(
@@ -140,8 +154,15 @@ def trim_for_epsilon(
                 f"to a region of width {width:.3g} < {MIN_WIDTH:g}, too narrow for an exact "
                 f"draw; use epsilon >= {need:.3g} or fewer nodes"
             )
+
+    def trims_at(budget: float) -> dict[str, float]:
+        return {v: 1.0 / (math.exp(budget) + model.cardinality(v) - 1) for v in model.nodes}
+
+    # the rounding allowance (largest at the smallest trim, so at this budget's) comes off
+    # each node's budget first
+    per_node -= max(sampling_allowance(model, trims_at(per_node)), 0.0) / len(model.nodes)
     while True:  # round so that the computed eps never exceeds the requested one
-        trims = {v: 1.0 / (math.exp(per_node) + model.cardinality(v) - 1) for v in model.nodes}
+        trims = trims_at(per_node)
         if sampling_epsilon(model, trims, draws=d, neighbours=neighbours) <= eps:
             return trims
         per_node *= 1 - 1e-12
@@ -177,7 +198,8 @@ def plan_sampling(
     lip = lipschitz_constant(model, trims)
     for v in model.nodes:
         check_trim(model.cardinality(v), trims[v], f"the trim of {v!r}")
-    per_draw = Neighbours.parse(neighbours).lipschitz_factor * lip
+    allowance = sampling_allowance(model, trims)
+    per_draw = Neighbours.parse(neighbours).lipschitz_factor * (lip + allowance)
     if per_draw * d > epsilon * (1 + 1e-9):
         raise ValueError(
             f"trim={trim} gives eps {per_draw * d:.6g} for {d} draw(s), more than epsilon={epsilon}"
@@ -194,6 +216,7 @@ def plan_sampling(
     details: dict[str, Any] = {
         "trims": trims,
         "lipschitz": lip,
+        "rounding_allowance": allowance,
         "draws": d,
         "sampler": SAMPLER,
         "lattice_points": {v: len(lattices[(model.cardinality(v), trims[v])]) for v in model.nodes},
@@ -210,7 +233,7 @@ def plan_sampling(
             simulation=simulation,
         )
 
-    post = model.posterior_from(stats_)
+    model.posterior_from(stats_)  # checks the counts' shapes and values
     # one sampler per CPT (the rows' posteriors on the node's lattice), set up on the
     # first run and reused by later runs of this plan
     samplers: dict[str, LatticeRowSampler] = {}
@@ -218,11 +241,11 @@ def plan_sampling(
     def draw(src: NoiseSource) -> dict[str, np.ndarray]:
         out = {}
         for v in model.nodes:
-            a = post.alphas[v]
+            c = np.asarray(stats_.counts[v], dtype=float)
             if v not in samplers:
                 lattice = lattices[(model.cardinality(v), trims[v])]
-                samplers[v] = LatticeRowSampler(a.reshape(-1, a.shape[-1]), lattice)
-            out[v] = samplers[v].draw(src).reshape(a.shape)
+                samplers[v] = LatticeRowSampler(model.alpha, c.reshape(-1, c.shape[-1]), lattice)
+            out[v] = samplers[v].draw(src).reshape(c.shape)
         return out
 
     def run(src: NoiseSource) -> Release:
@@ -343,36 +366,56 @@ def plan_map(
                 grids[k] = map_grid(k, tp, steps)
             except ValueError as exc:
                 raise ValueError(f"node {v!r}: {exc}") from None
+    eps = check_epsilon(epsilon)
+    monotonic = neighbours is Neighbours.ADD_REMOVE
+    # the rounding allowance of the changed rows' laws (one per node, two under
+    # substitute; PROOF_sampling.md §6), at the temperature of the requested eps (the
+    # mechanism's is higher, its allowance smaller), comes off the mechanism's eps
+    allowance = Neighbours.parse(neighbours).lipschitz_factor * sampling_allowance(
+        model, trims, (1.0 if monotonic else 2.0) * lip / eps
+    )
+    if not allowance < 0.5 * eps:
+        raise ValueError(
+            f"epsilon = {eps:g} is too small for the MAP mechanism at trim {tp:g}: the "
+            f"scores' rounding allowance {allowance:.3g} is more than half of it; use a "
+            "larger epsilon or a smaller trim"
+        )
     mech = ExponentialMechanism(
-        epsilon=epsilon,
+        epsilon=(eps - allowance) * (1.0 - 2.0**-52),
         sensitivity=lip,
-        monotonic=neighbours is Neighbours.ADD_REMOVE,
+        monotonic=monotonic,
         neighbours=neighbours,
         name="exponential mechanism MAP, log-posterior utility (paper 004 alg. 3)",
     )
     details: dict[str, Any] = {
         "trim": tp,
         "grid_points": {str(k): len(g) for k, g in grids.items()},
+        "rounding_allowance": allowance,
     }
-    post = model.posterior_from(stats_)
+    model.posterior_from(stats_)  # checks the counts' shapes and values
+    log_grids = {k: np.log(g) for k, g in grids.items()}
+    prior_scores = {k: lg @ np.full(k, model.alpha - 1.0) for k, lg in log_grids.items()}
+
+    def stated(simulation: bool = False) -> Guarantee:
+        g = mech.guarantee(simulation=simulation, **details)
+        return dataclasses.replace(g, epsilon=mech.epsilon + allowance)
 
     def run(src: NoiseSource) -> Release:
         cpts = {}
         for v in model.nodes:
-            a = post.alphas[v]
-            g = grids[a.shape[-1]]
-            logg = np.log(g)
-            rows = a.reshape(-1, a.shape[-1])
+            c = np.asarray(stats_.counts[v], dtype=float)
+            k = c.shape[-1]
             chosen = []
-            for r in rows:
-                scores = logg @ (r - 1.0)
-                chosen.append(g[int(mech.release(scores, rng=as_rng(src)).value)])
-            cpts[v] = np.asarray(chosen).reshape(a.shape)
+            for row in c.reshape(-1, k):
+                # utilities max(s(g) - max s, -700 scale), s summed in double-double
+                scores = row_log_weights(log_grids[k], prior_scores[k], row, FLOOR * mech.scale)
+                chosen.append(grids[k][int(mech.release(scores, rng=as_rng(src)).value)])
+            cpts[v] = np.asarray(chosen).reshape(c.shape)
         return Release(
             model=model,
             mechanism="map",
             posterior=BayesNetParameters(model, cpts),
-            guarantee=mech.guarantee(simulation=src.simulation, **details),
+            guarantee=stated(src.simulation),
             released={"cpts": {v: t.tolist() for v, t in cpts.items()}},
             public=MapRecord(
                 trim=tp,
@@ -383,4 +426,4 @@ def plan_map(
             ).to_public(),
         )
 
-    return Plan(guarantee=mech.guarantee(**details), run=run)
+    return Plan(guarantee=stated(), run=run)
