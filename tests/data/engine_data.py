@@ -71,6 +71,7 @@ def reference_bounded(frame: pd.DataFrame, user: str, k: int, hashed: list[str])
     dropped."""
     keep: list[int] = []
     cols = list(frame.columns)
+    floats = [frame[c].dtype.kind == "f" for c in hashed]
     records = frame.astype(object).to_dict("index")
     by_user: dict[Any, list[int]] = {}
     for i, rec in records.items():
@@ -80,7 +81,7 @@ def reference_bounded(frame: pd.DataFrame, user: str, k: int, hashed: list[str])
 
         def order(i: int) -> tuple:
             rec = records[i]
-            text = row_key_text([_py(rec[c]) for c in hashed])
+            text = row_key_text([_py(rec[c]) for c in hashed], floats)
             digest = hashlib.md5(text.encode()).hexdigest()
             return (digest, *(_sort_key(_py(rec[c]), rec[c]) for c in cols))
 

@@ -72,7 +72,7 @@ def test_postgres_matches_memory(pg_url, frame):
 
 
 def test_postgres_bounded_matches_reference(pg_url, frame):
-    ref = reference_bounded(frame, "user", 2, ["user", "k", "b", "s"])
+    ref = reference_bounded(frame, "user", 2, ["user", "k", "b", "s", "x", "e"])
     for col in COLUMNS:
         got = as_source(
             pg_url, column=col, table="engine_frame", user_column="user", max_rows_per_user=2
@@ -157,7 +157,7 @@ def test_spark_matches_memory_and_bounds(spark_frame, frame):
     assert Table(spark_frame).value_counts_joint(joint, dropna=False) == Table(
         frame
     ).value_counts_joint(joint, dropna=False)
-    ref = reference_bounded(frame, "user", 2, ["user", "k", "b", "s"])
+    ref = reference_bounded(frame, "user", 2, ["user", "k", "b", "s", "x", "e"])
     table = Table(spark_frame, user_column="user", max_rows_per_user=2)
     assert table.rows_per_user_bound == 2
     assert table.value_counts_joint(joint, dropna=False) == Table(ref).value_counts_joint(

@@ -16,7 +16,13 @@ row's values as tie-breakers, so:
   needs: neighbouring tables stay neighbours after bounding, one person apart);
 * the choice is deterministic, and identical in every engine: the digest covers the user
   column and every integer, boolean and string column (whose text forms agree across
-  engines); floating-point and other columns only break ties (numeric order agrees too).
+  engines), and every floating-point column through the integer floor(x 2^20) for
+  |x| < 2^33 (exact in every engine: a power-of-two scaling and a floor; NULL beyond, and
+  for infinities and NaN). Other columns, and floats beyond 2^33 or equal to 2^-20
+  precision, only break ties (numeric order agrees too). Before the floats entered the
+  digest, a user whose other columns were all floats had one digest for every row, and
+  the ties kept that user's k smallest values: a mean of 1.68 for uniform values on
+  [0, 10] (true 5.0) at k = 1.
 
 Rows whose user is NULL belong to no user and are dropped (``WHERE user IS NOT NULL``, a
 test of each row alone). Bounding them together as one "user" would not protect the
@@ -30,51 +36,80 @@ NULL.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 from dpbayes.data.sql import SQLTable
 from dpbayes.privacy.validation import check_int
 
-__all__ = ["bound_contributions", "hashed_columns", "row_key_text"]
+__all__ = ["bound_contributions", "float_code", "hashed_columns", "row_key_text"]
 
 #: Separator between the fields of a row's text, and the text of a NULL field.
 SEPARATOR = "|"
 NULL_TEXT = "<NULL>"  # no backslash: Spark SQL literals treat it as an escape
 
 
+#: A float x enters the digest as floor(x * FLOAT_SCALE) when |x| < FLOAT_LIMIT.
+FLOAT_SCALE = 2.0**20
+FLOAT_LIMIT = 2.0**33
+
+
 def hashed_columns(table: SQLTable, user_column: str) -> list[str]:
-    """The columns whose text enters a row's digest: the user column, then every integer,
-    boolean and string column in table order."""
+    """The columns that enter a row's digest: the user column, then every integer,
+    boolean, string and floating-point column in table order."""
     types = table.column_types()
     cols = [
         c
         for c in table.columns
-        if c != user_column and (types[c] in ("bool", "string") or table.is_integer(c))
+        if c != user_column
+        and (types[c] in ("bool", "string") or table.is_integer(c) or table.is_float(c))
     ]
     return [user_column, *cols]
 
 
-def row_key_text(values: list[Any]) -> str:
+def float_code(x: Any) -> int | None:
+    """The integer a floating-point value enters the digest as: floor(x 2^20) for a finite
+    |x| < 2^33 (exact: the scaling is by a power of two), else None (NULL)."""
+    if x is None:
+        return None
+    v = float(x)
+    if not (math.isfinite(v) and abs(v) < FLOAT_LIMIT):
+        return None
+    return math.floor(v * FLOAT_SCALE)
+
+
+def row_key_text(values: list[Any], floats: list[bool] | None = None) -> str:
     """The text whose MD5 digest orders a person's rows (the Python twin of the SQL).
 
     Integers print in decimal, booleans as ``true``/``false``, strings as themselves,
-    NULL as ``<NULL>``; fields are joined by ``|``.
+    floating-point values (where ``floats`` says so) as their :func:`float_code`, NULL as
+    ``<NULL>``; fields are joined by ``|``.
     """
+    kinds = floats if floats is not None else [False] * len(values)
 
-    def text(v: Any) -> str:
+    def text(v: Any, is_float: bool) -> str:
+        if is_float:
+            v = float_code(v)
         if v is None:
             return NULL_TEXT
         if isinstance(v, bool):
             return "true" if v else "false"
         return str(v)
 
-    return SEPARATOR.join(text(v) for v in values)
+    return SEPARATOR.join(text(v, f) for v, f in zip(values, kinds, strict=True))
 
 
 def _key_sql(table: SQLTable, columns: list[str]) -> str:
     parts = []
     for c in columns:
-        parts.append(f"COALESCE({table.as_text(table.quote(c))}, '{NULL_TEXT}')")
+        expr = table.quote(c)
+        if table.is_float(c):
+            scaled = f"FLOOR({expr} * {table.double_literal(FLOAT_SCALE)})"
+            expr = (
+                f"CASE WHEN ABS({expr}) < {table.double_literal(FLOAT_LIMIT)} "
+                f"THEN {table.truncate_to_bigint(scaled)} END"
+            )
+        parts.append(f"COALESCE({table.as_text(expr)}, '{NULL_TEXT}')")
     joined = f" || '{SEPARATOR}' || ".join(parts)
     return table.md5(f"({joined})")
 
