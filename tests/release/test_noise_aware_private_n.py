@@ -402,13 +402,72 @@ def test_moderate_priors_get_a_posterior_at_every_noise_draw() -> None:
     assert post.mean() == pytest.approx(mean, rel=1e-8)
 
 
-def test_an_informative_prior_is_refused_by_its_name_not_the_prior_on_n() -> None:
-    # the flat prior on n is not at fault: the refusal named it before
-    x = np.r_[np.ones(40), np.zeros(60)].astype(bool)
-    rel = dpb.release(
-        BetaBernoulli(alpha=100.0, beta=100.0), x, mechanism="laplace", epsilon=1.0,
-        neighbours="add-remove", rng=1,
-    )  # fmt: skip
-    with pytest.raises(ValueError, match=r"the prior Beta\(100, 100\) pulls each count"):
+@pytest.mark.parametrize(
+    ("ones", "zeros", "mechanism", "eps", "delta", "prior"),
+    [
+        (40, 60, "laplace", 1.0, 0.0, (100.0, 100.0)),  # refused before (bound 2e31)
+        (5, 3, "laplace", 1.0, 0.0, (100.0, 100.0)),  # accepted before, mean off by 1.5e-5
+        (40, 60, "laplace", 1.0, 0.0, (300.0, 60.0)),
+        (50, 50, "laplace", 1.0, 0.0, (1000.0, 1000.0)),
+        (0, 100, "laplace", 1.0, 0.0, (30.0, 30.0)),
+        (40, 60, "geometric", 0.5, 0.0, (100.0, 100.0)),
+        (40, 60, "gaussian", 3.0, 1e-3, (100.0, 100.0)),
+    ],
+)
+def test_informative_priors_get_the_exact_posterior(ones, zeros, mechanism, eps, delta, prior):
+    """With n private an informative Dir(alpha) pulls each count's window towards alpha
+    noise scales, away from the posterior, so it was refused (Beta(100, 100), 100 records,
+    eps 1: bound 2e31); and with a few records its bound, summed in doubles, lost shares
+    far below 1e-308 that met a g(N) of e^300 at small totals (Beta(100, 100), 8 records:
+    a bound of 2e-11 on a mean off by 1.5e-5). Windows bounded through the likelihoods
+    and a bound summed in logs give the enumeration's posterior."""
+    rel = _coin_release([1] * ones + [0] * zeros, mechanism, eps, delta, seed=1, alpha=prior[0],
+                        beta=prior[1])  # fmt: skip
+    post = rel.noise_aware_posterior()
+    det = rel.guarantee.details
+    scale = det["sigma"] if mechanism == "gaussian" else det["scale"]
+    r = rel.released["counts"]
+    mean, var, cdf, _ = _brute_coin(*prior, r, mechanism, scale, size=int(max(r) + 80 * scale + 60))
+    assert post.omitted_mass < 1e-6
+    tol = max(4 * post.omitted_mass, 1e-12)
+    assert post.mean() == pytest.approx(mean, abs=tol)
+    assert post.var() == pytest.approx(var, rel=1e-6, abs=tol)
+    lo, hi = post.interval(0.9)
+    assert (cdf(lo), cdf(hi)) == pytest.approx((0.05, 0.95), abs=1e-6)
+
+
+def test_an_informative_dirichlet_under_a_prior_on_n_matches_the_enumeration() -> None:
+    """Dir(40, 60, 30) under a Poisson(60) prior on n (a scipy distribution: its pmf is at
+    most 1, so the likelihood bound applies), against the enumeration of every count."""
+    al = np.array([40.0, 60.0, 30.0])
+    x = np.array([0] * 12 + [1] * 20 + [2] * 8)
+    rel = dpb.release(DirichletCategorical(alpha=list(al)), x, mechanism="laplace", epsilon=1.0,
+                      neighbours="add-remove", rng=4)  # fmt: skip
+    prior = stats.poisson(60)
+    post = rel.noise_aware_posterior(n_prior=prior)
+    assert post.omitted_mass < 1e-6
+    scale = rel.guarantee.details["scale"]
+    size = 70
+    g = np.indices((size,) * 3).astype(float)
+    n = g.sum(axis=0)
+    lw = prior.logpmf(n) + special.gammaln(n + 1.0) - special.gammaln(n + al.sum())
+    for j in range(3):
+        lw = lw + special.gammaln(al[j] + g[j]) - special.gammaln(g[j] + 1.0)
+        lw = lw + count_log_likelihood(rel.released["counts"][j], g[j], "laplace", scale, None)
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
+    for i in range(3):
+        a = al[i] + g[i]
+        exact = float(np.sum(w * a / (al.sum() + n)))
+        assert post.marginal(i).mean() == pytest.approx(
+            exact, abs=max(4 * post.omitted_mass, 1e-12)
+        )
+
+
+def test_a_prior_too_strong_for_the_windows_is_refused_by_its_name() -> None:
+    """Beta(1e4, 1e4) on a 100-record coin: no window of doubles holds both the prior's pull
+    and the data (the refusal names the prior, not the flat prior on n)."""
+    rel = _coin_release([1] * 40 + [0] * 60, "laplace", 1.0, seed=1, alpha=1e4, beta=1e4)
+    with pytest.raises(ValueError, match=r"the prior Beta\(10000, 10000\) pulls each count"):
         rel.noise_aware_posterior()
     assert rel.posterior.mean() > 0.0  # the naive posterior the message offers

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from dpbayes.privacy.validation import check_positive
 
@@ -21,10 +22,20 @@ __all__ = ["NPrior", "n_prior", "private_n_rows"]
 class NPrior:
     """A prior on the true total number of rows N >= 0 (see :func:`n_prior`)."""
 
-    def __init__(self, kind: str, log_pmf: Any, description: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        log_pmf: Any,
+        description: dict[str, Any],
+        log_sup: float | None = None,
+    ) -> None:
+        """``log_sup``: an upper bound on ``log_pmf`` over every N >= 0 where one is known
+        (0 for the flat and Normal priors and for a scipy.stats distribution's pmf), else
+        None."""
         self.kind = kind
         self._log_pmf = log_pmf
         self.description = description
+        self.log_sup = log_sup
 
     def log_pmf(self, n: np.ndarray) -> np.ndarray:
         """log pi(N) up to a constant, for integer N >= 0 (an array)."""
@@ -59,6 +70,7 @@ def n_prior(spec: Any = None) -> NPrior:
             "flat",
             lambda n: np.zeros(np.shape(n)),
             {"kind": "flat", "text": "flat (improper uniform) prior on n >= 0"},
+            log_sup=0.0,
         )
     if isinstance(spec, str):
         raise ValueError(f"n_prior must be 'flat', (mean, sd) or a pmf, got {spec!r}")
@@ -78,6 +90,7 @@ def n_prior(spec: Any = None) -> NPrior:
                 "sd": sd,
                 "text": f"Normal(mean {mean:g}, sd {sd:g}) prior on n >= 0 (discretised)",
             },
+            log_sup=0.0,
         )
     logpmf = getattr(spec, "logpmf", None)
     pmf = getattr(spec, "pmf", None)
@@ -99,8 +112,13 @@ def n_prior(spec: Any = None) -> NPrior:
             raise ValueError("n_prior's logpmf/pmf must give a finite or -inf value per n")
         return out
 
+    # a scipy.stats discrete distribution's pmf is at most 1; another object's is unknown
+    proper = isinstance(spec, stats.distributions.rv_frozen) and isinstance(
+        getattr(spec, "dist", None), stats.rv_discrete
+    )
     return NPrior(
         "pmf",
         log_pmf,
         {"kind": "pmf", "distribution": str(name), "args": args, "text": f"{name}{tuple(args)}"},
+        log_sup=0.0 if proper else None,
     )
