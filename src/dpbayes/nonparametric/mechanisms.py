@@ -64,10 +64,19 @@ class _ClippedLocal(abc.ABC):
         )
 
     def privatize(self, values: Any, rng: Any = None) -> Any:
-        """Clip each value (one per person) to [-r, r] and add the mechanism's noise."""
+        """Clip each value (one per person) to [-r, r] and add the mechanism's noise.
+
+        Infinities are clipped like any value beyond r (whether a column is released must
+        not hang on one person's value); a NaN has no clipped value and is refused: drop
+        or impute missing values first."""
         from dpbayes.nonparametric.privatize import PrivatizedColumn
 
-        x = check_array(values, "values")
+        x = check_array(values, "values", finite=False)
+        if np.isnan(x).any():
+            raise ValueError(
+                "values contain NaN (missing values): drop or impute them before privatizing "
+                "(infinities are clipped to [-r, r])"
+            )
         noisy = self._privacy().release(_clip(x, self.r), rng=rng)
         return PrivatizedColumn(
             values=np.asarray(noisy.value, dtype=float),

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from dpbayes.privacy import Guarantee, RandomizedResponse
-from dpbayes.privacy.validation import check_array
 
 __all__ = ["MECHANISMS", "PrivatizedColumn", "privatize"]
 
@@ -98,11 +97,11 @@ def privatize(
         return PrivatizedColumn(out, noisy.guarantee, rr, cats)
     if r is None:
         raise ValueError(f"r (the clipping bound) must be given for the {mechanism} mechanism")
-    x = check_array(values, "values")
+    # the mechanism (epsilon, delta, r) is checked before the values are read
     if mechanism == "laplace":
         if delta != 0:
             raise ValueError(f"delta must be 0 for the laplace mechanism, got {delta}")
-        return LocalLaplace(epsilon=epsilon, r=r).privatize(x, rng=rng)  # type: ignore[no-any-return]
+        return LocalLaplace(epsilon=epsilon, r=r).privatize(values, rng=rng)  # type: ignore[no-any-return]
     if mechanism == "gaussian":
-        return LocalGaussian(epsilon=epsilon, delta=delta, r=r).privatize(x, rng=rng)  # type: ignore[no-any-return]
+        return LocalGaussian(epsilon=epsilon, delta=delta, r=r).privatize(values, rng=rng)  # type: ignore[no-any-return]
     raise ValueError(f"mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
