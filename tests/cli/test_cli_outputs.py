@@ -833,3 +833,60 @@ def test_a_sigterm_during_a_long_noise_aware_posterior_still_prints_the_release(
     assert "released:" in out and "unavailable: interrupted" in out
     assert json.loads(rec.read_text())["released"]
     assert spent(path) == pytest.approx(1e-3)
+
+
+def test_a_failed_record_write_leaves_no_partial_file(tmp_path: Path, monkeypatch) -> None:
+    """A review found a full disk leaving a 0-byte `--json` record (a later `posterior
+    --release` on it failed) and a ledger write failure reported as a bare `[Errno 28]`
+    with `.tmp` files left behind. A record appears whole or not at all, and a ledger that
+    cannot be written says so and that nothing was spent. (The failure is injected at the
+    system call: a real full disk needs a mount.)"""
+    import errno
+    import os
+
+    from dpbayes.cli import common
+    from dpbayes.privacy import Accountant, LedgerError
+
+    old = tmp_path / "r.json"
+    old.write_text('{"old": 1}\n')
+
+    def full(*_: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(common.os, "replace", full)
+    with pytest.raises(OSError, match="No space"):
+        common.emit_json({"new": 2}, str(old))
+    assert old.read_text() == '{"old": 1}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    monkeypatch.undo()
+
+    book = tmp_path / "book.json"
+    acc = Accountant(2.0, path=book)
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(LedgerError, match=r"could not be written .*nothing was spent"):
+        acc.spend(0.5)
+    monkeypatch.undo()
+    assert acc.spent == (0.0, 0.0) and Accountant.open(book).spent == (0.0, 0.0)
+    assert not (tmp_path / "book.json.tmp").exists()
+
+
+def test_bad_files_and_columns_are_named_by_their_flags(tmp_path: Path, capsys) -> None:
+    """A missing user column is named by its flag, and a CSV whose body is not UTF-8 (its
+    header is) says so instead of quoting the codec."""
+    q = tmp_path / "q.csv"
+    q.write_text("u,x\n1,0\n2,1\n")
+    code, _, err = run(
+        capsys,
+        *["release", "--data", str(q), "--column", "x", "--epsilon", "1", "--seed", "1"],
+        *["--user-column", "nope", "--max-rows-per-user", "1"],
+    )
+    assert code == 2 and "--user-column 'nope' not found" in err and err.count("\n") == 1
+    latin = tmp_path / "l1.csv"
+    latin.write_bytes(b"x\n\xe9\n")
+    code, _, err = run(
+        capsys,
+        *["privatize", "--data", str(latin), "--column", "x", "--mechanism"],
+        *["randomized-response", "--categories", "a", "b", "--epsilon", "1", "--seed", "1"],
+        *["--out", str(tmp_path / "o.csv")],
+    )
+    assert code == 2 and "--data" in err and "not UTF-8" in err and err.count("\n") == 1

@@ -74,7 +74,10 @@ def _read_column(path: Path, column: str, *, as_text: bool) -> Any:
     dtype = {column: str} if as_text else None
     # blank lines are rows (a missing value, refused), not skipped: skipping them changed
     # the number of rows released and misaligned the output with the input
-    return pd.read_csv(path, usecols=[column], dtype=dtype, skip_blank_lines=False)[column]
+    try:
+        return pd.read_csv(path, usecols=[column], dtype=dtype, skip_blank_lines=False)[column]
+    except UnicodeDecodeError:  # a header in ASCII over a body in another encoding
+        raise ValueError(f"--data {path}: not UTF-8 text (re-save it as UTF-8)") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -125,7 +125,18 @@ def emit_json(obj: Any, dest: str | None) -> None:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
         return
-    Path(dest).write_text(text + "\n", encoding="utf-8")
+    path = Path(dest)
+    if path.exists() and not path.is_file():  # a device or pipe: written as it is
+        path.write_text(text + "\n", encoding="utf-8")
+        return
+    # a file appears whole or not at all: a full disk left an empty record behind
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def refuse_inapplicable(args: argparse.Namespace, rules: dict[str, tuple[bool, str]]) -> None:

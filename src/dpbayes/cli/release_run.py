@@ -284,7 +284,10 @@ def run_release(args: argparse.Namespace) -> int:
     accountant = Accountant.open(args.budget_file) if args.budget_file else None
     model, data, column = build_model(args)
     if user is not None:
-        data = Table(data, user_column=user, max_rows_per_user=k)
+        try:
+            data = Table(data, user_column=user, max_rows_per_user=k)
+        except ValueError as exc:  # the library names its argument; the CLI its flag
+            raise ValueError(str(exc).replace("user_column ", "--user-column ", 1)) from None
     rel = dpb.release(
         model,
         data,

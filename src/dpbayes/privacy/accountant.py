@@ -283,11 +283,18 @@ class Accountant:
         }
         doc = {**body, "checksum": _checksum(body)}
         tmp = self._path.with_name(self._path.name + ".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(doc, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self._path)
+        try:
+            with open(tmp, "w") as fh:
+                json.dump(doc, fh, indent=1)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self._path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise LedgerError(
+                f"ledger {self._path} could not be written ({exc.strerror or exc}); "
+                "nothing was spent"
+            ) from exc
         dir_fd = os.open(self._path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
