@@ -470,4 +470,7 @@ def test_a_prior_too_strong_for_the_windows_is_refused_by_its_name() -> None:
     rel = _coin_release([1] * 40 + [0] * 60, "laplace", 1.0, seed=1, alpha=1e4, beta=1e4)
     with pytest.raises(ValueError, match=r"the prior Beta\(10000, 10000\) pulls each count"):
         rel.noise_aware_posterior()
+    # a prior on n that agrees with the release is not blamed for it
+    with pytest.raises(ValueError, match=r"Beta\(10000, 10000\) pulls .* flat prior on n too"):
+        rel.noise_aware_posterior(n_prior=(100, 10))
     assert rel.posterior.mean() > 0.0  # the naive posterior the message offers

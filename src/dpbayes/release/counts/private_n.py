@@ -636,6 +636,22 @@ def _likelihood_windows(
     return starts, weights, math.exp(min(log_num - log_kept, 700.0))
 
 
+def _windows_fail_under_a_flat_n(
+    starts: list[int],
+    weights: list[np.ndarray],
+    dropped: list[Dropped],
+    tops: list[int],
+    al: np.ndarray,
+    extra_log_g: Any,
+) -> bool:
+    """Whether the windows' bound fails under the flat prior on n too (then the Dirichlet
+    prior, not the prior on n, is what a refusal should name)."""
+    from dpbayes.release.counts.n_prior import n_prior as make_prior
+
+    flat = _log_g(make_prior(None), float(al.sum()), extra_log_g)
+    return not _omitted_bound(starts, weights, dropped, tops, flat) < 1e-6
+
+
 def private_n_counts(
     alpha: Any,
     log_liks: list[Any],
@@ -673,29 +689,39 @@ def private_n_counts(
         )
     log_g = _log_g(prior, float(al.sum()), extra_log_g)
     omitted = _omitted_bound(starts, weights, dropped, tops, log_g)
-    if not omitted < 1e-6 and prior.log_sup is not None and extra_log_g is None:
-        # an informative prior: bound the windows through the likelihoods instead
+    windows = (list(starts), list(weights))  # the first windows, which ``dropped`` describes
+    fallback = prior.log_sup is not None and extra_log_g is None
+    if not omitted < 1e-10 and fallback and prior.log_sup is not None:
+        # an informative prior pulls the windows away (or the bound is merely loose): bound
+        # the windows through the likelihoods instead, and keep the smaller bound
         for floor in sorted({min(f, 560.0 / al.size) for f in _FLOORS}):
             found = _likelihood_windows(
                 al, log_liks, released, scale, log_g, float(prior.log_sup), floor
             )
-            if found[2] < 1e-6:
+            if found[2] < omitted:
                 starts, weights, omitted = found
+            if omitted < 1e-10:
                 break
-    if not omitted < 1e-6 and prior.kind == "flat":
-        family = "Beta" if al.size == 2 and not dirichlet else "Dir"
-        raise ValueError(
-            "the exact sum over the true counts cannot bound the share its windows leave "
-            f"out (bound {omitted:.3g}): with n private, the prior "
-            f"{family}({', '.join(f'{v:g}' for v in al)}) pulls each count's window up to "
-            "about alpha noise scales, away from the posterior, and no window of doubles holds "
-            "both; use the naive posterior rel.posterior or a flatter prior"
-        )
     if not omitted < 1e-6:
+        bound = "> 1e300" if omitted >= 1e300 else f"{omitted:.3g}"
+        family = "Beta" if al.size == 2 and not dirichlet else "Dir"
+        named = f"{family}({', '.join(f'{v:g}' for v in al)})"
+        if prior.kind == "flat" or (fallback and _windows_fail_under_a_flat_n(
+            *windows, dropped, tops, al, extra_log_g
+        )):  # fmt: skip
+            on_n = "" if prior.kind == "flat" else " (under a flat prior on n too)"
+            raise ValueError(
+                "the exact sum over the true counts cannot bound the share its windows leave "
+                f"out (bound {bound}): with n private, the prior {named} pulls each count's "
+                "window up to about alpha noise scales, away from the posterior, and no "
+                f"window of doubles holds both{on_n}; use the naive posterior rel.posterior "
+                "or a flatter prior"
+            )
         raise ValueError(
             "the prior on n puts its mass where the release is implausible (the posterior "
-            f"lies outside the counts' windows: omitted share bound {omitted:.3g}); choose "
-            "a prior on n that agrees with the release (n_prior=None for the flat prior)"
+            f"lies outside the counts' windows: omitted share bound {bound}); choose a prior "
+            "on n that agrees with the release (n_prior=None for the flat prior; a prior "
+            "that is not a scipy.stats distribution gets no bound through the likelihoods)"
         )
     if al.size == 2 and not dirichlet:
         n = starts[0] + starts[1] + np.arange(weights[0].size + weights[1].size - 1)
