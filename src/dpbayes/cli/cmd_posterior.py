@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from typing import Any
 
 from dpbayes.cli.common import add_json_argument, add_quiet_argument
+from dpbayes.release.display import released_text
 
 
 def register(sub: Any) -> None:
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     name = getattr(rel.model, "name", type(rel.model).__name__)
     print(f"model:       {name}" + (f" (n = {n})" if n is not None else ""))
     print(f"mechanism:   {rel.mechanism}; {rel.guarantee.describe()}")
-    print(f"released:    {json.dumps(rel.released)}")
+    print(f"released:    {released_text(rel.released)}")
     print(f"noise-aware posterior ({summary['family']}) ({NOISE_AWARE_LABEL}):")
     print(f"  mean:      {_fmt(summary['mean'])}")
     print(f"  sd:        {_fmt(summary['sd'])}")

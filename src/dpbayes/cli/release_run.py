@@ -27,6 +27,7 @@ from dpbayes.cli.common import (
     progress,
     refuse_inapplicable,
 )
+from dpbayes.release.display import released_text
 
 __all__ = ["run_release"]
 
@@ -226,7 +227,7 @@ def _print_text(
     print(f"naive posterior ({naive['label']}):")
     print(f"  {describe_distribution(rel.posterior)}")
     _print_summary(naive, model, level)
-    print(f"released:    {json.dumps(rel.released)}")
+    print(f"released:    {released_text(rel.released)}")
     print(f"guarantee:   {rel.guarantee.describe()}")
     if "budget" in rec:
         r = rec["budget"]["remaining"]

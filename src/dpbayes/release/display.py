@@ -36,6 +36,22 @@ def plain(v: Any) -> Any:
     return v
 
 
+def released_text(released: Any, digits: int = 6) -> str:
+    """The released values as JSON text with ``digits`` significant digits (the record
+    and ``--json`` keep every digit): a noisy count printed as 3.4278981493400273 beside
+    intervals of 6 digits claimed a precision the noise does not have."""
+
+    def short(v: Any) -> Any:
+        v = plain(v)
+        if isinstance(v, dict):
+            return {k: short(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [short(x) for x in v]
+        return float(f"{v:.{digits}g}") if isinstance(v, float) else v
+
+    return json.dumps(short(released), default=str)
+
+
 def fmt(v: Any, digits: int = 4) -> str:
     v = plain(v)
     if isinstance(v, list):
@@ -140,7 +156,7 @@ def lines(rel: Any, level: float = 0.95) -> list[tuple[str, str]]:
         text = f"{_describe(rel.posterior)}, {level:.0%} interval {interval}"
         rows.append((f"naive posterior ({NAIVE_LABEL})", text))
     rows.append(("guarantee", rel.guarantee.describe()))
-    released = json.dumps(plain(rel.released), default=str)
+    released = released_text(rel.released)
     rows.append(("released", released if len(released) <= 120 else released[:117] + "..."))
     return rows
 
