@@ -159,7 +159,7 @@ def select_candidate(src: NoiseSource, scores: np.ndarray, scale: float, block: 
         if part.size > full * block:  # the last, shorter block
             block_scores[g + full] = _logsumexp_rows(part[full * block :][None, :])[0]
     live = np.flatnonzero(block_scores != -np.inf)  # weight-0 blocks are never chosen
-    b = int(live[src.gumbel_argmax(block_scores[live] * scale, scale)])
+    b = int(live[src.gumbel_argmax(block_scores[live], 1.0)])  # log weights: temperature 1
     lo, hi = b * block, min((b + 1) * block, s.size)
     return lo + src.gumbel_argmax(s[lo:hi], scale)
 
