@@ -117,10 +117,13 @@ def row_log_weights(
     k 2^-104 max|s| of s; the maximum is taken exactly (on hi, then lo), the difference
     hi - max hi is exact, and D is rounded once.
     """
+    c = np.asarray(counts, dtype=float)
+    if not (np.all(c >= 0) and float(np.sum(c)) < 2.0**53):
+        raise ValueError("a row's counts must be >= 0 and sum below 2^53 (exact as doubles)")
     hi, lo = _dd_scores(
         np.ascontiguousarray(log_lattice, dtype=float),
         np.ascontiguousarray(prior_scores, dtype=float),
-        np.ascontiguousarray(counts, dtype=float),
+        np.ascontiguousarray(c),
     )
     top = float(np.max(hi))
     top_lo = float(np.max(lo[hi == top]))
@@ -139,7 +142,7 @@ def rounding_allowance(
     floor and the temperature ``scale``); PROOF_sampling.md §9.
 
     D is within eta = (floor scale 2^-53 + 8 k 2^-104 B) / scale of the exact utility,
-    B = (|alpha - 1| k + 2^53) 1.01 |log trim| bounding |s| (counts below 2^53, entries
+    B = (|alpha - 1| k + 2^53) 1.01 |log trim| bounding |s| (a row's counts summing below 2^53, entries
     at least ``trim``); the weight exp(D) (or OpenDP's exact selection from D / scale)
     adds at most 2^-52. A weight ratio and the normaliser ratio each take 2 of each:
     4 (eta + 2^-52), rounded up.
