@@ -890,3 +890,19 @@ def test_bad_files_and_columns_are_named_by_their_flags(tmp_path: Path, capsys) 
         *["--out", str(tmp_path / "o.csv")],
     )
     assert code == 2 and "--data" in err and "not UTF-8" in err and err.count("\n") == 1
+
+
+def test_a_dry_run_refuses_what_the_release_would_refuse(tmp_path: Path, capsys) -> None:
+    """A review found a dry run saying "fits" for an add/remove release on a budget of
+    substitute spends, which the real run then refused. The dry run asks the same."""
+    path = ledger(tmp_path, eps=10.0)
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"x": [0, 1, 1, 0, 1]}).to_csv(data, index=False)
+    common = ["release", "-q", "--data", str(data), "--column", "x", "--epsilon", "1"]
+    code, _, err = run(capsys, *common, "--budget-file", str(path))
+    assert code == 0, err
+    code, out, err = run(
+        capsys, *common, "--budget-file", str(path), "--neighbours", "add-remove", "--dry-run"
+    )
+    assert code == 2 and "does NOT fit" in out and "do not add up" in err, (out, err)
+    assert spent(path) == 1.0

@@ -407,3 +407,37 @@ def test_a_scoped_spend_must_be_add_remove() -> None:
     acc.spend(ar, scope=["cell:0"])
     acc.spend(ar, scope=["cell:1"])
     assert acc.spent == (0.5, 0.0)
+
+
+def test_user_level_units_are_told_apart_by_their_user_column(tmp_path) -> None:
+    """A review found releases bounded per 'uid' and per 'hh' (a person, a household)
+    added up on one budget. The user column is part of the unit; row bounds still
+    compose. A dry run (check_unit) and a price (spent_after) refuse what a charge would."""
+    import numpy as np
+    import pandas as pd
+
+    import dpbayes as dpb
+    from dpbayes.data import Table
+    from dpbayes.models import BetaBernoulli
+    from dpbayes.release.base import plan
+
+    frame = pd.DataFrame({"uid": np.arange(40), "hh": np.arange(40) // 2, "y": np.arange(40) % 2})
+    acc = Accountant(5.0, simulation=True)
+    for k in (3, 5):
+        data = Table(frame, user_column="uid", max_rows_per_user=k)
+        rel = dpb.release(BetaBernoulli(), data, column="y", mechanism="laplace", epsilon=1.0,
+                          accountant=acc, rng=k)  # fmt: skip
+        assert rel.guarantee.details["user_column"] == "uid"
+    other = plan(
+        BetaBernoulli(), Table(frame, user_column="hh", max_rows_per_user=5), column="y",
+        mechanism="laplace", epsilon=1.0,
+    ).guarantee  # fmt: skip
+    with pytest.raises(ValueError, match=r"identified by 'uid'.*identified by 'hh'"):
+        acc.check_unit(other)
+    with pytest.raises(ValueError, match="do not add up"):
+        acc.spent_after(other)
+    data = Table(frame, user_column="hh", max_rows_per_user=5)
+    with pytest.raises(ValueError, match="do not add up"):
+        dpb.release(BetaBernoulli(), data, column="y", mechanism="laplace", epsilon=1.0,
+                    accountant=acc, rng=9)  # fmt: skip
+    assert acc.spent == (2.0, 0.0)

@@ -103,3 +103,23 @@ def test_an_empty_listed_group_is_released_like_any_other(model, column, mechani
     assert empty[1999].mechanism == joined[1999].mechanism
     assert empty[1999].released != joined[1999].released  # the same noise, one more record
     assert empty.guarantee == joined.guarantee
+
+
+def test_a_substitute_grouped_release_states_its_narrower_relation() -> None:
+    """Parallel composition under substitution needs each record to keep its group (a
+    record moved between groups changes two groups' public n): the guarantee says so, and
+    a budget does not add it up with plain substitute releases."""
+    from dpbayes.models import BetaBernoulli
+    from dpbayes.privacy import Accountant
+
+    df = pd.DataFrame({"y": [0, 1, 1, 0, 1, 1], "year": [1, 1, 2, 2, 2, 1]})
+    acc = Accountant(5.0, simulation=True)
+    g = dpb.release(BetaBernoulli(), df, column="y", by="year", groups=[1, 2],
+                    mechanism="laplace", epsilon=1.0, accountant=acc, rng=1)  # fmt: skip
+    assert "substitute one record within its 'year' group" in g.guarantee.describe()
+    with pytest.raises(ValueError, match="do not add up"):
+        dpb.release(BetaBernoulli(), df, column="y", mechanism="laplace", epsilon=1.0,
+                    accountant=acc, rng=2)  # fmt: skip
+    ar = dpb.release(BetaBernoulli(), df, column="y", by="year", groups=[1, 2],
+                     mechanism="laplace", epsilon=1.0, neighbours="add-remove", rng=3)  # fmt: skip
+    assert "within" not in ar.guarantee.describe()

@@ -129,12 +129,18 @@ def _dry_run(args: argparse.Namespace, user: str | None, k: int | None) -> int:
     fits = True
     if args.budget_file:
         acc = Accountant.open(args.budget_file)
-        fits = acc.can_spend(g.epsilon, g.delta)
+        refused = None
+        try:
+            acc.check_unit(g)
+        except ValueError as exc:  # the real run would refuse it whatever the epsilon
+            refused = str(exc)
+        fits = refused is None and acc.can_spend(g.epsilon, g.delta)
         eps_left, delta_left = acc.remaining
         out["ledger"] = {
             "path": args.budget_file,
             "remaining": {"epsilon": eps_left, "delta": delta_left},
             "fits": fits,
+            **({"refused": refused} if refused else {}),
         }
     if args.json is not None:
         emit_json(out, args.json)
@@ -152,11 +158,13 @@ def _dry_run(args: argparse.Namespace, user: str | None, k: int | None) -> int:
                 f"{led['delta']:.3g} remaining; this release {verdict}"
             )
     if not fits:
-        print(
-            f"dpbayes: error: budget exceeded (dry run): eps {g.epsilon:.6g} does not fit in "
-            f"{args.budget_file}; nothing was spent",
-            file=sys.stderr,
+        why = (
+            f"{refused} (dry run)"
+            if refused
+            else f"budget exceeded (dry run): eps {g.epsilon:.6g} does not fit in "
+            f"{args.budget_file}; nothing was spent"
         )
+        print(f"dpbayes: error: {why}", file=sys.stderr)
         return 2
     return 0
 

@@ -43,6 +43,11 @@ class Table:
         """At most this many rows per user (None: rows are not bounded per user)."""
         return self.backend.rows_per_user_bound
 
+    @property
+    def user_column(self) -> str | None:
+        """The column that identifies a user of a contribution-bounded table, else None."""
+        return getattr(self.backend, "user_column", None)
+
     def bound_contributions(self, user_column: str, max_rows_per_user: int) -> Table:
         """This table with at most ``max_rows_per_user`` rows per user, chosen in the engine.
 

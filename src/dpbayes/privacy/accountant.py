@@ -80,6 +80,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -108,6 +109,12 @@ _UNIT_TEXT = {
 }
 
 
+def _unit_text(unit: str) -> str:
+    if unit.startswith("user '"):
+        return f"one user identified by {unit[5:]} (add/remove, user level)"
+    return _UNIT_TEXT.get(unit, unit)
+
+
 def _unit_class(unit: str) -> str:
     """The privacy unit of a spend's recorded relation: 'substitute', 'add-remove' (one
     record), 'user' (add/remove one user, whatever its row bound), or '' (none given)."""
@@ -115,9 +122,10 @@ def _unit_class(unit: str) -> str:
     if not text:
         return ""
     if "user" in text:
-        return "user"
+        who = re.search(r"identified by ('.*')$", unit.strip())
+        return "user" if who is None else f"user {who.group(1)}"
     if "substitut" in text:
-        return "substitute"
+        return "substitute" if "within" not in text else text
     if "add" in text or "remove" in text:
         return "add-remove"
     return text
@@ -126,6 +134,8 @@ def _unit_class(unit: str) -> str:
 def _check_scope(cost: Guarantee, scope: Iterable[str] | None) -> str:
     """The guarantee's recorded relation; ValueError for a scoped substitute guarantee."""
     unit = str(cost.details.get("neighbouring_relation") or cost.neighbours.value)
+    if cost.details.get("user_column") is not None:
+        unit += f" identified by {str(cost.details['user_column'])!r}"
     if scope is not None and _unit_class(unit) == "substitute":
         raise ValueError(
             "scope (parallel composition over disjoint parts) needs add/remove neighbours: "
@@ -357,6 +367,14 @@ class Accountant:
         eps, dlt = self.spent
         return max(0.0, self._total[0] - eps), max(0.0, self._total[1] - dlt)
 
+    def check_unit(self, cost: Guarantee, scope: Iterable[str] | None = None) -> None:
+        """ValueError (the reason) if :meth:`charge` would refuse ``cost`` for its privacy
+        unit or for a scope its relation does not allow, before any budget check: what a
+        dry run or a quote asks besides whether the epsilon fits."""
+        unit = _check_scope(cost, scope)
+        with self._lock:
+            self._check_unit(Spend(cost.epsilon, cost.delta, unit=unit))
+
     def _check_unit(self, spend: Spend) -> None:
         """Refuse a spend whose privacy unit differs from the recorded ones'.
 
@@ -372,9 +390,9 @@ class Accountant:
             have = _unit_class(old.unit)
             if have and have != new:
                 raise ValueError(
-                    f"this budget's spends protect {_UNIT_TEXT.get(have, have)} and this "
-                    f"release protects {_UNIT_TEXT.get(new, new)}: their epsilons do not add "
-                    "up under either relation; charge it to a separate budget (nothing was "
+                    f"this budget's spends protect {_unit_text(have)} and this "
+                    f"release protects {_unit_text(new)}: their epsilons do not add "
+                    "up to one guarantee; charge it to a separate budget (nothing was "
                     "spent)"
                 )
 
@@ -407,16 +425,17 @@ class Accountant:
         can be priced against each other).
         """
         if isinstance(cost, Guarantee):
-            _check_scope(cost, scope)
+            unit = _check_scope(cost, scope)
             ev = event_of(
                 cost.epsilon, cost.delta, cost.sensitivity, cost.neighbours.value, cost.details
             )
             spend = self._make_spend(
-                cost.epsilon, cost.delta, "", scope, gaussian_ratio=ev.gaussian_ratio
+                cost.epsilon, cost.delta, "", scope, unit=unit, gaussian_ratio=ev.gaussian_ratio
             )
         else:
             spend = self._make_spend(cost, delta, "", scope)
         with self._lock:
+            self._check_unit(spend)  # priced as charged: a spend charge refuses is refused
             return self._composed([*self._pending, spend])
 
     @staticmethod

@@ -453,6 +453,9 @@ def plan(
     )
     if group_k is not None:
         out = _group_privacy_plan(out, group_k, eps, dlt, per_eps, per_delta, rel)
+    user_column = getattr(data, "user_column", None)
+    if k is not None and isinstance(user_column, str):
+        out = _name_the_user(out, user_column)
     if not out.guarantee.private and not allow_non_private:
         raise ValueError(
             f"mechanism {mechanism!r} with these options is not differentially private; "
@@ -500,6 +503,21 @@ def group_privacy_budget(epsilon: float, delta: float, k: int) -> tuple[float, f
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
     # e^{-(k-1) eps/k} underflows to 0 for huge eps instead of overflowing
     return eps / k, dlt * math.exp(-(k - 1) * eps / k) / k
+
+
+def _name_the_user(out: Plan, column: str) -> Plan:
+    """``out`` with the column that identifies a user in its guarantees' details: a budget
+    adds up user-level releases only for one such column (a person and a household are
+    different units; :class:`~dpbayes.privacy.Accountant`)."""
+
+    def named(g: Guarantee) -> Guarantee:
+        return replace(g, details={**g.details, "user_column": column})
+
+    def run(src: NoiseSource) -> Release:
+        rel = out.run(src)
+        return replace(rel, guarantee=named(rel.guarantee))
+
+    return replace(out, guarantee=named(out.guarantee), run=run)
 
 
 def _group_privacy_plan(

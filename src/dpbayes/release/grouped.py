@@ -9,10 +9,15 @@ whole, by parallel composition over disjoint parts (McSherry 2009, Thm 4):
   one group's data change, by add/remove one record; that group's release is
   (eps, delta)-DP under add/remove and the others' are unchanged. The joint output is
   (eps, delta)-DP.
-* **substitute one record**: the grouping column is public, so neighbours keep each
-  record's group: a substituted record changes one group's data by substitution, the
-  others not; each group's release is (eps, delta)-DP under substitution. (Each group's
-  size is then public, as substitution within it publishes its n.)
+* **substitute one record within its group**: the grouping column is public, so
+  neighbours keep each record's group: a substituted record changes one group's data by
+  substitution, the others not; each group's release is (eps, delta)-DP under
+  substitution. (Each group's size is then public, as substitution within it publishes
+  its n.) This is a narrower relation than substituting any record (a record moved to
+  another group changes two groups' public n), and the guarantee says so
+  (``details["neighbouring_relation"]``); a budget does not add it up with releases
+  under plain substitution (:class:`~dpbayes.privacy.Accountant`). Use add/remove for a
+  guarantee without that condition.
 * **user level** (data bounded to k rows per user) is refused: one user's rows may lie
   in several groups, so the parts are not disjoint in users.
 
@@ -155,7 +160,18 @@ def release_grouped(
         sensitivity_norm=first.sensitivity_norm,
         private=all(p.guarantee.private for p in parts),
         simulation=src.simulation,
-        details={"parallel_composition": by, "groups": len(parts), "public_groups": True},
+        details={
+            "parallel_composition": by,
+            "groups": len(parts),
+            "public_groups": True,
+            # under substitution the parallel argument needs each record's group to be
+            # kept (a record moved between groups changes two groups' public n): stated
+            **(
+                {"neighbouring_relation": f"substitute one record within its {by!r} group"}
+                if first.neighbours is Neighbours.SUBSTITUTE
+                else {}
+            ),
+        },
     )
 
     def run() -> dict[Any, Release]:
