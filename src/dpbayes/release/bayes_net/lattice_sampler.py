@@ -142,8 +142,8 @@ def rounding_allowance(
     floor and the temperature ``scale``); PROOF_sampling.md §9.
 
     D is within eta = (floor scale 2^-53 + 8 k 2^-104 B) / scale of the exact utility,
-    B = (|alpha - 1| k + 2^53) 1.01 |log trim| bounding |s| (a row's counts summing below 2^53, entries
-    at least ``trim``); the weight exp(D) (or OpenDP's exact selection from D / scale)
+    B = (|alpha - 1| k + 2^53) 1.01 |log trim| bounding |s| (a row's counts summing below
+    2^53, entries at least ``trim``); the weight exp(D) (or OpenDP's exact selection from D / scale)
     adds at most 2^-52. A weight ratio and the normaliser ratio each take 2 of each:
     4 (eta + 2^-52), rounded up.
     """
