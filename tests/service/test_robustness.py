@@ -120,6 +120,45 @@ def test_a_query_over_its_time_limit_is_503_and_spends_nothing(
         srv.stop()
 
 
+def test_a_body_that_never_arrives_is_408_and_the_rest_keeps_answering(
+    tmp_path: Path,
+) -> None:
+    """A review found no limit on how long a request body may take: a client announcing
+    a body and trickling (or never sending) it held its request open for good. Over a
+    real socket, such a request is answered 408 after --body-timeout, the API answers
+    meanwhile, and nothing is spent."""
+    import socket
+    import time
+    from urllib.parse import urlparse
+
+    srv = ServerProcess(f"sqlite:///{tmp_path / 'bt.db'}", tmp_path, "--body-timeout", "1")
+    srv.start()
+    try:
+        key = srv.new_analyst()
+        before = _state(srv)
+        url = urlparse(srv.url)
+        with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+            head = (
+                "POST /api/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Authorization: {key['Authorization']}\r\nContent-Length: 100\r\n\r\n"
+            )
+            sock.sendall(head.encode() + b'{"where": ')  # and nothing more
+            t0 = time.monotonic()
+            assert httpx.get(srv.url + "/api/schema", headers=key, timeout=30).status_code == 200
+            reply = b""
+            while b"\r\n\r\n" not in reply:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+            waited = time.monotonic() - t0
+        assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+        assert waited < 10, waited
+        assert _state(srv) == before
+    finally:
+        srv.stop()
+
+
 def test_serve_refuses_a_seed_in_one_line(tmp_path: Path) -> None:
     """A real ledger never gets simulated noise: ``serve --seed`` exits 2 with one line."""
     key = tmp_path / "admin.key"

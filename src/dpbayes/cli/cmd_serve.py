@@ -96,6 +96,13 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="how long one query may take to plan before it is answered 503 (default 10)",
     )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a request's body may take to arrive before it is answered 408 (default 30)",
+    )
     # refused with a one-line error (a real ledger never gets simulated noise)
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     add_privacy_unit_arguments(p)
@@ -131,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     if not args.time_limit > 0:
         raise ValueError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
+    if not args.body_timeout > 0:
+        raise ValueError(f"--body-timeout must be > 0 seconds, got {args.body_timeout}")
     if args.workers > 1 and not args.admin_key_file:
         raise ValueError("--workers needs --admin-key-file (each worker reads the key from it)")
     try:
@@ -166,7 +175,9 @@ def run(args: argparse.Namespace) -> int:
     common = {"host": args.host, "port": args.port, "log_level": "warning", "access_log": False}
     _announce_when_listening(args.host, args.port, args.workers)
     if args.workers == 1:
-        app = create_app(config, args.db, key, time_limit=args.time_limit)
+        app = create_app(
+            config, args.db, key, time_limit=args.time_limit, body_timeout=args.body_timeout
+        )
         uvicorn.run(app, timeout_graceful_shutdown=5, **common)
         return 0
     # Set the database up once here (migrations, first rows, one-line errors), then start
@@ -182,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
             "db": args.db,
             "admin_key_file": str(Path(args.admin_key_file).resolve()),
             "time_limit": args.time_limit,
+            "body_timeout": args.body_timeout,
         }
     )
     uvicorn.run(

@@ -47,11 +47,13 @@ from dpbayes.service.schemas import (
 )
 from dpbayes.service.state import Busy, Conflict, QueryService, Reply, check_admin
 
-__all__ = ["MAX_BODY_BYTES", "WORKER_ENV", "create_app", "worker_app"]
+__all__ = ["BODY_TIMEOUT", "MAX_BODY_BYTES", "WORKER_ENV", "create_app", "worker_app"]
 
 WORKER_ENV = "DPBAYES_SERVE_WORKER"  # the workers' configuration (JSON, never the key)
 
 MAX_BODY_BYTES = 64 * 1024
+#: Seconds a request body may take to arrive (``dpbayes serve --body-timeout``).
+BODY_TIMEOUT = 30.0
 STATIC = Path(__file__).with_name("static")
 # The page loads only its own script and style from this server (no CDN, no inline code).
 PAGE_HEADERS = {
@@ -64,10 +66,13 @@ PAGE_HEADERS = {
 
 
 class _BodyLimit:
-    """ASGI middleware: refuse request bodies above ``limit`` bytes with 413."""
+    """ASGI middleware: refuse request bodies above ``limit`` bytes with 413, and bodies
+    not received within ``timeout`` seconds (the query's time limit) with 408: a client
+    that trickles its body (or announces one and never sends it) held a request open for
+    as long as it liked."""
 
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: Any, limit: int, timeout: float | None = None) -> None:
+        self.app, self.limit, self.timeout = app, limit, timeout
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -76,10 +81,21 @@ class _BodyLimit:
         length = dict(scope.get("headers", [])).get(b"content-length")
         too_big = length is not None and (not length.isdigit() or int(length) > self.limit)
         chunks: list[dict[str, Any]] = []
+        loop = asyncio.get_running_loop()
+        deadline = None if self.timeout is None else loop.time() + self.timeout
         if not too_big:
             size, more = 0, True
             while more:
-                msg = await receive()
+                try:
+                    left = None if deadline is None else max(deadline - loop.time(), 0.0)
+                    msg = await asyncio.wait_for(receive(), timeout=left)
+                except TimeoutError:
+                    resp = JSONResponse(
+                        {"detail": f"request body not received within {self.timeout:g} s"},
+                        status_code=408,
+                    )
+                    await resp(scope, receive, send)
+                    return
                 if msg["type"] != "http.request":
                     chunks.append(msg)
                     break
@@ -146,11 +162,13 @@ def create_app(
     service: Any = None,
     time_limit: float | None = 10.0,
     query_threads: int = 8,
+    body_timeout: float | None = BODY_TIMEOUT,
 ) -> FastAPI:
     """The FastAPI app: opens (and migrates) the database, restores budget and history.
 
     ``time_limit``: seconds a query may take from its arrival to the end of its planning
-    (then 503, nothing spent). Queries run on their own ``query_threads`` threads, so a
+    (then 503, nothing spent). ``body_timeout``: seconds a request's body may take to
+    arrive (then 408). Queries run on their own ``query_threads`` threads, so a
     flood of slow ones cannot starve the page, the schema, the budget or the history.
     """
     key = digest_key(admin_key)  # checks the admin key too
@@ -376,7 +394,7 @@ def create_app(
             raise HTTPException(404, "not found")
         return FileResponse(path, headers=PAGE_HEADERS)
 
-    app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES, timeout=body_timeout)
     return app
 
 
@@ -389,5 +407,9 @@ def worker_app() -> FastAPI:
     spec = json.loads(os.environ[WORKER_ENV])
     key = Path(spec["admin_key_file"]).read_text().strip()
     return create_app(
-        EngineConfig(**spec["config"]), spec["db"], key, time_limit=spec["time_limit"]
+        EngineConfig(**spec["config"]),
+        spec["db"],
+        key,
+        time_limit=spec["time_limit"],
+        body_timeout=spec.get("body_timeout", BODY_TIMEOUT),
     )
