@@ -441,3 +441,66 @@ def test_user_level_units_are_told_apart_by_their_user_column(tmp_path) -> None:
         dpb.release(BetaBernoulli(), data, column="y", mechanism="laplace", epsilon=1.0,
                     accountant=acc, rng=9)  # fmt: skip
     assert acc.spent == (2.0, 0.0)
+
+
+def test_units_come_from_structured_fields_and_old_ledgers_still_open(tmp_path) -> None:
+    """A review found the unit read from free text: a column source (as_source) and the
+    query engine recorded a bare "user" (a person and a household added up again), a
+    grouped release by 'user_type' read as user level, a column named with a quote lost
+    its name, and a ledger from before could not take any user-level release. Units come
+    from the guarantee's fields; a user-level spend whose column was not recorded goes
+    with one user column."""
+    import numpy as np
+    import pandas as pd
+
+    import dpbayes as dpb
+    from dpbayes.answers import Cube, QueryEngine
+    from dpbayes.data import Table, as_source
+    from dpbayes.models import BetaBernoulli
+    from dpbayes.privacy.spend import Spend
+
+    frame = pd.DataFrame(
+        {"uid": np.arange(40), "hh": np.arange(40) // 2, "y": np.arange(40) % 2,
+         "user_type": np.arange(40) % 3, "person's id": np.arange(40)}
+    )  # fmt: skip
+    coin = BetaBernoulli()
+
+    def release(data, acc, seed, **kw):
+        return dpb.release(coin, data, mechanism="laplace", epsilon=0.5, accountant=acc,
+                           rng=seed, **kw)  # fmt: skip
+
+    acc = Accountant(9.0, simulation=True)
+    release(as_source(frame, column="y", user_column="uid", max_rows_per_user=3), acc, 1)
+    release(Table(frame, user_column="uid", max_rows_per_user=2).column("y"), acc, 2)
+    with pytest.raises(ValueError, match="identified by 'hh'"):
+        release(as_source(frame, column="y", user_column="hh", max_rows_per_user=3), acc, 3)
+    cube = Cube.from_table(frame, {"y": [0, 1]}, user_column="hh", max_rows_per_user=2)
+    engine = QueryEngine(cube, accountant=acc, rng=4)
+    with pytest.raises(ValueError, match="identified by 'hh'"):
+        engine.ask("y = 1", half_width=30.0, confidence=0.9)
+    with pytest.raises(ValueError, match='identified by "person\'s id"'):
+        data = Table(frame, user_column="person's id", max_rows_per_user=2)
+        release(data, acc, 5, column="y")
+    assert acc.spent == (1.0, 0.0)
+
+    grouped = Accountant(9.0, simulation=True)
+    dpb.release(coin, frame, column="y", by="user_type", groups=[0, 1, 2],
+                mechanism="laplace", epsilon=0.5, accountant=grouped, rng=6)  # fmt: skip
+    with pytest.raises(ValueError, match="within its 'user_type' group"):
+        release(as_source(frame, column="y", user_column="hh", max_rows_per_user=3), grouped, 7)
+
+    # a ledger written before units were keyed: its user-level spend names no column
+    path = tmp_path / "old.json"
+    old = Accountant(5.0, path=path)
+    old._spends.append(
+        Spend(0.5, 0.0, "laplace", None, 0.0, unit="add/remove one user (<= 2 rows)")
+    )
+    old._save()
+    again = Accountant.open(path)
+    ar = LaplaceMechanism(epsilon=0.5, sensitivity=2.0, neighbours="add-remove").guarantee()
+    user_uid = dataclasses.replace(ar, details={"privacy_unit": "user", "user_column": "uid"})
+    user_hh = dataclasses.replace(ar, details={"privacy_unit": "user", "user_column": "hh"})
+    again.spend(user_uid)
+    with pytest.raises(ValueError, match="identified by 'uid'"):
+        again.spend(user_hh)
+    assert again.spent == (1.0, 0.0)

@@ -130,9 +130,16 @@ class Cube:
     """
 
     def __init__(
-        self, axes: Sequence[Axis], counts: Any, *, rows_per_user_bound: int | None = None
+        self,
+        axes: Sequence[Axis],
+        counts: Any,
+        *,
+        rows_per_user_bound: int | None = None,
+        user_column: str | None = None,
     ) -> None:
         self.axes = tuple(axes)
+        # the column that identifies a user (budgets tell user-level units apart by it)
+        self.user_column = None if rows_per_user_bound is None else user_column
         self.rows_per_user_bound = (
             None
             if rows_per_user_bound is None
@@ -211,7 +218,12 @@ class Cube:
                 idx.append(j)
             else:
                 counts[tuple(idx)] += int(n)
-        return cls(axes, counts, rows_per_user_bound=table_.rows_per_user_bound)
+        return cls(
+            axes,
+            counts,
+            rows_per_user_bound=table_.rows_per_user_bound,
+            user_column=getattr(table_, "user_column", None),
+        )
 
     # ------------------------------------------------------------------ shape
     @property

@@ -205,6 +205,8 @@ class QueryEngine:
         self._simulated = False  # whether any answer in the history used simulation noise
         k = cube.rows_per_user_bound
         self._user: dict[str, Any] = user_level(k, Neighbours.ADD_REMOVE)[1]
+        if k is not None and getattr(cube, "user_column", None) is not None:
+            self._user["user_column"] = cube.user_column
         for rec in self.store.load():
             self._simulated |= bool(rec.guarantee.get("simulation", False))
             check_record(rec, cube)

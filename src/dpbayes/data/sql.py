@@ -356,6 +356,11 @@ class ColumnSource(Source):
         """At most this many rows per user (None: rows are not bounded per user)."""
         return self.table.rows_per_user_bound
 
+    @property
+    def user_column(self) -> str | None:
+        """The column that identifies a user of a contribution-bounded table, else None."""
+        return self.table.user_column if self.table.rows_per_user_bound is not None else None
+
     def n(self) -> int:
         return self.table.n()
 

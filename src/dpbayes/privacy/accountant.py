@@ -80,7 +80,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -90,7 +89,7 @@ from typing import Any
 from dpbayes import display
 from dpbayes.display import num
 from dpbayes.privacy.composition import COMPOSITIONS, event_of
-from dpbayes.privacy.guarantee import Guarantee
+from dpbayes.privacy.guarantee import Guarantee, Neighbours
 from dpbayes.privacy.spend import Spend, _TightTotals, _Totals
 from dpbayes.privacy.validation import check_delta, check_epsilon
 
@@ -102,48 +101,77 @@ _READS = (1, 2)  # ledger versions this code opens (1: before composition was re
 _TOLERANCE = 1e-9  # relative slack so that 10 x 0.1 fits in a budget of 1
 
 
-_UNIT_TEXT = {
-    "substitute": "substitute-one-record neighbours",
-    "add-remove": "add/remove-one-record neighbours",
-    "user": "one user (add/remove, user level)",
-}
+_SEP = "\x1f"  # between the parts of a unit key (never in a column name from a table)
 
 
-def _unit_text(unit: str) -> str:
-    if unit.startswith("user '"):
-        return f"one user identified by {unit[5:]} (add/remove, user level)"
-    return _UNIT_TEXT.get(unit, unit)
+def _unit_key(cost: Guarantee) -> str:
+    """The privacy unit a guarantee protects, from its structured fields (never from the
+    relation's free text): ``substitute``, ``add-remove`` (one record), ``user`` + the
+    user column when it is known, or ``substitute`` within the groups of a grouped
+    release's column."""
+    details = cost.details
+    if details.get("privacy_unit") == "user":
+        column = details.get("user_column")
+        return "user" if column is None else f"user{_SEP}{column}"
+    if cost.neighbours is Neighbours.SUBSTITUTE and details.get("parallel_composition"):
+        return f"substitute{_SEP}within{_SEP}{details['parallel_composition']}"
+    return str(cost.neighbours.value)
 
 
-def _unit_class(unit: str) -> str:
-    """The privacy unit of a spend's recorded relation: 'substitute', 'add-remove' (one
-    record), 'user' (add/remove one user, whatever its row bound), or '' (none given)."""
+def _legacy_key(unit: str) -> str:
+    """The unit key of a spend recorded before keys were (its relation's text)."""
     text = unit.strip().lower()
-    if not text:
-        return ""
-    if "user" in text:
-        who = re.search(r"identified by ('.*')$", unit.strip())
-        return "user" if who is None else f"user {who.group(1)}"
-    if "substitut" in text:
-        return "substitute" if "within" not in text else text
-    if "add" in text or "remove" in text:
+    if text.startswith("add/remove one user"):
+        return "user"  # its user column was not recorded
+    if text == "substitute":
+        return "substitute"
+    if text in ("add-remove", "add/remove one record"):
         return "add-remove"
-    return text
+    return ""
 
 
-def _check_scope(cost: Guarantee, scope: Iterable[str] | None) -> str:
-    """The guarantee's recorded relation; ValueError for a scoped substitute guarantee."""
+def _key_of(spend: Spend) -> str:
+    return spend.unit_key or _legacy_key(spend.unit)
+
+
+def _compatible(a: str, b: str) -> bool:
+    """Whether spends of units a and b add up to one guarantee. A user-level spend whose
+    column was not recorded (a ledger from before) goes with any one user column."""
+    if a == b or not a or not b:
+        return True
+    return (a == "user" and b.startswith("user" + _SEP)) or (
+        b == "user" and a.startswith("user" + _SEP)
+    )
+
+
+def _unit_text(key: str) -> str:
+    parts = key.split(_SEP)
+    if parts[0] == "user":
+        if len(parts) == 1:
+            return "one user (add/remove, user level; its column not recorded)"
+        return f"one user identified by {parts[1]!r} (add/remove, user level)"
+    if parts[0] == "substitute" and len(parts) == 3:
+        return f"substitute one record within its {parts[2]!r} group"
+    return {
+        "substitute": "substitute-one-record neighbours",
+        "add-remove": "add/remove-one-record neighbours",
+    }.get(key, key)
+
+
+def _check_scope(cost: Guarantee, scope: Iterable[str] | None) -> tuple[str, str]:
+    """(the relation's text, the unit key) of ``cost``; ValueError for a scoped substitute
+    guarantee."""
     unit = str(cost.details.get("neighbouring_relation") or cost.neighbours.value)
     if cost.details.get("user_column") is not None:
         unit += f" identified by {str(cost.details['user_column'])!r}"
-    if scope is not None and _unit_class(unit) == "substitute":
+    if scope is not None and cost.neighbours is Neighbours.SUBSTITUTE:
         raise ValueError(
             "scope (parallel composition over disjoint parts) needs add/remove neighbours: "
             "a substituted record can leave one part and enter another, which a substitute "
             "guarantee does not cover; release with neighbours='add-remove' or charge "
             "without scope"
         )
-    return unit
+    return unit, _unit_key(cost)
 
 
 class BudgetExceeded(ValueError):
@@ -371,9 +399,9 @@ class Accountant:
         """ValueError (the reason) if :meth:`charge` would refuse ``cost`` for its privacy
         unit or for a scope its relation does not allow, before any budget check: what a
         dry run or a quote asks besides whether the epsilon fits."""
-        unit = _check_scope(cost, scope)
+        unit, key = _check_scope(cost, scope)
         with self._lock:
-            self._check_unit(Spend(cost.epsilon, cost.delta, unit=unit))
+            self._check_unit(Spend(cost.epsilon, cost.delta, unit=unit, unit_key=key))
 
     def _check_unit(self, spend: Spend) -> None:
         """Refuse a spend whose privacy unit differs from the recorded ones'.
@@ -383,12 +411,12 @@ class Accountant:
         add/remove), and a record-level eps costs a user with k rows k eps. Spends by a
         bare epsilon carry no unit and are the caller's to match.
         """
-        new = _unit_class(spend.unit)
+        new = _key_of(spend)
         if not new:
             return
         for old in [*self._spends, *self._pending]:
-            have = _unit_class(old.unit)
-            if have and have != new:
+            have = _key_of(old)
+            if not _compatible(have, new):
                 raise ValueError(
                     f"this budget's spends protect {_unit_text(have)} and this "
                     f"release protects {_unit_text(new)}: their epsilons do not add "
@@ -425,12 +453,18 @@ class Accountant:
         can be priced against each other).
         """
         if isinstance(cost, Guarantee):
-            unit = _check_scope(cost, scope)
+            unit, key = _check_scope(cost, scope)
             ev = event_of(
                 cost.epsilon, cost.delta, cost.sensitivity, cost.neighbours.value, cost.details
             )
             spend = self._make_spend(
-                cost.epsilon, cost.delta, "", scope, unit=unit, gaussian_ratio=ev.gaussian_ratio
+                cost.epsilon,
+                cost.delta,
+                "",
+                scope,
+                unit=unit,
+                unit_key=key,
+                gaussian_ratio=ev.gaussian_ratio,
             )
         else:
             spend = self._make_spend(cost, delta, "", scope)
@@ -446,6 +480,7 @@ class Accountant:
         scope: Iterable[str] | None,
         *,
         unit: str = "",
+        unit_key: str = "",
         source: str = "",
         gaussian_ratio: float | None = None,
     ) -> Spend:
@@ -463,6 +498,7 @@ class Accountant:
             unit=unit,
             source=source,
             gaussian_ratio=gaussian_ratio,
+            unit_key=unit_key,
         )
 
     # ----------------------------------------------------------------- spending
@@ -507,13 +543,14 @@ class Accountant:
             ev = event_of(
                 cost.epsilon, cost.delta, cost.sensitivity, cost.neighbours.value, cost.details
             )
-            unit = _check_scope(cost, scope)
+            unit, key = _check_scope(cost, scope)
             spend = self._make_spend(
                 cost.epsilon,
                 cost.delta,
                 label or cost.mechanism,
                 scope,
-                unit=str(unit),
+                unit=unit,
+                unit_key=key,
                 source=source,
                 gaussian_ratio=ev.gaussian_ratio,
             )

@@ -32,6 +32,7 @@ class Spend:
     unit: str = ""  # the privacy unit / neighbouring relation of the guarantee
     source: str = ""  # the data source's name, when the caller gives it
     gaussian_ratio: float | None = None  # sigma / Delta_2 of a Gaussian mechanism
+    unit_key: str = ""  # the privacy unit compared across spends (accountant._unit_key)
 
     @property
     def event(self) -> Event:
@@ -54,6 +55,7 @@ class Spend:
             unit=str(d.get("unit", "")),
             source=str(d.get("source", "")),
             gaussian_ratio=_ratio(d.get("gaussian_ratio")),
+            unit_key=str(d.get("unit_key", "")),
         )
 
 
