@@ -859,6 +859,11 @@ def test_a_failed_record_write_leaves_no_partial_file(tmp_path: Path, monkeypatc
     assert old.read_text() == '{"old": 1}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
     monkeypatch.undo()
+    link = tmp_path / "link.json"  # a link is written through, not replaced
+    link.symlink_to(old)
+    common.emit_json({"new": 3}, str(link))
+    assert link.is_symlink() and old.read_text() == '{"new": 3}\n'
+    link.unlink()
 
     book = tmp_path / "book.json"
     acc = Accountant(2.0, path=book)

@@ -152,7 +152,22 @@ def test_a_body_that_never_arrives_is_408_and_the_rest_keeps_answering(
                     break
                 reply += chunk
             waited = time.monotonic() - t0
+            # and the connection is closed, even while the client keeps trickling bytes
+            sock.settimeout(1.0)
+            closed = False
+            for _ in range(8):
+                try:
+                    sock.sendall(b" ")
+                    if sock.recv(4096) == b"":
+                        closed = True
+                        break
+                except TimeoutError:
+                    continue
+                except OSError:  # reset: closed as well
+                    closed = True
+                    break
         assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+        assert b"connection: close" in reply.lower() and closed
         assert waited < 10, waited
         assert _state(srv) == before
     finally:

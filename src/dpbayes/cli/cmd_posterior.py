@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     name = getattr(rel.model, "name", type(rel.model).__name__)
     print(f"model:       {name}" + (f" (n = {n})" if n is not None else ""))
     print(f"mechanism:   {rel.mechanism}; {rel.guarantee.describe()}")
-    print(f"released:    {released_text(rel.released)}")
+    print(f"released:    {released_text(rel.released)}  (6 digits; --json keeps all)")
     print(f"noise-aware posterior ({summary['family']}) ({NOISE_AWARE_LABEL}):")
     print(f"  mean:      {_fmt(summary['mean'])}")
     print(f"  sd:        {_fmt(summary['sd'])}")

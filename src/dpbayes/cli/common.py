@@ -126,7 +126,9 @@ def emit_json(obj: Any, dest: str | None) -> None:
         sys.stdout.flush()
         return
     path = Path(dest)
-    if path.exists() and not path.is_file():  # a device or pipe: written as it is
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        # a link (/dev/stdout, a linked record) or a device or pipe: written through, as
+        # it is (replacing it would replace the link, not write what it points to)
         path.write_text(text + "\n", encoding="utf-8")
         return
     # a file appears whole or not at all: a full disk left an empty record behind

@@ -159,7 +159,7 @@ def _dry_run(args: argparse.Namespace, user: str | None, k: int | None) -> int:
             )
     if not fits:
         why = (
-            f"{refused} (dry run)"
+            refused.replace("(nothing was spent)", "(dry run: nothing was spent)")
             if refused
             else f"budget exceeded (dry run): eps {g.epsilon:.6g} does not fit in "
             f"{args.budget_file}; nothing was spent"
@@ -235,7 +235,7 @@ def _print_text(
     print(f"naive posterior ({naive['label']}):")
     print(f"  {describe_distribution(rel.posterior)}")
     _print_summary(naive, model, level)
-    print(f"released:    {released_text(rel.released)}")
+    print(f"released:    {released_text(rel.released)}  (6 digits; --json keeps all)")
     print(f"guarantee:   {rel.guarantee.describe()}")
     if "budget" in rec:
         r = rec["budget"]["remaining"]

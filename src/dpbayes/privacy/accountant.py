@@ -333,11 +333,14 @@ class Accountant:
                 f"ledger {self._path} could not be written ({exc.strerror or exc}); "
                 "nothing was spent"
             ) from exc
-        dir_fd = os.open(self._path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        # the ledger is written (renamed into place); making the rename durable is best
+        # effort: a failure here must not drop a spend that is already on disk
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(self._path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:

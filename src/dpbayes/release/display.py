@@ -37,19 +37,22 @@ def plain(v: Any) -> Any:
 
 
 def released_text(released: Any, digits: int = 6) -> str:
-    """The released values as JSON text with ``digits`` significant digits (the record
-    and ``--json`` keep every digit): a noisy count printed as 3.4278981493400273 beside
-    intervals of 6 digits claimed a precision the noise does not have."""
+    """The released values as JSON-like text, floats in ``digits`` significant digits
+    (``1.23457e+08``, never a rounded number that looks exact): a noisy count printed as
+    3.4278981493400273 beside intervals of 6 digits claimed a precision the noise does not
+    have. ``--json`` and the release record keep every digit."""
 
-    def short(v: Any) -> Any:
+    def text(v: Any) -> str:
         v = plain(v)
         if isinstance(v, dict):
-            return {k: short(x) for k, x in v.items()}
+            return "{" + ", ".join(f"{json.dumps(str(k))}: {text(x)}" for k, x in v.items()) + "}"
         if isinstance(v, list):
-            return [short(x) for x in v]
-        return float(f"{v:.{digits}g}") if isinstance(v, float) else v
+            return "[" + ", ".join(text(x) for x in v) + "]"
+        if isinstance(v, float):
+            return f"{v:.{digits}g}"
+        return json.dumps(v, default=str)
 
-    return json.dumps(short(released), default=str)
+    return text(released)
 
 
 def fmt(v: Any, digits: int = 4) -> str:

@@ -65,6 +65,10 @@ PAGE_HEADERS = {
 }
 
 
+#: A refused body's connection is closed: the rest of that body is never read.
+_CLOSE = {"connection": "close"}
+
+
 class _BodyLimit:
     """ASGI middleware: refuse request bodies above ``limit`` bytes with 413, and bodies
     not received within ``timeout`` seconds (the query's time limit) with 408: a client
@@ -93,6 +97,7 @@ class _BodyLimit:
                     resp = JSONResponse(
                         {"detail": f"request body not received within {self.timeout:g} s"},
                         status_code=408,
+                        headers=_CLOSE,  # else each trickled byte kept the connection
                     )
                     await resp(scope, receive, send)
                     return
@@ -107,7 +112,9 @@ class _BodyLimit:
                     break
         if too_big:
             resp = JSONResponse(
-                {"detail": f"request body larger than {self.limit} bytes"}, status_code=413
+                {"detail": f"request body larger than {self.limit} bytes"},
+                status_code=413,
+                headers=_CLOSE,
             )
             await resp(scope, receive, send)
             return
