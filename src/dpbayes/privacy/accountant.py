@@ -240,7 +240,7 @@ class Accountant:
                         f"ledger file {self._path} already exists; "
                         "use Accountant.open to continue it"
                     )
-                self._save()
+                self._save(created=True)
 
     def _init_state(
         self,
@@ -310,7 +310,7 @@ class Accountant:
             ) from None
         return total, spends, composition
 
-    def _save(self) -> None:
+    def _save(self, created: bool = False) -> None:
         assert self._path is not None
         body = {
             "format": _FORMAT,
@@ -329,9 +329,9 @@ class Accountant:
             os.replace(tmp, self._path)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
+            outcome = "the ledger was not created" if created else "nothing was spent"
             raise LedgerError(
-                f"ledger {self._path} could not be written ({exc.strerror or exc}); "
-                "nothing was spent"
+                f"ledger {self._path} could not be written ({exc.strerror or exc}); {outcome}"
             ) from exc
         # the ledger is written (renamed into place); making the rename durable is best
         # effort: a failure here must not drop a spend that is already on disk
