@@ -412,6 +412,7 @@ def test_moderate_priors_get_a_posterior_at_every_noise_draw() -> None:
         (0, 100, "laplace", 1.0, 0.0, (30.0, 30.0)),
         (40, 60, "geometric", 0.5, 0.0, (100.0, 100.0)),
         (40, 60, "gaussian", 3.0, 1e-3, (100.0, 100.0)),
+        (40, 60, "laplace", 1.0, 0.0, (1e4, 1e4)),  # windows tilted towards the total
     ],
 )
 def test_informative_priors_get_the_exact_posterior(ones, zeros, mechanism, eps, delta, prior):
@@ -465,12 +466,13 @@ def test_an_informative_dirichlet_under_a_prior_on_n_matches_the_enumeration() -
 
 
 def test_a_prior_too_strong_for_the_windows_is_refused_by_its_name() -> None:
-    """Beta(1e4, 1e4) on a 100-record coin: no window of doubles holds both the prior's pull
-    and the data (the refusal names the prior, not the flat prior on n)."""
-    rel = _coin_release([1] * 40 + [0] * 60, "laplace", 1.0, seed=1, alpha=1e4, beta=1e4)
-    with pytest.raises(ValueError, match=r"the prior Beta\(10000, 10000\) pulls each count"):
+    """Beta(1000, 1000) on an 8-record coin at eps 0.1: over the noise's width (scale 10)
+    no window of doubles holds both the prior's pull and the data, tilted or not (the
+    refusal names the prior, not the flat prior on n)."""
+    rel = _coin_release([1] * 3 + [0] * 5, "laplace", 0.1, seed=1, alpha=1e3, beta=1e3)
+    with pytest.raises(ValueError, match=r"the prior Beta\(1000, 1000\) pulls each count"):
         rel.noise_aware_posterior()
     # a prior on n that agrees with the release is not blamed for it
-    with pytest.raises(ValueError, match=r"Beta\(10000, 10000\) pulls .* flat prior on n too"):
-        rel.noise_aware_posterior(n_prior=(100, 10))
+    with pytest.raises(ValueError, match=r"Beta\(1000, 1000\) pulls .* flat prior on n too"):
+        rel.noise_aware_posterior(n_prior=(8, 3))
     assert rel.posterior.mean() > 0.0  # the naive posterior the message offers

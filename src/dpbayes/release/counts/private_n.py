@@ -566,10 +566,17 @@ def _likelihood_windows(
     log_g: Any,
     log_sup: float,
     floor: float,
+    tilt: float = 0.0,
 ) -> tuple[list[int], list[np.ndarray], float]:
     """(starts, weights, omitted): windows whose omitted share is bounded through the
     likelihoods alone, for priors that pull the windows of :func:`count_window` away from
     the posterior (an informative Dir(alpha) under a private n).
+
+    ``tilt`` t: the windows are chosen, and the weights returned, as h_j(x) L_j(x) e^(-t x)
+    (the caller multiplies g(N) by e^(t N): the products are unchanged, since the counts
+    sum to N). With t near -d log g / dN at the release's total, a strong prior's
+    x^(alpha_j - 1) no longer outweighs the data by more than the doubles hold. The bound
+    below does not depend on t: it sums the untilted weights.
 
     **The bound.** The weight of a count vector c (module docstring) is
 
@@ -608,10 +615,11 @@ def _likelihood_windows(
         x = np.arange(top + 1, dtype=float)
         ll = np.asarray(log_liks[j](x), dtype=float)
         lw = special.gammaln(al[j] + x) - special.gammaln(x + 1.0) + ll
-        best = float(np.max(lw))
+        lt = lw - tilt * x
+        best = float(np.max(lt))
         if not math.isfinite(best):
             raise ValueError("the release has probability 0 under every true count")
-        keep = lw - best >= -floor
+        keep = lt - best >= -floor
         idx = np.flatnonzero(keep)
         i0, i1 = int(idx[0]), int(idx[-1])
         tail = float(ll[-1]) + log_geom
@@ -621,7 +629,7 @@ def _likelihood_windows(
         part = np.where(keep[i0 : i1 + 1], lw[i0 : i1 + 1], -np.inf)
         starts.append(i0)
         kept_logs.append(part)
-        weights.append(np.exp(part - best))
+        weights.append(np.exp(np.where(keep[i0 : i1 + 1], lt[i0 : i1 + 1], -np.inf) - best))
     conv = kept_logs[0]
     for part in kept_logs[1:]:
         conv = log_convolve(conv, part)
@@ -691,17 +699,34 @@ def private_n_counts(
     omitted = _omitted_bound(starts, weights, dropped, tops, log_g)
     windows = (list(starts), list(weights))  # the first windows, which ``dropped`` describes
     fallback = prior.log_sup is not None and extra_log_g is None
+    tilt = 0.0
     if not omitted < 1e-10 and fallback and prior.log_sup is not None:
         # an informative prior pulls the windows away (or the bound is merely loose): bound
-        # the windows through the likelihoods instead, and keep the smaller bound
-        for floor in sorted({min(f, 560.0 / al.size) for f in _FLOORS}):
-            found = _likelihood_windows(
-                al, log_liks, released, scale, log_g, float(prior.log_sup), floor
-            )
-            if found[2] < omitted:
-                starts, weights, omitted = found
-            if omitted < 1e-10:
+        # the windows through the likelihoods instead, and keep the smaller bound; if that
+        # fails too, choose the windows tilted towards the release's total
+        floors = sorted({min(f, 560.0 / al.size) for f in _FLOORS})
+        total = max(sum(max(float(r), 0.0) for r in released), 1.0)
+        with np.errstate(invalid="ignore"):  # -inf - -inf where pi is 0 there: no tilt
+            ends = np.asarray(log_g(np.array([total, total + 1.0])), dtype=float)
+            slope = float(ends[1] - ends[0])
+        tilts = [0.0] + ([-slope] if math.isfinite(slope) and slope != 0.0 else [])
+        for t in tilts:
+            for floor in floors:
+                found = _likelihood_windows(
+                    al, log_liks, released, scale, log_g, float(prior.log_sup), floor, t
+                )
+                if found[2] < omitted:
+                    (starts, weights, omitted), tilt = found, t
+                if omitted < 1e-10:
+                    break
+            if omitted < 1e-6:
                 break
+    if tilt:
+        untilted = log_g
+
+        def log_g(n: Any) -> Any:  # g(N) e^(t N): the windows' weights carry e^(-t x)
+            return np.asarray(untilted(n), dtype=float) + tilt * np.asarray(n, dtype=float)
+
     if not omitted < 1e-6:
         bound = "> 1e300" if omitted >= 1e300 else f"{omitted:.3g}"
         family = "Beta" if al.size == 2 and not dirichlet else "Dir"
