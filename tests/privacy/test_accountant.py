@@ -504,3 +504,61 @@ def test_units_come_from_structured_fields_and_old_ledgers_still_open(tmp_path) 
     with pytest.raises(ValueError, match="identified by 'uid'"):
         again.spend(user_hh)
     assert again.spent == (1.0, 0.0)
+
+
+def test_old_ledger_units_keep_their_column_and_column_less_spends_are_no_wildcard(
+    tmp_path,
+) -> None:
+    """A review found three ways round the one-unit rule: a ledger from before that
+    recorded "identified by 'person'" read back as the wildcard, a grouped spend's text
+    read back as no unit, and a new user-level spend naming no column (a cube from counts)
+    acting as the wildcard. Only a recorded user-level spend without a column is one."""
+    from dpbayes.privacy.spend import Spend
+
+    ar = LaplaceMechanism(epsilon=0.5, sensitivity=2.0, neighbours="add-remove").guarantee()
+    sub = LaplaceMechanism(epsilon=0.5, sensitivity=1.0).guarantee()
+
+    def user(column):
+        details = {"privacy_unit": "user", **({"user_column": column} if column else {})}
+        return dataclasses.replace(ar, details=details)
+
+    def ledger(name, unit):
+        acc = Accountant(5.0, path=tmp_path / name)
+        acc._spends.append(Spend(0.5, 0.0, "laplace", None, 0.0, unit=unit))
+        acc._save()
+        return Accountant.open(tmp_path / name)
+
+    named = ledger("a.json", "add/remove one user (<= 5 rows) identified by 'person'")
+    with pytest.raises(ValueError, match="identified by 'person'"):
+        named.spend(user("hh"))
+    named.spend(user("person"))
+    grouped = ledger("b.json", "substitute one record within its 'grp' group")
+    with pytest.raises(ValueError, match="within its 'grp' group"):
+        grouped.spend(sub)
+    odd = ledger("c.json", "some relation of a future version")
+    with pytest.raises(ValueError, match="some relation"):
+        odd.spend(sub)
+    fresh = Accountant(5.0)
+    fresh.spend(user(None))  # a cube from counts: no column named
+    with pytest.raises(ValueError, match="no user column named"):
+        fresh.spend(user("person"))
+    fresh.spend(user(None))
+    assert fresh.spent == (1.0, 0.0)
+
+
+def test_a_query_history_is_not_reused_under_another_user_column(tmp_path) -> None:
+    import numpy as np
+    import pandas as pd
+
+    from dpbayes.answers import Cube, QueryEngine
+    from dpbayes.answers.store import JsonlStore
+
+    frame = pd.DataFrame({"uid": np.arange(40), "hh": np.arange(40) // 2, "y": np.arange(40) % 2})
+    store = JsonlStore(tmp_path / "answers.jsonl")
+    by_uid = Cube.from_table(frame, {"y": [0, 1]}, user_column="uid", max_rows_per_user=3)
+    QueryEngine(by_uid, accountant=Accountant(5.0, simulation=True), rng=1, store=store).ask(
+        "y = 1", half_width=30.0, confidence=0.9
+    )
+    by_hh = Cube.from_table(frame, {"y": [0, 1]}, user_column="hh", max_rows_per_user=3)
+    with pytest.raises(ValueError, match="identified by 'uid' but the cube's user"):
+        QueryEngine(by_hh, accountant=Accountant(5.0, simulation=True), rng=2, store=store)

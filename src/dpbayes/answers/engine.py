@@ -536,3 +536,10 @@ def check_record(rec: AnswerRecord, cube: Cube) -> None:
             f"{_unit(rec.guarantee.get('details', {}).get('rows_per_user'))} level "
             f"but the cube is at {_unit(k)} level"
         )
+    stored = rec.guarantee.get("details", {}).get("user_column")
+    column = getattr(cube, "user_column", None)
+    if k is not None and stored is not None and column is not None and stored != column:
+        raise ValueError(
+            f"the stored history protects a user identified by {stored!r} but the cube's "
+            f"user is identified by {column!r}"
+        )

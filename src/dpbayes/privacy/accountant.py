@@ -75,11 +75,13 @@ Ledgers of version 1 (before composition was recorded) open as basic composition
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -101,33 +103,52 @@ _READS = (1, 2)  # ledger versions this code opens (1: before composition was re
 _TOLERANCE = 1e-9  # relative slack so that 10 x 0.1 fits in a budget of 1
 
 
-_SEP = "\x1f"  # between the parts of a unit key (never in a column name from a table)
+_SEP = "\x1f"  # between the parts of a unit key; a column name is JSON-quoted in it
+
+
+def _user_key(column: Any) -> str:
+    """A user-level unit: ``user`` + the JSON-quoted column, or ``user`` + ``?`` when the
+    guarantee names none (its own unit: it matches only column-less new spends)."""
+    return f"user{_SEP}{'?' if column is None else json.dumps(str(column))}"
 
 
 def _unit_key(cost: Guarantee) -> str:
     """The privacy unit a guarantee protects, from its structured fields (never from the
-    relation's free text): ``substitute``, ``add-remove`` (one record), ``user`` + the
-    user column when it is known, or ``substitute`` within the groups of a grouped
-    release's column."""
+    relation's free text): ``substitute``, ``add-remove`` (one record), a user identified
+    by its user column, or ``substitute`` within the groups of a grouped release."""
     details = cost.details
     if details.get("privacy_unit") == "user":
-        column = details.get("user_column")
-        return "user" if column is None else f"user{_SEP}{column}"
+        return _user_key(details.get("user_column"))
     if cost.neighbours is Neighbours.SUBSTITUTE and details.get("parallel_composition"):
-        return f"substitute{_SEP}within{_SEP}{details['parallel_composition']}"
+        return f"substitute{_SEP}within{_SEP}{json.dumps(str(details['parallel_composition']))}"
     return str(cost.neighbours.value)
 
 
 def _legacy_key(unit: str) -> str:
-    """The unit key of a spend recorded before keys were (its relation's text)."""
-    text = unit.strip().lower()
+    """The unit key of a spend recorded before keys were, from its relation's text. Only a
+    user-level spend that named no column is the wildcard ``user`` (it goes with one user
+    column); an unrecognised text matches only itself."""
+    text = unit.strip()
+    if not text:
+        return ""
+    named = re.fullmatch(r"add/remove one user .* identified by (?P<col>'.*'|\".*\")", text)
+    if named is not None:
+        with contextlib.suppress(ValueError, SyntaxError):
+            return _user_key(ast.literal_eval(named.group("col")))
+        return text
     if text.startswith("add/remove one user"):
-        return "user"  # its user column was not recorded
+        return "user"
+    grouped = re.fullmatch(r"substitute one record within its (?P<by>'.*'|\".*\") group", text)
+    if grouped is not None:
+        with contextlib.suppress(ValueError, SyntaxError):
+            by = ast.literal_eval(grouped.group("by"))
+            return f"substitute{_SEP}within{_SEP}{json.dumps(str(by))}"
+        return text
     if text == "substitute":
         return "substitute"
     if text in ("add-remove", "add/remove one record"):
         return "add-remove"
-    return ""
+    return text
 
 
 def _key_of(spend: Spend) -> str:
@@ -135,13 +156,13 @@ def _key_of(spend: Spend) -> str:
 
 
 def _compatible(a: str, b: str) -> bool:
-    """Whether spends of units a and b add up to one guarantee. A user-level spend whose
-    column was not recorded (a ledger from before) goes with any one user column."""
+    """Whether spends of units a and b add up to one guarantee. A user-level spend of a
+    ledger from before, whose column was not recorded (``user``), goes with any one user
+    column."""
     if a == b or not a or not b:
         return True
-    return (a == "user" and b.startswith("user" + _SEP)) or (
-        b == "user" and a.startswith("user" + _SEP)
-    )
+    named = "user" + _SEP
+    return (a == "user" and b.startswith(named)) or (b == "user" and a.startswith(named))
 
 
 def _unit_text(key: str) -> str:
@@ -149,9 +170,11 @@ def _unit_text(key: str) -> str:
     if parts[0] == "user":
         if len(parts) == 1:
             return "one user (add/remove, user level; its column not recorded)"
-        return f"one user identified by {parts[1]!r} (add/remove, user level)"
+        if parts[1] == "?":
+            return "one user (add/remove, user level; no user column named)"
+        return f"one user identified by {json.loads(parts[1])!r} (add/remove, user level)"
     if parts[0] == "substitute" and len(parts) == 3:
-        return f"substitute one record within its {parts[2]!r} group"
+        return f"substitute one record within its {json.loads(parts[2])!r} group"
     return {
         "substitute": "substitute-one-record neighbours",
         "add-remove": "add/remove-one-record neighbours",
