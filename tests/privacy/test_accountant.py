@@ -562,3 +562,25 @@ def test_a_query_history_is_not_reused_under_another_user_column(tmp_path) -> No
     by_hh = Cube.from_table(frame, {"y": [0, 1]}, user_column="hh", max_rows_per_user=3)
     with pytest.raises(ValueError, match="identified by 'uid' but the cube's user"):
         QueryEngine(by_hh, accountant=Accountant(5.0, simulation=True), rng=2, store=store)
+
+
+def test_raw_keys_tuple_groups_and_capitals_of_older_ledgers_read_as_their_units(tmp_path):
+    """A review found a key written with a raw column (the first keyed version) raising a
+    JSON error that read as a refusal, a tuple grouping column and capitalised relations
+    read as unknown units."""
+    from dpbayes.privacy.accountant import _SEP, _key_of, _unit_text
+    from dpbayes.privacy.spend import Spend
+
+    raw = Spend(0.5, 0.0, unit="add/remove one user (<= 5 rows)", unit_key=f"user{_SEP}uid")
+    assert _key_of(raw) == f'user{_SEP}"uid"' and "identified by 'uid'" in _unit_text(raw.unit_key)
+    ar = LaplaceMechanism(epsilon=0.5, sensitivity=2.0, neighbours="add-remove").guarantee()
+    acc = Accountant(5.0, path=tmp_path / "k.json")
+    acc._spends.append(raw)
+    acc._save()
+    again = Accountant.open(tmp_path / "k.json")
+    again.spend(dataclasses.replace(ar, details={"privacy_unit": "user", "user_column": "uid"}))
+    with pytest.raises(ValueError, match="identified by 'uid'"):
+        again.spend(dataclasses.replace(ar, details={"privacy_unit": "user", "user_column": "hh"}))
+    tuple_group = Spend(0.5, 0.0, unit="substitute one record within its ('a', 'b') group")
+    assert _key_of(tuple_group) == f"substitute{_SEP}within{_SEP}\"('a', 'b')\""
+    assert _key_of(Spend(0.5, 0.0, unit="Substitute")) == "substitute"

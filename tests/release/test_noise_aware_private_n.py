@@ -465,6 +465,19 @@ def test_an_informative_dirichlet_under_a_prior_on_n_matches_the_enumeration() -
         )
 
 
+def test_the_tilt_applies_under_a_scipy_prior_on_n_and_non_integer_releases() -> None:
+    """A scipy pmf is -inf between the integers: the tilt's slope is taken at a whole
+    total (it was NaN for Laplace releases, and the tilt never tried)."""
+    rel = _coin_release([1] * 40 + [0] * 60, "laplace", 1.0, seed=1, alpha=1e4, beta=1e4)
+    prior = stats.poisson(100)
+    post = rel.noise_aware_posterior(n_prior=prior)
+    scale = rel.guarantee.details["scale"]
+    r = rel.released["counts"]
+    mean, _, _, _ = _brute_coin(1e4, 1e4, r, "laplace", scale, log_prior=prior.logpmf, size=200)
+    assert post.omitted_mass < 1e-6
+    assert post.mean() == pytest.approx(mean, abs=max(4 * post.omitted_mass, 1e-12))
+
+
 def test_a_prior_too_strong_for_the_windows_is_refused_by_its_name() -> None:
     """Beta(1000, 1000) on an 8-record coin at eps 0.1: over the noise's width (scale 10)
     no window of doubles holds both the prior's pull and the data, tilted or not (the

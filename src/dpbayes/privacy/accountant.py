@@ -138,21 +138,35 @@ def _legacy_key(unit: str) -> str:
         return text
     if text.startswith("add/remove one user"):
         return "user"
-    grouped = re.fullmatch(r"substitute one record within its (?P<by>'.*'|\".*\") group", text)
-    if grouped is not None:
+    grouped = re.fullmatch(r"substitute one record within its (?P<by>.*) group", text)
+    if grouped is not None:  # the grouping column as repr wrote it (a string, a tuple...)
         with contextlib.suppress(ValueError, SyntaxError):
             by = ast.literal_eval(grouped.group("by"))
             return f"substitute{_SEP}within{_SEP}{json.dumps(str(by))}"
         return text
-    if text == "substitute":
+    if text.lower() == "substitute":
         return "substitute"
-    if text in ("add-remove", "add/remove one record"):
+    if text.lower() in ("add-remove", "add/remove one record"):
         return "add-remove"
     return text
 
 
+def _normal_key(key: str) -> str:
+    """A key as this version writes it (the first keyed version wrote the column raw)."""
+    parts = key.split(_SEP)
+    named = (parts[0] == "user" and len(parts) == 2 and parts[1] != "?") or (
+        parts[0] == "substitute" and len(parts) == 3
+    )
+    if named:
+        try:
+            json.loads(parts[-1])
+        except ValueError:
+            return _SEP.join([*parts[:-1], json.dumps(parts[-1])])
+    return key
+
+
 def _key_of(spend: Spend) -> str:
-    return spend.unit_key or _legacy_key(spend.unit)
+    return _normal_key(spend.unit_key) if spend.unit_key else _legacy_key(spend.unit)
 
 
 def _compatible(a: str, b: str) -> bool:
@@ -166,7 +180,7 @@ def _compatible(a: str, b: str) -> bool:
 
 
 def _unit_text(key: str) -> str:
-    parts = key.split(_SEP)
+    parts = _normal_key(key).split(_SEP)
     if parts[0] == "user":
         if len(parts) == 1:
             return "one user (add/remove, user level; its column not recorded)"

@@ -705,7 +705,8 @@ def private_n_counts(
         # the windows through the likelihoods instead, and keep the smaller bound; if that
         # fails too, choose the windows tilted towards the release's total
         floors = sorted({min(f, 560.0 / al.size) for f in _FLOORS})
-        total = max(sum(max(float(r), 0.0) for r in released), 1.0)
+        # a whole number: a prior on n given as a pmf is -inf between the integers
+        total = float(max(math.floor(sum(max(float(r), 0.0) for r in released)), 1))
         with np.errstate(invalid="ignore"):  # -inf - -inf where pi is 0 there: no tilt
             ends = np.asarray(log_g(np.array([total, total + 1.0])), dtype=float)
             slope = float(ends[1] - ends[0])
