@@ -104,6 +104,18 @@ def _dd_scores(
     return hi, lo
 
 
+@njit(cache=True)
+def _dd_below(
+    hi: np.ndarray, lo: np.ndarray, top: float, top_lo: float
+) -> np.ndarray:  # pragma: no cover - compiled
+    """(hi + lo) - (top + top_lo), rounded once: hi - top exactly by a two-sum."""
+    out = np.empty(hi.size)
+    for g in range(hi.size):
+        d, e = _two_sum(hi[g], -top)
+        out[g] = d + (e + (lo[g] - top_lo))
+    return out
+
+
 def row_log_weights(
     log_lattice: np.ndarray, prior_scores: np.ndarray, counts: np.ndarray, floor: float
 ) -> np.ndarray:
@@ -127,11 +139,7 @@ def row_log_weights(
     )
     top = float(np.max(hi))
     top_lo = float(np.max(lo[hi == top]))
-    d = hi - top  # hi - top = d + e exactly (Knuth's two-sum, vectorised)
-    bb = d - hi
-    e = (hi - (d - bb)) + (-top - bb)
-    out = d + (e + (lo - top_lo))
-    return np.maximum(out, -floor)
+    return np.maximum(_dd_below(hi, lo, top, top_lo), -floor)
 
 
 def rounding_allowance(
