@@ -174,6 +174,80 @@ def test_a_body_that_never_arrives_is_408_and_the_rest_keeps_answering(
         srv.stop()
 
 
+def _trickle_until_closed(sock: Any, line: bytes, seconds: float) -> tuple[bytes, float]:
+    """Send ``line`` every 0.2 s until the server closes the connection (or ``seconds``
+    pass): what it replied, and how long that took."""
+    import select
+    import time
+
+    t0, reply = time.monotonic(), b""
+    while time.monotonic() - t0 < seconds:
+        try:
+            sock.sendall(line)
+        except OSError:  # reset or broken pipe: closed
+            break
+        ready, _, _ = select.select([sock], [], [], 0.2)
+        if ready:
+            try:
+                chunk = sock.recv(4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            reply += chunk
+    return reply, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_headers_that_trickle_are_408_and_the_connection_is_closed(
+    tmp_path: Path, workers: str
+) -> None:
+    """A review found the request head untimed: a client sending one header line at a
+    time (slowloris) held its connection for good. Over real sockets, with
+    --header-timeout 1: a head that trickles is answered 408 and closed, even on a
+    kept-alive connection after a first answer; a connection that sends nothing is closed;
+    the API answers meanwhile. With one worker and with several (each worker process
+    sets its own deadline)."""
+    import socket
+    from urllib.parse import urlparse
+
+    db = f"sqlite:///{tmp_path / 'ht.db'}"
+    srv = ServerProcess(db, tmp_path, "--header-timeout", "1", "--workers", workers)
+    srv.start()
+    try:
+        key = srv.new_analyst()
+        url = urlparse(srv.url)
+        address = (url.hostname, url.port)
+        with socket.create_connection(address, timeout=10) as sock:
+            sock.sendall(b"GET /api/schema HTTP/1.1\r\nHost: x\r\n")
+            assert httpx.get(srv.url + "/api/schema", headers=key, timeout=30).status_code == 200
+            reply, waited = _trickle_until_closed(sock, b"X-Slow: 1\r\n", 10.0)
+        assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+        assert b"connection: close" in reply.lower() and waited < 8, waited
+        with socket.create_connection(address, timeout=10) as sock:  # sends nothing
+            reply, waited = _trickle_until_closed(sock, b"", 10.0)
+        assert reply == b"" and waited < 8, (reply[:200], waited)
+        with socket.create_connection(address, timeout=10) as sock:  # one answer, then slow
+            sock.sendall(b"GET /api/schema HTTP/1.1\r\nHost: x\r\n")
+            sock.sendall(f"Authorization: {key['Authorization']}\r\n\r\n".encode())
+            first = b""
+            while b"\r\n\r\n" not in first:
+                first += sock.recv(4096)
+            assert first.startswith(b"HTTP/1.1 200"), first[:200]
+            sock.settimeout(0.5)
+            try:  # the rest of the first answer's body
+                while sock.recv(65536):
+                    pass
+            except TimeoutError:
+                pass
+            sock.settimeout(10)
+            sock.sendall(b"GET /api/schema HTTP/1.1\r\n")
+            reply, waited = _trickle_until_closed(sock, b"X-Slow: 1\r\n", 10.0)
+        assert b"HTTP/1.1 408" in reply and waited < 8, (reply[:200], waited)
+    finally:
+        srv.stop()
+
+
 def test_serve_refuses_a_seed_in_one_line(tmp_path: Path) -> None:
     """A real ledger never gets simulated noise: ``serve --seed`` exits 2 with one line."""
     key = tmp_path / "admin.key"
@@ -186,6 +260,20 @@ def test_serve_refuses_a_seed_in_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "s.db").exists()  # refused before anything was opened
     with pytest.raises(TypeError, match="seed"):
         EngineConfig(seed=3)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("flag", ["--header-timeout", "--body-timeout", "--time-limit"])
+def test_serve_refuses_a_time_limit_that_is_not_positive_in_one_line(
+    tmp_path: Path, flag: str
+) -> None:
+    key = tmp_path / "admin.key"
+    key.write_text("k" * 32 + "\n")
+    cmd = [sys.executable, "-m", "dpbayes.cli", "serve", flag, "nan", "--port", "1"]
+    cmd += ["--db", f"sqlite:///{tmp_path / 's.db'}", "--admin-key-file", str(key)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"{flag} must be > 0 seconds" in r.stderr
+    assert not (tmp_path / "s.db").exists()
 
 
 def test_answers_never_share_noise_across_rebuilds(tmp_path: Path) -> None:

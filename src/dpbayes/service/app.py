@@ -411,7 +411,10 @@ def worker_app() -> FastAPI:
     The parent passes the configuration in ``DPBAYES_SERVE_WORKER`` (never the key: each
     worker reads it from the admin key file).
     """
+    from dpbayes.service.protocol import HEADER_TIMEOUT, set_header_timeout
+
     spec = json.loads(os.environ[WORKER_ENV])
+    set_header_timeout(spec.get("header_timeout", HEADER_TIMEOUT))  # this worker's protocol
     key = Path(spec["admin_key_file"]).read_text().strip()
     return create_app(
         EngineConfig(**spec["config"]),
