@@ -166,3 +166,25 @@ def test_single_laplace_closed_form() -> None:
 def test_bad_arguments(kwargs: dict, exc: type) -> None:
     with pytest.raises(exc):
         LaplaceSum(**kwargs)
+
+
+def test_auto_moves_to_pc_when_a_level_near_one_needs_too_many_nodes() -> None:
+    """A query service's history (found by a review): one dominant scale, one small and
+    169 tiny ones. ``auto`` chose the inversion, whose nodes for |z| <= 3 sd were fine;
+    a 0.99999 requirement needed them out to 11 sd, past the inversion's limit, and the
+    request failed (the service refused it as beyond its numerics). ``auto`` now moves
+    to PC there; ``exact`` asked for by name still raises."""
+    scales = np.r_[1.0, 1e-4, np.geomspace(1e-9, 1e-5, 169)]
+    d = LaplaceSum(scales, accuracy=1e-6)
+    assert d.method == "exact"
+    h = d.half_width(0.99999)
+    assert d.method == "pc" and d.details["moved_to_pc_at"] > 3 * d.std
+    # the tiny scales move a Laplace(1)'s quantile by far less than the accuracy allows
+    assert h == pytest.approx(-math.log(1e-5), abs=1e-3)
+    assert d.error <= d.accuracy
+    assert d.prob_within(h) == pytest.approx(0.99999, abs=2e-6)
+    assert d.pdf(h) == pytest.approx(0.5 * math.exp(-h), rel=1e-2)
+    assert d.cdf(0.0) == 0.5 and d.cdf(1.0) == pytest.approx(1 - 0.5 * math.exp(-1), abs=2e-6)
+    e = LaplaceSum(scales, accuracy=1e-6, method="exact")
+    with pytest.raises(ValueError, match="use method='pc'"):
+        e.half_width(0.99999)

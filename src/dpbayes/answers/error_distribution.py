@@ -177,6 +177,7 @@ class LaplaceSum:
         self._grid: tuple[np.ndarray, np.ndarray] | None = None  # half-points, CDF there
         self._h = 0.0
         t0 = time.perf_counter()
+        self._auto = method == "auto"
         if method == "auto":
             self._init_auto()
         elif method == "exact":
@@ -223,17 +224,24 @@ class LaplaceSum:
                 return
         except ValueError:
             pass
-        self.method = "pc"
-        self.error = 0.0
+        self._init_pc_to_accuracy()
+
+    def _init_pc_to_accuracy(self, extra_error: float = 0.0) -> None:
+        """PC by FFT, the grid step halved until the error meets the accuracy (or raise).
+        The state changes only once the grid is found, the method last: another thread
+        reading this distribution meanwhile sees the old method whole."""
         h = self._default_step()
         for _ in range(4):
-            self._init_pc(h, direct=False)
-            if self.error <= self.accuracy:
+            grid, h, error, found = self._pc_result(h, direct=False)
+            if error <= self.accuracy:
+                self._grid, self._h, self.error = grid, h, error + extra_error
+                self.details.update(found)
+                self.method = "pc"
                 return
             h /= 2.0
         raise ValueError(
             f"accuracy {self.accuracy:g} cannot be met by the exact or PC method "
-            f"(best error {self.error:.2g}); ask for a larger accuracy"
+            f"(best error {error:.2g}); ask for a larger accuracy"
         )
 
     def _default_step(self) -> float:
@@ -347,11 +355,27 @@ class LaplaceSum:
             out[s : s + chunk] = np.cos(np.multiply.outer(z[s : s + chunk], q.t)) @ wphi
         return np.maximum(out / math.pi, 0.0)
 
-    def _ensure_quadrature(self, zmax: float) -> None:
+    def _ensure_quadrature(self, zmax: float) -> bool:
+        """Extend the nodes to |z| <= zmax; False if ``auto`` moved to PC instead.
+
+        ``auto`` chose the inversion on nodes for |z| <= 3 std. Further out (a requirement
+        at a level near 1) the nodes needed can pass the inversion's limit (many distinct
+        scales, one of them dominant: 171 scales of a query service's history needed it at
+        8 std). ``auto`` then moves to PC, as it would have at the start, rather than fail
+        a request that PC answers; ``exact`` asked for by name still raises.
+        """
         assert self._quad is not None
         if zmax > self._quad.zmax:
             # never beyond where P(|E| <= z) is 1 and the density 0 (see __init__)
-            self._build_quadrature(min(max(zmax, 2.0 * self._quad.zmax), self._z_sure + 1.0))
+            try:
+                self._build_quadrature(min(max(zmax, 2.0 * self._quad.zmax), self._z_sure + 1.0))
+            except ValueError:
+                if not self._auto:
+                    raise
+                self.details["moved_to_pc_at"] = zmax * self._unit
+                self._init_pc_to_accuracy(self._dropped_error)
+                return False
+        return True
 
     # ------------------------------------------------------------------ PC (Algorithm 2)
     def _pc_fft(self, h: float) -> tuple[np.ndarray, float]:
@@ -361,34 +385,42 @@ class LaplaceSum:
         return pc_direct_pmf(self._b, h, self.accuracy, gauss=self._g)
 
     def _init_pc(self, h: float, *, direct: bool) -> None:
+        self._grid, self._h, self.error, found = self._pc_result(h, direct=direct)
+        self.details.update(found)
+
+    def _pc_result(
+        self, h: float, *, direct: bool
+    ) -> tuple[tuple[np.ndarray, np.ndarray], float, float, dict[str, Any]]:
+        """(grid, h, error, details) of PC at step h, computed without changing ``self``."""
         run = self._pc_direct if direct else self._pc_fft
         pmf, lost = run(h)
-        self._set_grid(pmf, h)
-        grid_fine = self._grid
-        pmf2, _ = (self._pc_fft if not direct else self._pc_direct)(2 * h)
-        self._set_grid(pmf2, 2 * h)
-        assert grid_fine is not None and self._grid is not None
+        grid_fine = self._grid_of(pmf, h)
+        pmf2, _ = run(2 * h)
+        grid_coarse = self._grid_of(pmf2, 2 * h)
         xs = np.linspace(-3, 3, 61) * self._sd
-        disc = float(np.max(np.abs(self._grid_cdf(xs, grid_fine) - self._grid_cdf(xs, self._grid))))
-        self._grid, self._h = grid_fine, h
+        gap = self._grid_cdf(xs, grid_fine) - self._grid_cdf(xs, grid_coarse)
+        disc = float(np.max(np.abs(gap)))
         # In the O(h^2) regime the error at h is about a third of |F_h - F_2h|; the whole
         # difference is reported, as a margin for being outside that regime.
-        self.error = lost + disc
-        self.details.update(
-            grid_step=h * self._unit,
-            grid_points=int(pmf.size),
-            lost_mass=lost,
-            discretisation_estimate=disc,
-        )
+        details = {
+            "grid_step": h * self._unit,
+            "grid_points": int(pmf.size),
+            "lost_mass": lost,
+            "discretisation_estimate": disc,
+        }
+        return grid_fine, h, lost + disc, details
 
     def _set_grid(self, pmf: np.ndarray, h: float) -> None:
+        self._grid, self._h = self._grid_of(pmf, h), h
+
+    @staticmethod
+    def _grid_of(pmf: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
         n = pmf.size
         centre = n // 2 if n % 2 == 0 else (n - 1) // 2
         upper = (np.arange(n) - centre + 0.5) * h
         cdf = np.cumsum(pmf)
         cdf = cdf / cdf[-1]
-        self._grid = (np.concatenate([[upper[0] - h], upper]), np.concatenate([[0.0], cdf]))
-        self._h = h
+        return np.concatenate([[upper[0] - h], upper]), np.concatenate([[0.0], cdf])
 
     @staticmethod
     def _grid_cdf(z: np.ndarray, grid: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -445,8 +477,7 @@ class LaplaceSum:
         if self.method == "exact" and self._pf is not None:
             bs, coef = self._pf
             return np.asarray(-np.expm1(-np.multiply.outer(dd, 1.0 / bs)) @ coef)
-        if self.method == "exact":
-            self._ensure_quadrature(float(np.max(dd, initial=0.0)))
+        if self.method == "exact" and self._ensure_quadrature(float(np.max(dd, initial=0.0))):
             return self._gp_within(dd.ravel()).reshape(dd.shape)
         assert self._grid is not None
         return np.asarray(self._grid_cdf(dd, self._grid) - self._grid_cdf(-dd, self._grid))
@@ -474,8 +505,7 @@ class LaplaceSum:
         elif self.method == "exact" and self._pf is not None:
             bs, coef = self._pf
             out[inside] = np.exp(-np.multiply.outer(z, 1.0 / bs)) @ (coef / (2.0 * bs))
-        elif self.method == "exact":
-            self._ensure_quadrature(float(np.max(z)))
+        elif self.method == "exact" and self._ensure_quadrature(float(np.max(z))):
             out[inside] = self._gp_pdf(z)
         else:
             assert self._grid is not None
