@@ -244,6 +244,48 @@ def test_headers_that_trickle_are_408_and_the_connection_is_closed(
             sock.sendall(b"GET /api/schema HTTP/1.1\r\n")
             reply, waited = _trickle_until_closed(sock, b"X-Slow: 1\r\n", 10.0)
         assert b"HTTP/1.1 408" in reply and waited < 8, (reply[:200], waited)
+        assert b"\r\ndate: " in reply.lower(), reply[:300]
+        with socket.create_connection(address, timeout=10) as sock:  # pipelined, then silent
+            first = b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n"
+            sock.sendall(first + b"GET /openapi.json HTTP/1.1\r\n")
+            # timed from the end of the first answer: closed before the 5 s keep-alive would
+            reply, waited = _trickle_until_closed(sock, b"", 10.0)
+        assert reply.startswith(b"HTTP/1.1 200") and b"HTTP/1.1 408" in reply, reply[-300:]
+        assert waited < 4, waited
+    finally:
+        srv.stop()
+
+
+def test_a_client_that_does_not_read_its_answers_is_dropped(tmp_path: Path) -> None:
+    """A review found that a client pipelining many requests and never reading the answers
+    held its connection for good (uvicorn waits for the send buffer to drain). With
+    --send-timeout 1 it is dropped: it can read only what the kernel had queued, not the
+    thousand answers it asked for."""
+    import socket
+    import time
+    from urllib.parse import urlparse
+
+    srv = ServerProcess(f"sqlite:///{tmp_path / 'st.db'}", tmp_path, "--send-timeout", "1")
+    srv.start()
+    try:
+        size = len(httpx.get(srv.url + "/openapi.json", timeout=30).content)
+        url = urlparse(srv.url)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(10)
+        with sock:
+            sock.connect((url.hostname, url.port))
+            sock.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n" * 1000)
+            time.sleep(4)  # read nothing: the server's buffer fills, its writing pauses
+            got = 0
+            try:
+                while chunk := sock.recv(1 << 16):
+                    got += len(chunk)
+            except (ConnectionResetError, TimeoutError):
+                pass
+        # what the kernel had queued arrives; without the deadline, all 1000 answers did
+        assert got < 500 * size, (got, size)
+        assert httpx.get(srv.url + "/openapi.json", timeout=30).status_code == 200
     finally:
         srv.stop()
 
@@ -262,7 +304,9 @@ def test_serve_refuses_a_seed_in_one_line(tmp_path: Path) -> None:
         EngineConfig(seed=3)  # type: ignore[call-arg]
 
 
-@pytest.mark.parametrize("flag", ["--header-timeout", "--body-timeout", "--time-limit"])
+@pytest.mark.parametrize(
+    "flag", ["--header-timeout", "--send-timeout", "--body-timeout", "--time-limit"]
+)
 def test_serve_refuses_a_time_limit_that_is_not_positive_in_one_line(
     tmp_path: Path, flag: str
 ) -> None:

@@ -111,6 +111,14 @@ def register(sub: Any) -> None:
         help="how long a request's headers may take to arrive before it is answered 408 "
         "(default 10)",
     )
+    p.add_argument(
+        "--send-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a client may leave a response it does not read before the connection "
+        "is dropped (default 30)",
+    )
     # refused with a one-line error (a real ledger never gets simulated noise)
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     add_privacy_unit_arguments(p)
@@ -150,13 +158,15 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--body-timeout must be > 0 seconds, got {args.body_timeout}")
     if not args.header_timeout > 0:
         raise ValueError(f"--header-timeout must be > 0 seconds, got {args.header_timeout}")
+    if not args.send_timeout > 0:
+        raise ValueError(f"--send-timeout must be > 0 seconds, got {args.send_timeout}")
     if args.workers > 1 and not args.admin_key_file:
         raise ValueError("--workers needs --admin-key-file (each worker reads the key from it)")
     try:
         import uvicorn
 
         from dpbayes.service.app import create_app
-        from dpbayes.service.protocol import HeadTimedH11Protocol, set_header_timeout
+        from dpbayes.service.protocol import HeadTimedH11Protocol, set_timeouts
     except ImportError as exc:
         msg = f"{exc}; install the service extra: pip install 'dpbayes[service]'"
         raise ImportError(msg) from None
@@ -184,13 +194,13 @@ def run(args: argparse.Namespace) -> int:
     config = EngineConfig(**kw)
     key = _admin_key(args.admin_key_file)
     common = {"host": args.host, "port": args.port, "log_level": "warning", "access_log": False}
-    common["http"] = HeadTimedH11Protocol  # each request's head is timed (protocol.py)
+    common["http"] = HeadTimedH11Protocol  # heads and unread responses are timed (protocol.py)
     _announce_when_listening(args.host, args.port, args.workers)
     if args.workers == 1:
         app = create_app(
             config, args.db, key, time_limit=args.time_limit, body_timeout=args.body_timeout
         )
-        set_header_timeout(args.header_timeout)
+        set_timeouts(args.header_timeout, args.send_timeout)
         uvicorn.run(app, timeout_graceful_shutdown=5, **common)
         return 0
     # Set the database up once here (migrations, first rows, one-line errors), then start
@@ -208,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
             "time_limit": args.time_limit,
             "body_timeout": args.body_timeout,
             "header_timeout": args.header_timeout,
+            "send_timeout": args.send_timeout,
         }
     )
     uvicorn.run(

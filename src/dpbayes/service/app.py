@@ -411,10 +411,11 @@ def worker_app() -> FastAPI:
     The parent passes the configuration in ``DPBAYES_SERVE_WORKER`` (never the key: each
     worker reads it from the admin key file).
     """
-    from dpbayes.service.protocol import HEADER_TIMEOUT, set_header_timeout
+    from dpbayes.service.protocol import HEADER_TIMEOUT, SEND_TIMEOUT, set_timeouts
 
     spec = json.loads(os.environ[WORKER_ENV])
-    set_header_timeout(spec.get("header_timeout", HEADER_TIMEOUT))  # this worker's protocol
+    # this worker's connections (protocol.py)
+    set_timeouts(spec.get("header_timeout", HEADER_TIMEOUT), spec.get("send_timeout", SEND_TIMEOUT))
     key = Path(spec["admin_key_file"]).read_text().strip()
     return create_app(
         EngineConfig(**spec["config"]),
