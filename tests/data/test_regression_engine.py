@@ -217,3 +217,57 @@ def test_grid_edges_give_the_same_exact_sums_in_postgresql(postgres_engine) -> N
         feature_bound=1e30, features=["a", "b", "c"], target="label"
     )
     assert logit.statistics(table).exact == logit.statistics(df).exact
+
+
+def ball_edge_frame() -> pd.DataFrame:
+    """Rows that made PostgreSQL raise where numpy and DuckDB compute (a review): an
+    all-zero row (an old floor of 1e-300 under the norm, at a radius of 1e9, overflowed)
+    and a subnormal coordinate in a row scaled down (the product underflowed)."""
+    df = frame(40)
+    df.loc[0, ["a", "b", "c"]] = 0.0
+    df.loc[1, ["a", "b", "c"]] = [5e-324, 1e9, -1e9]
+    df.loc[2, ["a", "b", "c"]] = [1e-200, 0.8, 0.9]
+    df.loc[3, ["a", "b", "c"]] = [-1e-95, 1e-80, 0.0]
+    return df
+
+
+BALL_EDGE_MODELS = [
+    ("linear", dict(feature_bound=1e9, label_bound=1.0, clip="ball")),
+    ("linear", dict(feature_bound=1.0, label_bound=1.0, clip="box", norm_bound=1e9)),
+    ("linear", dict(feature_bound=0.5, label_bound=1.0, clip="ball", norm_bound=0.3)),
+    ("logistic", dict(feature_bound=1.0, norm_bound=0.5)),
+    ("logistic", dict(feature_bound=1.0, norm_bound=1e9)),
+]
+
+
+def _ball_edge_model(kind: str, kw: dict) -> object:
+    if kind == "linear":
+        return dpb.models.BayesianLinearRegression(features=["a", "b", "c"], target="y", **kw)
+    return dpb.models.BayesianLogisticRegression(features=["a", "b", "c"], target="label", **kw)
+
+
+def _check_ball_edges(data: object, df: pd.DataFrame) -> None:
+    for kind, kw in BALL_EDGE_MODELS:
+        model = _ball_edge_model(kind, kw)
+        want, got = model.statistics(df), model.statistics(data)  # no engine raises
+        assert got.n == want.n == len(df)
+        assert got.exact is not None and want.exact is not None
+        # a ball's scaling is each engine's floating point: the integers may differ by
+        # the rounding of a scale, never more (the sensitivity's margin covers that)
+        for gi, wi in zip(got.exact.ints, want.exact.ints, strict=True):
+            np.testing.assert_allclose(np.array(gi, float), np.array(wi, float), rtol=1e-9)
+
+
+def test_ball_scaling_at_the_edges_in_duckdb(tmp_path) -> None:
+    df = ball_edge_frame()
+    path = tmp_path / "rows.parquet"
+    df.to_parquet(path)
+    _check_ball_edges(str(path), df)
+
+
+def test_ball_scaling_at_the_edges_in_postgresql(postgres_engine) -> None:
+    """Whether the statistics' query raised depended on one record (a zero row, a tiny
+    coordinate): under add/remove that told neighbours apart before any noise."""
+    df = ball_edge_frame()
+    df.to_sql("regression_ball_edges", postgres_engine, if_exists="replace", index=False)
+    _check_ball_edges(Table(postgres_engine, table="regression_ball_edges"), df)

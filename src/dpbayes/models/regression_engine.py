@@ -63,17 +63,9 @@ def engine_moments(
     else:  # +-inf and huge values capped first, so that the norm does not overflow
         cap = table.double_literal(COORDINATE_CAP)
         raw = [f"LEAST(GREATEST({r}, -{cap}), {cap})" for r in raw]
-        norm = "SQRT(" + " + ".join(table.square(r) for r in raw) + ")"
-        b = table.double_literal(float(feature_bound))
-        tiny = table.double_literal(1e-300)
-        scale = f"LEAST({table.double_literal(1.0)}, {b} / GREATEST({norm}, {tiny}))"
-        xs = [f"({r}) * {scale}" for r in raw]
+        xs = _into_ball(table, raw, float(feature_bound))
     if norm_bound is not None:
-        norm = "SQRT(" + " + ".join(table.square(x) for x in xs) + ")"
-        nb = table.double_literal(float(norm_bound))
-        tiny = table.double_literal(1e-300)
-        scale = f"LEAST({table.double_literal(1.0)}, {nb} / GREATEST({norm}, {tiny}))"
-        xs = [f"({x}) * {scale}" for x in xs]
+        xs = _into_ball(table, xs, float(norm_bound))
     y = table.as_double(target)
     bad_label = "0"
     if label == "sign":
@@ -125,3 +117,28 @@ def engine_moments(
             s[i, j] = s[j, i] = float(row[k] or 0.0)
             k += 1
     return n, s, None
+
+
+#: Coordinates below this are 0 before a row is scaled into a ball (``_into_ball``).
+_NEGLIGIBLE = 1e-90
+
+
+def _into_ball(table: Any, xs: list[str], radius: float) -> list[str]:
+    """SQL: the row ``xs`` scaled into the ball of ``radius`` (unchanged inside it).
+
+    Written so that no engine raises on any row: PostgreSQL raises where IEEE
+    arithmetic overflows or underflows, so an error would depend on one record (an
+    all-zero row divided by the old floor of 1e-300 at radius 1e9; a coordinate of 5e-324
+    times a scale below 1). The scale b / norm is computed only where norm > b (so it is
+    in [1e-213, 1]: b >= 1e-60, norm <= sqrt(m) 1e150), and a coordinate below 1e-90 is
+    0 before the product (which is then at least 1e-303, a normal double). Such a
+    coordinate gives 0 on the public grid either way (its step is at least 2^-225 at
+    b >= 1e-60, and the scaled value is smaller than the coordinate), so the statistics
+    are the same numbers as without this map.
+    """
+    norm = "SQRT(" + " + ".join(table.square(x) for x in xs) + ")"
+    b = table.double_literal(radius)
+    one, small = table.double_literal(1.0), table.double_literal(_NEGLIGIBLE)
+    scale = f"(CASE WHEN {norm} <= {b} THEN {one} ELSE {b} / ({norm}) END)"
+    zero = table.double_literal(0.0)
+    return [f"(CASE WHEN abs({x}) < {small} THEN {zero} ELSE ({x}) * {scale} END)" for x in xs]
