@@ -152,6 +152,13 @@ def test_missing_values_and_bad_labels_are_refused_in_the_engine(tmp_path) -> No
     df.to_parquet(path)
     with pytest.raises(ValueError, match="labels in"):
         LOGIT.statistics(str(path))
+    # a NaN held as text is missing too (it was read as NaN and clipped to the bound)
+    text = tmp_path / "text.csv"
+    text.write_text("a,b,c,y\n0.5,0.1,0.2,1.0\nnan,0.3,0.1,0.3\n")
+    with pytest.raises(ValueError, match="rows with a missing value"):
+        linear("box").statistics(Table(str(text), text_columns=["a", "b", "c", "y"]))
+    text.write_text("a,b,c,y\n0.5,0.1,0.2,1.0\n0.4,0.3,0.1,0.3\n")
+    assert linear("box").statistics(Table(str(text), text_columns=["a", "b", "c", "y"])).n == 2
 
 
 @pytest.mark.parametrize("clip", ["box", "ball"])
