@@ -18,6 +18,7 @@ __all__ = [
     "DataConversionWarning",
     "NotFittedError",
     "RegressorMixin",
+    "check_fit_budget",
 ]
 
 
@@ -115,3 +116,28 @@ def scaled_design(est: Any, arr: np.ndarray, norm_bound: float | None = None) ->
     if est.fit_intercept:
         z = np.hstack([z, np.ones((z.shape[0], 1))])
     return np.asarray(z)
+
+
+def check_fit_budget(accountant: Any, random_state: Any) -> None:
+    """Before a fit's release: ``accountant`` is None or an Accountant, and a seeded fit
+    that no accountant would refuse says it is a simulation.
+
+    ``random_state`` is a habit in scikit-learn code, but here it seeds the noise: the
+    fit is then a simulation, not differentially private (``guarantee_.simulation``). A
+    real accountant refuses it before any noise; without one, a
+    :class:`~dpbayes.privacy.PrivacyLeakWarning` says so.
+    """
+    import warnings
+
+    from dpbayes.privacy import Accountant, PrivacyLeakWarning
+
+    if accountant is not None and not isinstance(accountant, Accountant):
+        raise TypeError(f"accountant must be a dpbayes Accountant, got {type(accountant).__name__}")
+    if random_state is not None and accountant is None:
+        warnings.warn(
+            f"random_state={random_state!r} seeds the noise: this fit is a simulation, not "
+            "differentially private (guarantee_.simulation is True); leave "
+            "random_state=None for a fit you may publish",
+            PrivacyLeakWarning,
+            stacklevel=3,
+        )

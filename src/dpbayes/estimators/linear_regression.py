@@ -29,6 +29,7 @@ from dpbayes.estimators._base import (
     DataConversionWarning,
     NotFittedError,
     RegressorMixin,
+    check_fit_budget,
     resolve_norm_bound,
     scaled_design,
 )
@@ -97,7 +98,12 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         (default): 0.5 with Gaussian noise, one joint release with Laplace noise; ``None``:
         one joint release (``dpbayes.release.ssp``).
     neighbours, random_state:
-        As for :class:`~dpbayes.estimators.PrivateNaiveBayes`.
+        As for :class:`~dpbayes.estimators.PrivateNaiveBayes`.    accountant:
+        ``None``, or a :class:`~dpbayes.privacy.Accountant` that every ``fit`` charges
+        before its noise is drawn (a fit it cannot pay for raises and draws nothing).
+        Each fit is a release: ``cross_val_score``, ``GridSearchCV`` and refits spend once
+        per fit, and their clones share this accountant (copies of an accountant are the
+        accountant itself).
     """
 
     def __init__(
@@ -113,6 +119,7 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         draws: int = 1,
         neighbours: str = "substitute",
         random_state: Any = None,
+        accountant: Any = None,
         mechanism: str = "sampling",
         delta: float = 0.0,
         norm_bound: float | str | None = "auto",
@@ -128,6 +135,7 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         self.draws = draws
         self.neighbours = neighbours
         self.random_state = random_state
+        self.accountant = accountant
         self.mechanism = mechanism
         self.delta = delta
         self.norm_bound = norm_bound
@@ -205,7 +213,14 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
                 lam = 1.0 + float(sd or 0.0) * np.sqrt(z.shape[1]) / s2
             self.prior_precision_ = lam
             self.model_ = model(lam)
-            self.release_ = release(self.model_, (z, ys), rng=self.random_state, **options)
+            check_fit_budget(self.accountant, self.random_state)
+            self.release_ = release(
+                self.model_,
+                (z, ys),
+                rng=self.random_state,
+                accountant=self.accountant,
+                **options,
+            )
             self.guarantee_: Guarantee = self.release_.guarantee
             self.coef_scaled_ = np.asarray(self.release_.posterior.mean())
             return self
@@ -217,12 +232,14 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
             label_bound=1.0,
             weight_bound=check_positive(self.weight_bound, "weight_bound"),
         )
+        check_fit_budget(self.accountant, self.random_state)
         self.release_ = release(
             self.model_,
             (z, ys),
             mechanism="sampling",
             epsilon=eps,
             rng=self.random_state,
+            accountant=self.accountant,
             neighbours=self.neighbours,
             draws=self.draws,
         )

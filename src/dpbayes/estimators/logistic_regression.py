@@ -30,6 +30,7 @@ from dpbayes.estimators._base import (
     BaseEstimator,
     ClassifierMixin,
     NotFittedError,
+    check_fit_budget,
     resolve_norm_bound,
     scaled_design,
 )
@@ -80,7 +81,12 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         The two public class labels; ``None``: read from ``y`` (published outside the
         guarantee, with a warning).
     neighbours, random_state:
-        As for :class:`~dpbayes.estimators.PrivateNaiveBayes`.
+        As for :class:`~dpbayes.estimators.PrivateNaiveBayes`.    accountant:
+        ``None``, or a :class:`~dpbayes.privacy.Accountant` that every ``fit`` charges
+        before its noise is drawn (a fit it cannot pay for raises and draws nothing).
+        Each fit is a release: ``cross_val_score``, ``GridSearchCV`` and refits spend once
+        per fit, and their clones share this accountant (copies of an accountant are the
+        accountant itself).
     """
 
     def __init__(
@@ -95,6 +101,7 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         classes: Any = None,
         neighbours: str = "substitute",
         random_state: Any = None,
+        accountant: Any = None,
         predictive: str = "naive",
         norm_bound: float | str | None = "auto",
         first_order_share: float | str | None = "auto",
@@ -108,6 +115,7 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         self.classes = classes
         self.neighbours = neighbours
         self.random_state = random_state
+        self.accountant = accountant
         self.predictive = predictive
         self.norm_bound = norm_bound
         self.first_order_share = first_order_share
@@ -184,7 +192,10 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         self.model_ = BayesianLogisticRegression(
             prior_precision=lam, feature_bound=1.0, radius=radius, norm_bound=nb
         )
-        self.release_ = release(self.model_, data, rng=self.random_state, **options)
+        check_fit_budget(self.accountant, self.random_state)
+        self.release_ = release(
+            self.model_, data, rng=self.random_state, accountant=self.accountant, **options
+        )
         if self.classes is None:
             self.release_ = replace(self.release_, guarantee=_labels_read(self.release_.guarantee))
             warnings.warn(

@@ -28,6 +28,7 @@ from dpbayes.estimators._base import (
     ClassifierMixin,
     DataConversionWarning,
     NotFittedError,
+    check_fit_budget,
 )
 from dpbayes.models.bayes_net import NaiveBayes
 from dpbayes.models.bayes_net_counts import mixed_types
@@ -192,7 +193,12 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
     stealth:
         For ``"fourier"``: probability that no released cell is negative.
     random_state:
-        ``None``: secure noise (publishable); int or Generator: seeded simulation.
+        ``None``: secure noise (publishable); int or Generator: seeded simulation.    accountant:
+        ``None``, or a :class:`~dpbayes.privacy.Accountant` that every ``fit`` charges
+        before its noise is drawn (a fit it cannot pay for raises and draws nothing).
+        Each fit is a release: ``cross_val_score``, ``GridSearchCV`` and refits spend once
+        per fit, and their clones share this accountant (copies of an accountant are the
+        accountant itself).
     """
 
     def __init__(
@@ -207,6 +213,7 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
         neighbours: str = "substitute",
         stealth: float = 0.9,
         random_state: Any = None,
+        accountant: Any = None,
     ) -> None:
         self.epsilon = epsilon
         self.mechanism = mechanism
@@ -217,6 +224,7 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
         self.neighbours = neighbours
         self.stealth = stealth
         self.random_state = random_state
+        self.accountant = accountant
 
     # --- feature encoding ------------------------------------------------------
     def _per_feature(self, value: Any, d: int, name: str) -> list[Any]:
@@ -330,12 +338,14 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
             options: dict[str, Any] = (
                 {"stealth": self.stealth} if self.mechanism == "fourier" else {}
             )
+            check_fit_budget(self.accountant, self.random_state)
             self.release_ = release(
                 self.model_,
                 frame,
                 mechanism=self.mechanism,
                 epsilon=eps,  # type: ignore[arg-type]
                 rng=self.random_state,
+                accountant=self.accountant,
                 neighbours=self.neighbours,
                 **options,
             )

@@ -714,6 +714,34 @@ class Accountant:
             rows.append(("simulation", "yes: takes only seeded (simulation) releases"))
         return f"Accountant(remaining eps {num(re_, 6)} of {num(te, 6)})", rows
 
+    # -- copies ---------------------------------------------------------------------
+    # An accountant is one budget: a copy that could be charged apart from it would spend
+    # the same budget twice. scikit-learn's clone deep-copies an estimator's parameters
+    # (GridSearchCV, cross_val_score), so copy and deepcopy return the accountant itself
+    # and every clone charges the one budget. Another process gets it by pickling: a
+    # ledger's accountant re-reads its file under the file lock at every charge, so its
+    # copies there share the budget through the file; one without a ledger is refused
+    # (its spends there would never come back).
+    def __copy__(self) -> Accountant:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Accountant:
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._path is None:
+            raise TypeError(
+                "an Accountant without a ledger cannot be sent to another process (its "
+                "spends there would not come back here); give it a ledger, "
+                "Accountant(..., path=...), or run in one process (n_jobs=1)"
+            )
+        return {"path": str(self._path)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        path = Path(state["path"])  # the copy is the ledger, read again
+        total, spends, composition = self._read(path)
+        self._init_state(total, spends, path, False, composition)
+
     def __repr__(self) -> str:
         (te, td), (re_, rd) = self.total, self.remaining
         extra = f", delta {num(rd, 3)} of {num(td, 3)}" if td > 0 else ""
