@@ -111,3 +111,11 @@ def test_an_accountant_of_another_type_is_refused_before_anything_is_drawn() -> 
     x, y = data("logistic")
     with pytest.raises(TypeError, match="accountant must be a dpbayes Accountant"):
         estimator("logistic", epsilon=1.0, accountant="budget").fit(x, y)
+
+
+def test_the_non_private_naive_bayes_cannot_be_charged_to_an_accountant() -> None:
+    x, y = data("naive-bayes")
+    acc = Accountant(1.0)
+    with pytest.raises(ValueError, match="cannot be charged to an accountant"):
+        estimator("naive-bayes", mechanism="none", accountant=acc).fit(x, y)
+    assert acc.spent[0] == 0.0

@@ -291,6 +291,11 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
         if self.mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {list(MECHANISMS)}, got {self.mechanism!r}")
         eps = check_epsilon(self.epsilon) if self.mechanism != "none" else None
+        if self.mechanism == "none" and self.accountant is not None:
+            raise ValueError(
+                "mechanism='none' fits the exact, non-private posterior: it cannot be charged "
+                "to an accountant (drop accountant= or choose a private mechanism)"
+            )
         check_positive(self.alpha, "alpha")
         binned = self.bin_edges is not None
         arr = check_features(X, numeric=binned, neighbours=self.neighbours, infinite=binned)
