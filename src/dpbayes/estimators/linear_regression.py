@@ -97,14 +97,8 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         ``"ssp"`` only: share of the budget for X'y and y'y (the rest for X'X); ``"auto"``
         (default): 0.5 with Gaussian noise, one joint release with Laplace noise; ``None``:
         one joint release (``dpbayes.release.ssp``).
-    neighbours, random_state:
-        As for :class:`~dpbayes.estimators.PrivateNaiveBayes`.    accountant:
-        ``None``, or a :class:`~dpbayes.privacy.Accountant` that every ``fit`` charges
-        before its noise is drawn (a fit it cannot pay for raises and draws nothing).
-        Each fit is a release: ``cross_val_score``, ``GridSearchCV`` and refits spend once
-        per fit, and their clones share this accountant (copies of an accountant are the
-        accountant itself).
-    """
+    neighbours, random_state, accountant:
+        As for :class:`~dpbayes.estimators.PrivateNaiveBayes`."""
 
     def __init__(
         self,

@@ -80,14 +80,8 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
     classes:
         The two public class labels; ``None``: read from ``y`` (published outside the
         guarantee, with a warning).
-    neighbours, random_state:
-        As for :class:`~dpbayes.estimators.PrivateNaiveBayes`.    accountant:
-        ``None``, or a :class:`~dpbayes.privacy.Accountant` that every ``fit`` charges
-        before its noise is drawn (a fit it cannot pay for raises and draws nothing).
-        Each fit is a release: ``cross_val_score``, ``GridSearchCV`` and refits spend once
-        per fit, and their clones share this accountant (copies of an accountant are the
-        accountant itself).
-    """
+    neighbours, random_state, accountant:
+        As for :class:`~dpbayes.estimators.PrivateNaiveBayes`."""
 
     def __init__(
         self,

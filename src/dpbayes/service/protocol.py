@@ -55,6 +55,12 @@ def set_timeouts(header: float = HEADER_TIMEOUT, send: float = SEND_TIMEOUT) -> 
     HeadTimedH11Protocol.send_timeout = float(send)
 
 
+def _cancel(timer: asyncio.TimerHandle | None) -> None:
+    """Cancel ``timer``, if there is one."""
+    if timer is not None:
+        timer.cancel()
+
+
 class HeadTimedH11Protocol(H11Protocol):
     """uvicorn's :class:`H11Protocol` with a deadline on each request's head and on a
     paused response (module docstring)."""
@@ -96,9 +102,8 @@ class HeadTimedH11Protocol(H11Protocol):
         self._head_timer = self.loop.call_later(self.header_timeout, self._head_timed_out)
 
     def _disarm_head(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        _cancel(self._head_timer)
+        self._head_timer = None
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
@@ -134,9 +139,8 @@ class HeadTimedH11Protocol(H11Protocol):
         super().resume_writing()
 
     def _disarm_send(self) -> None:
-        if self._send_timer is not None:
-            self._send_timer.cancel()
-            self._send_timer = None
+        _cancel(self._send_timer)
+        self._send_timer = None
 
     def _send_timed_out(self) -> None:
         self._send_timer = None
