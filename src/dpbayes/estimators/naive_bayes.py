@@ -193,7 +193,9 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
     stealth:
         For ``"fourier"``: probability that no released cell is negative.
     random_state:
-        ``None``: secure noise (publishable); int or Generator: seeded simulation.    accountant:
+        ``None``: secure noise (publishable); int or Generator: seeded simulation (a
+        :class:`~dpbayes.privacy.PrivacyLeakWarning` says so unless an accountant is given).
+    accountant:
         ``None``, or a :class:`~dpbayes.privacy.Accountant` that every ``fit`` charges
         before its noise is drawn (a fit it cannot pay for raises and draws nothing).
         Each fit is a release: ``cross_val_score``, ``GridSearchCV`` and refits spend once

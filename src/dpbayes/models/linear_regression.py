@@ -217,11 +217,7 @@ class BayesianLinearRegression:
         if self.feature_bound is not None and self.clip == "box":
             xa = np.clip(xa, -self.feature_bound, self.feature_bound)
         elif self.feature_bound is not None:
-            xa = np.clip(xa, -COORDINATE_CAP, COORDINATE_CAP)
-            norms = np.linalg.norm(xa, axis=1)
-            with np.errstate(over="ignore"):  # a bound / 1e-300 beyond the doubles: scale 1
-                scale = np.minimum(1.0, self.feature_bound / np.maximum(norms, 1e-300))
-            xa = xa * scale[:, None]
+            xa = scale_into_ball(np.clip(xa, -COORDINATE_CAP, COORDINATE_CAP), self.feature_bound)
         xa = scale_into_ball(xa, self.norm_bound)
         if y is None:
             return xa, None
@@ -323,13 +319,23 @@ def finite_or_bounded(value: Any, name: str, ndim: int, bounded: bool) -> np.nda
 
 
 def scale_into_ball(x: np.ndarray, radius: float | None) -> np.ndarray:
-    """Rows with ||x||_2 > radius scaled onto the sphere of that radius (None: as is)."""
+    """Rows with ||x||_2 > radius scaled onto the sphere of that radius (None: as is).
+
+    The engines' formula (:func:`~dpbayes.models.regression_engine._into_ball`), in the
+    same IEEE operations: outside the ball a coordinate is (x / norm) radius, or 0 where
+    |x| < 2^-26 norm (below the public grid's step once scaled). x / norm is in
+    [2^-26, 1], so nothing overflows or underflows to 0.
+    """
     if radius is None:
         return x
-    norms = np.linalg.norm(x, axis=1)
-    with np.errstate(over="ignore"):  # a radius / 1e-300 beyond the doubles: scale 1
-        scale = np.minimum(1.0, radius / np.maximum(norms, 1e-300))
-    return np.asarray(x * scale[:, None])
+    xa = np.asarray(x, dtype=float)
+    norms = np.linalg.norm(xa, axis=1)[:, None]
+    outside = norms > radius
+    if not outside.any():
+        return xa
+    with np.errstate(divide="ignore", invalid="ignore"):  # rows inside: not used
+        scaled = np.where(np.abs(xa) < norms * 2.0**-26, 0.0, (xa / norms) * radius)
+    return np.asarray(np.where(outside, scaled, xa))
 
 
 def in_memory(data: Any) -> bool:

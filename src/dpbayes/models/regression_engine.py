@@ -52,8 +52,22 @@ def engine_moments(
 
     if features is None or target is None:
         raise ValueError("features and target must be set to read a table")
+    for name, radius in (("feature_bound", feature_bound), ("norm_bound", norm_bound)):
+        if radius is not None and (clip == "ball" or name == "norm_bound"):
+            if not radius >= MIN_ENGINE_RADIUS:
+                raise ValueError(
+                    f"{name} = {radius:g} is below {MIN_ENGINE_RADIUS:g}, the smallest ball "
+                    "a database engine applies: rescale the data"
+                )
     table = open_table(data)
     cols = [table.check_column(c) for c in [*features, target]]
+    kinds = table.column_types()
+    for c in cols:  # the columns' types are the schema's, a public fact
+        if kinds[c] not in ("numeric", "bool"):
+            raise ValueError(
+                f"column {c!r} is not numeric in the database (a regression reads numbers; "
+                "give the column a numeric type, or read the file with its types)"
+            )
     raw = [table.as_double(c) for c in features]
     if feature_bound is None:
         xs = raw
@@ -123,26 +137,31 @@ def engine_moments(
     return n, s, None
 
 
-#: Coordinates below this are 0 before a row is scaled into a ball (``_into_ball``).
-_NEGLIGIBLE = 1e-90
+#: The smallest radius a ball is applied with in an SQL engine (a public check).
+MIN_ENGINE_RADIUS = 1e-290
 
 
 def _into_ball(table: Any, xs: list[str], radius: float) -> list[str]:
     """SQL: the row ``xs`` scaled into the ball of ``radius`` (unchanged inside it).
 
-    Written so that no engine raises on any row: PostgreSQL raises where IEEE
-    arithmetic overflows or underflows, so an error would depend on one record (an
-    all-zero row divided by the old floor of 1e-300 at radius 1e9; a coordinate of 5e-324
-    times a scale below 1). The scale b / norm is computed only where norm > b (so it is
-    in [1e-213, 1]: b >= 1e-60, norm <= sqrt(m) 1e150), and a coordinate below 1e-90 is
-    0 before the product (which is then at least 1e-303, a normal double). Such a
-    coordinate gives 0 on the public grid either way (its step is at least 2^-225 at
-    b >= 1e-60, and the scaled value is smaller than the coordinate), so the statistics
-    are the same numbers as without this map.
+    Written so that no engine raises on any row: PostgreSQL raises where an IEEE result
+    overflows or rounds to exactly 0 from nonzero operands, so an error would depend on
+    one record (an all-zero row divided by a floor of 1e-300 at radius 1e9; a subnormal
+    coordinate times a scale below 1; b / norm at radius 1e-200 under a norm of 1e150).
+    Outside the ball (norm > b) a coordinate is 0 if |x| < 2^-26 norm, else (x / norm) b:
+    x / norm is in [2^-26, 1], so it neither overflows nor underflows, nor does the
+    product for b >= 1e-290 (``MIN_ENGINE_RADIUS``, checked before any query), nor
+    2^-26 norm. The zeroed coordinates are those whose scaled value is below 2^-26 b, at
+    most the public grid's step 2^(ceil(log2 b) - 26): they give 0 on the grid either way.
+    Off the grid, setting them to 0 is a map of each record alone that only shrinks it,
+    so the record stays in its box and ball and the sensitivities hold.
     """
     norm = "SQRT(" + " + ".join(table.square(x) for x in xs) + ")"
     b = table.double_literal(radius)
-    one, small = table.double_literal(1.0), table.double_literal(_NEGLIGIBLE)
-    scale = f"(CASE WHEN {norm} <= {b} THEN {one} ELSE {b} / ({norm}) END)"
+    t = table.double_literal(2.0**-26)
     zero = table.double_literal(0.0)
-    return [f"(CASE WHEN abs({x}) < {small} THEN {zero} ELSE ({x}) * {scale} END)" for x in xs]
+    return [
+        f"(CASE WHEN {norm} <= {b} THEN {x} WHEN abs({x}) < ({norm}) * {t} THEN {zero} "
+        f"ELSE (({x}) / ({norm})) * {b} END)"
+        for x in xs
+    ]
