@@ -119,3 +119,14 @@ def test_the_non_private_naive_bayes_cannot_be_charged_to_an_accountant() -> Non
     with pytest.raises(ValueError, match="cannot be charged to an accountant"):
         estimator("naive-bayes", mechanism="none", accountant=acc).fit(x, y)
     assert acc.spent[0] == 0.0
+
+
+@pytest.mark.parametrize("kind", ["naive-bayes", "logistic"])
+def test_labels_read_from_the_data_are_refused_under_an_accountant(kind: str) -> None:
+    """They would be published in classes_ outside the guarantee that was charged."""
+    x, y = data(kind)
+    acc = Accountant(5.0)
+    est = estimator(kind, epsilon=1.0, accountant=acc).set_params(classes=None)
+    with pytest.raises(ValueError, match="pass the public classes"):
+        est.fit(x, y)
+    assert acc.spent[0] == 0.0 and not hasattr(est, "classes_")

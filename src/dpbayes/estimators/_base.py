@@ -118,9 +118,11 @@ def scaled_design(est: Any, arr: np.ndarray, norm_bound: float | None = None) ->
     return np.asarray(z)
 
 
-def check_fit_budget(accountant: Any, random_state: Any) -> None:
-    """Before a fit's release: ``accountant`` is None or an Accountant, and a seeded fit
-    that no accountant would refuse says it is a simulation.
+def check_fit_budget(accountant: Any, random_state: Any, *, labels_from_data: bool = False) -> None:
+    """Before a fit's release: ``accountant`` is None or an Accountant; a fit under an
+    accountant publishes nothing outside its guarantee (class labels read from the data
+    are refused); and a seeded fit that no accountant would refuse says it is a
+    simulation.
 
     ``random_state`` is a habit in scikit-learn code, but here it seeds the noise: the
     fit is then a simulation, not differentially private (``guarantee_.simulation``). A
@@ -133,6 +135,11 @@ def check_fit_budget(accountant: Any, random_state: Any) -> None:
 
     if accountant is not None and not isinstance(accountant, Accountant):
         raise TypeError(f"accountant must be a dpbayes Accountant, got {type(accountant).__name__}")
+    if labels_from_data and accountant is not None:
+        raise ValueError(
+            "classes=None reads the class labels from y and publishes them outside the "
+            "guarantee: pass the public classes=[...] to fit under an accountant"
+        )
     if random_state is not None and accountant is None:
         warnings.warn(
             f"random_state={random_state!r} seeds the noise: this fit is a simulation, not "

@@ -125,6 +125,7 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any) -> PrivateBayesianLogisticRegression:
         """Release the noisy PASS-GLM statistics of (X, y) and the posteriors they give."""
+        check_fit_budget(self.accountant, self.random_state, labels_from_data=self.classes is None)
         eps = check_epsilon(self.epsilon)
         dlt = check_delta(self.delta)
         if self.predictive not in ("naive", "noise-aware"):
@@ -186,7 +187,6 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         self.model_ = BayesianLogisticRegression(
             prior_precision=lam, feature_bound=1.0, radius=radius, norm_bound=nb
         )
-        check_fit_budget(self.accountant, self.random_state)
         self.release_ = release(
             self.model_, data, rng=self.random_state, accountant=self.accountant, **options
         )

@@ -298,6 +298,10 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
                 "mechanism='none' fits the exact, non-private posterior: it cannot be charged "
                 "to an accountant (drop accountant= or choose a private mechanism)"
             )
+        if self.mechanism != "none":
+            check_fit_budget(
+                self.accountant, self.random_state, labels_from_data=self.classes is None
+            )
         check_positive(self.alpha, "alpha")
         binned = self.bin_edges is not None
         arr = check_features(X, numeric=binned, neighbours=self.neighbours, infinite=binned)
@@ -345,7 +349,6 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
             options: dict[str, Any] = (
                 {"stealth": self.stealth} if self.mechanism == "fourier" else {}
             )
-            check_fit_budget(self.accountant, self.random_state)
             self.release_ = release(
                 self.model_,
                 frame,
