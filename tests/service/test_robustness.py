@@ -374,3 +374,60 @@ def test_a_cell_cannot_be_flooded_with_near_free_answers(tmp_path: Path) -> None
         assert budget(srv)["spent"]["epsilon"] == pytest.approx(2e-3, rel=1e-9)
     finally:
         srv.stop()
+
+
+def test_a_slow_but_honest_reader_of_a_large_answer_keeps_its_connection() -> None:
+    """The send deadline is a minimum rate, not a total time (a second review: a client
+    reading a 2 MB history at 50 KB/s was dropped after 30 s). A real uvicorn server with
+    the service's protocol, a 300 kB answer read at 100 kB/s under --send-timeout 1."""
+    import asyncio
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from dpbayes.service.protocol import HeadTimedH11Protocol, set_timeouts
+
+    size = 300_000
+    body = b"x" * size
+
+    async def app(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        headers = [(b"content-length", str(size).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    set_timeouts(10.0, 1.0)
+    try:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+        listener.bind(("127.0.0.1", 0))
+        config = uvicorn.Config(app, http=HeadTimedH11Protocol, log_level="warning")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=lambda: asyncio.run(server.serve(sockets=[listener])), daemon=True
+        )
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        client.settimeout(10)
+        client.connect(listener.getsockname())
+        client.sendall(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        got = 0
+        with client:
+            while got < size:  # 100 kB/s, headers included
+                chunk = client.recv(5000)
+                if not chunk:
+                    break
+                got += len(chunk)
+                time.sleep(len(chunk) / 100_000)
+        assert got >= size, got
+    finally:
+        set_timeouts()  # this process's protocol back to its defaults
+        server.should_exit = True
+        thread.join(10)

@@ -16,8 +16,9 @@ is timed by the app (``--body-timeout``). Two ways to hold a connection were lef
 * **A client that does not read** its responses (say, a thousand pipelined requests and
   a receive window that never opens): uvicorn waited for the send buffer to drain, with
   no limit. Once the transport pauses writing (the buffer above its high-water mark), the
-  client has ``send_timeout`` seconds (``--send-timeout``) to take enough of it for
-  writing to resume, else the connection is aborted.
+  client must take at least 64 KiB of it in each window of ``send_timeout`` seconds
+  (``--send-timeout``) until writing resumes, else the connection is aborted: a slow but
+  honest reader of a large answer (2 MB of history at 50 KB/s) keeps its connection.
 
 Either way enough such clients could hold every file descriptor the server may open.
 
@@ -42,6 +43,8 @@ __all__ = ["HEADER_TIMEOUT", "SEND_TIMEOUT", "HeadTimedH11Protocol", "set_timeou
 HEADER_TIMEOUT = 10.0
 #: Seconds a client may leave a paused response unread (``dpbayes serve --send-timeout``).
 SEND_TIMEOUT = 30.0
+#: Bytes a client must take from a paused response per ``send_timeout`` window.
+SEND_MIN_BYTES = 64 * 1024
 
 _BODY = b"the request's headers did not arrive within the server's time limit\n"
 
@@ -72,6 +75,7 @@ class HeadTimedH11Protocol(H11Protocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_bytes = False  # some of the current head has arrived
         self._send_timer: asyncio.TimerHandle | None = None
+        self._send_left = 0  # bytes buffered when the send window started
         super().connection_made(transport)
         self._arm_head()  # the first head is timed from the connection
 
@@ -132,7 +136,11 @@ class HeadTimedH11Protocol(H11Protocol):
     def pause_writing(self) -> None:
         super().pause_writing()
         if self._send_timer is None:
-            self._send_timer = self.loop.call_later(self.send_timeout, self._send_timed_out)
+            self._arm_send()
+
+    def _arm_send(self) -> None:
+        self._send_left = self.transport.get_write_buffer_size()
+        self._send_timer = self.loop.call_later(self.send_timeout, self._send_timed_out)
 
     def resume_writing(self) -> None:
         self._disarm_send()
@@ -143,9 +151,15 @@ class HeadTimedH11Protocol(H11Protocol):
         self._send_timer = None
 
     def _send_timed_out(self) -> None:
+        """A client reading at least ``SEND_MIN_BYTES`` per window keeps its connection (a
+        slow but honest reader of a large answer); one reading less is dropped."""
         self._send_timer = None
-        if self.flow.write_paused or self.transport.is_closing():
-            self.transport.abort()  # a close would wait for the unread buffer to drain
+        if not (self.flow.write_paused or self.transport.is_closing()):
+            return
+        if self._send_left - self.transport.get_write_buffer_size() >= SEND_MIN_BYTES:
+            self._arm_send()  # progress: another window
+            return
+        self.transport.abort()  # a close would wait for the unread buffer to drain
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head()
