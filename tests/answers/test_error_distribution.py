@@ -188,3 +188,18 @@ def test_auto_moves_to_pc_when_a_level_near_one_needs_too_many_nodes() -> None:
     e = LaplaceSum(scales, accuracy=1e-6, method="exact")
     with pytest.raises(ValueError, match="use method='pc'"):
         e.half_width(0.99999)
+
+
+def test_extended_nodes_keep_the_dropped_scales_error() -> None:
+    """A second review: extending the inversion's nodes for a level near 1 reported the
+    inversion's error alone, without the dropped tiny scales' share."""
+    scales = np.r_[1.0, np.geomspace(1e-3, 0.5, 20), np.geomspace(1e-12, 1e-9, 13)]
+    d = LaplaceSum(scales, gaussian_sd=0.15, accuracy=1.5e-9)
+    assert d.method == "exact" and d._dropped_error > 0
+    zmax = d._quad.zmax
+    d.half_width(1 - 1e-9)
+    q = d._quad
+    assert q.zmax > zmax  # the nodes were extended
+    zs = np.linspace(0.25, 1.0, 4) * q.zmax
+    inversion = q.tail + np.abs(d._gp_within(zs) - d._gp_within(zs, lo_order=True)).max()
+    assert d.error >= inversion + d._dropped_error

@@ -318,15 +318,18 @@ class LaplaceSum:
         return True
 
     def _build_quadrature(self, zmax: float) -> None:
+        extension = self._quad is not None
         t, w, w_lo, tail, big_t = gil_pelaez_nodes(
             self._log_phi, float(self._u.max()), self._g, self._u.size, self.accuracy, zmax
         )
         phi = np.exp(self._log_phi(t))
         self._quad = _Quadrature(t, w, w_lo, phi, zmax, tail)
-        # Error: tail bound + |17-point - embedded 9-point| at a few z.
+        # Error: tail bound + |17-point - embedded 9-point| at a few z; an extension of
+        # the nodes (after __init__ added the dropped scales' error) keeps that term too
         zs = np.linspace(0.25, 1.0, 4) * zmax
         diff = np.abs(self._gp_within(zs, lo_order=False) - self._gp_within(zs, lo_order=True))
-        self.error = float(max(self.error, tail + diff.max()))
+        dropped = self._dropped_error if extension else 0.0
+        self.error = float(max(self.error, tail + diff.max() + dropped))
         self.details.update(nodes=int(t.size), tail_bound=tail, t_max=big_t)
 
     def _gp_within(self, d: np.ndarray, *, lo_order: bool = False) -> np.ndarray:
@@ -374,6 +377,9 @@ class LaplaceSum:
                     raise
                 self.details["moved_to_pc_at"] = zmax * self._unit
                 self._init_pc_to_accuracy(self._dropped_error)
+                for key in ("nodes", "tail_bound", "t_max"):
+                    self.details.pop(key, None)
+                self.details["formula"] = "PC by FFT (moved from the inversion)"
                 return False
         return True
 
