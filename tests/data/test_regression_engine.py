@@ -298,3 +298,27 @@ def test_a_ball_below_the_engines_smallest_radius_is_refused_before_any_query(tm
     )
     with pytest.raises(ValueError, match="feature_bound = 1e-300 is below 1e-290"):
         tiny.statistics(str(path))
+
+
+@pytest.mark.parametrize(
+    ("model", "mechanism", "words"),
+    [
+        (dpb.models.BayesianLinearRegression(feature_bound=1.0), "ssp", "label_bound"),
+        (dpb.models.BayesianLinearRegression(feature_bound=1.0), "sampling", "label_bound"),
+        (
+            dpb.models.BayesianLinearRegression(
+                feature_bound=1.0, label_bound=1e-300, weight_bound=1.0
+            ),
+            "sampling",
+            "must be in",
+        ),
+    ],
+)
+def test_missing_or_bad_bounds_are_refused_before_the_data_are_read(
+    model: object, mechanism: str, words: str
+) -> None:
+    """A second review: the statistics were computed before the planner refused the
+    model, and PostgreSQL raised on a huge unbounded label (an error of one record)
+    before that refusal. Data that cannot be read at all show the order."""
+    with pytest.raises(ValueError, match=words):
+        dpb.release(model, object(), mechanism=mechanism, epsilon=1.0, rng=0)

@@ -200,6 +200,9 @@ class Mechanism:
     planner scales its add/remove sensitivity by k rows per user itself (it receives
     ``rows_per_user=k``); otherwise user-level data run at the group-privacy budget.
     ``record``: the typed record of the facts its releases publish (``Release.record``).
+    ``precheck(model)``: raises on a model the planner would refuse (its public bounds),
+    before :func:`plan` reads the data: a refusal must not wait for statistics whose
+    computation could fail on one record.
     """
 
     name: str
@@ -208,6 +211,7 @@ class Mechanism:
     record: type[PublicRecord]
     options: frozenset[str] = frozenset()
     user_level: bool = False
+    precheck: Callable[[Any], object] | None = None
 
 
 _REGISTRY: dict[tuple[str, type], Mechanism] = {}
@@ -245,13 +249,14 @@ def register(
     record: type[PublicRecord],
     options: tuple[str, ...] | frozenset[str] = (),
     user_level: bool = False,
+    precheck: Callable[[Any], object] | None = None,
 ) -> Callable[[Planner], Planner]:
     """Register a planner for ``mechanism`` on models of ``model_type``.
 
     ``record`` is the typed record its releases publish (the family's ``record.py``);
     ``options`` names the keyword options the planner accepts (:func:`plan` refuses any
     other); ``user_level=True`` if it takes ``rows_per_user=k`` and scales its sensitivity
-    (see :class:`Mechanism`).
+    (see :class:`Mechanism`); ``precheck(model)`` refuses a model before the data are read.
     """
 
     def deco(fn: Planner) -> Planner:
@@ -259,7 +264,7 @@ def register(
         if key in _REGISTRY and _REGISTRY[key].planner is not fn:
             raise RuntimeError(f"mechanism {mechanism!r} already registered for {model_type}")
         opts = frozenset(options)
-        _REGISTRY[key] = Mechanism(mechanism, model_type, fn, record, opts, user_level)
+        _REGISTRY[key] = Mechanism(mechanism, model_type, fn, record, opts, user_level, precheck)
         return fn
 
     return deco
@@ -432,6 +437,8 @@ def plan(
     if k is not None and native:
         options["rows_per_user"] = k
     group_k = None if k is None or native else k  # the group-privacy fallback's k
+    if entry.precheck is not None:
+        entry.precheck(model)
     try:
         stats = model.statistics(data, column=column)
     except TypeError as exc:

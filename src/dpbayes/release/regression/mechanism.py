@@ -54,26 +54,34 @@ __all__ = [
 WEIGHT_BOUND_RANGE = (1e-150, 1e150)
 
 
-def _bounds(model: BayesianLinearRegression, features: int | None) -> tuple[float, float, float]:
-    """(B_x, B_y, W): B_x bounds ||x||_2 of a bounded row. With ``clip="box"`` each of the
-    d features is clipped to [-B, B], so a row reaches sqrt(d) B (rounded up), not B: the
-    proof's ball (PROOF.md §1); the model's ``norm_bound``, if smaller, bounds it too."""
-    if model.feature_bound is None or model.label_bound is None or model.weight_bound is None:
+def _check_bounds(model: BayesianLinearRegression) -> tuple[float, float, float]:
+    """(B, B_y, W): the public bounds posterior sampling needs, checked (also before the
+    data are read)."""
+    fb, lb, wb = model.feature_bound, model.label_bound, model.weight_bound
+    if fb is None or lb is None or wb is None:
         raise ValueError(
             "model must set feature_bound, label_bound and weight_bound for posterior sampling"
         )
-    if not on_grid([model.feature_bound, model.label_bound]):
+    if not on_grid([fb, lb]):
         lo, hi = GRID_BOUND_RANGE
         raise ValueError(
             f"feature_bound and label_bound must be in [{lo:g}, {hi:g}] for posterior "
             "sampling: outside it the statistics have no public grid to be summed exactly on"
         )
     lo, hi = WEIGHT_BOUND_RANGE
-    if not lo <= model.weight_bound <= hi:
+    if not lo <= wb <= hi:
         raise ValueError(
             f"weight_bound must be in [{lo:g}, {hi:g}] for posterior sampling, got "
-            f"{model.weight_bound:g}: outside it W^2 is not a normal double"
+            f"{wb:g}: outside it W^2 is not a normal double"
         )
+    return fb, lb, wb
+
+
+def _bounds(model: BayesianLinearRegression, features: int | None) -> tuple[float, float, float]:
+    """(B_x, B_y, W): B_x bounds ||x||_2 of a bounded row. With ``clip="box"`` each of the
+    d features is clipped to [-B, B], so a row reaches sqrt(d) B (rounded up), not B: the
+    proof's ball (PROOF.md §1); the model's ``norm_bound``, if smaller, bounds it too."""
+    fb, lb, wb = _check_bounds(model)
     if features is None and model.clip == "box":
         raise ValueError("features (the number of features) is needed with clip='box'")
     # a ball's scaling is computed in doubles (scale_into_ball, the engines' SQRT): a
@@ -88,12 +96,12 @@ def _bounds(model: BayesianLinearRegression, features: int | None) -> tuple[floa
         d = check_int(features, "features", minimum=1)
         ball_slack = 1.0 + (d + 8) * 2.0**-52
     if model.clip == "box":  # sqrt(d) B, rounded up by more than its two roundings
-        bx = math.sqrt(d) * model.feature_bound * (1.0 + 2.0**-50)
+        bx = math.sqrt(d) * fb * (1.0 + 2.0**-50)
     else:
-        bx = model.feature_bound * ball_slack
+        bx = fb * ball_slack
     if model.norm_bound is not None:
         bx = min(bx, model.norm_bound * ball_slack)
-    return bx, model.label_bound, model.weight_bound
+    return bx, lb, wb
 
 
 def sampling_noise_variance(
@@ -156,7 +164,13 @@ def exact_terms(
     return precision, [f(i, d) / var for i in range(d)]
 
 
-@register("sampling", BayesianLinearRegression, options=("draws",), record=RegressionSamplingRecord)
+@register(
+    "sampling",
+    BayesianLinearRegression,
+    options=("draws",),
+    record=RegressionSamplingRecord,
+    precheck=_check_bounds,
+)
 def plan_regression_sampling(
     model: BayesianLinearRegression,
     stats_: RegressionStatistics,

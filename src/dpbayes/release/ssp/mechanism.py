@@ -448,12 +448,27 @@ def _facts(q: _QuadraticRelease, neighbours: Neighbours, n: int) -> dict[str, An
     }
 
 
+def _check_linear_bounds(model: BayesianLinearRegression) -> None:
+    """The public bounds the linear SSP release needs (also before the data are read)."""
+    if model.feature_bound is None or model.label_bound is None:
+        raise ValueError("model must set feature_bound and label_bound for mechanism 'ssp'")
+    _bounds_vector([model.feature_bound, model.label_bound])
+
+
+def _check_logistic_bounds(model: BayesianLogisticRegression) -> None:
+    """The public bound the logistic SSP release needs (also before the data are read)."""
+    if model.feature_bound is None:
+        raise ValueError("model must set feature_bound for mechanism 'ssp'")
+    _bounds_vector([model.feature_bound])
+
+
 @register(
     "ssp",
     BayesianLinearRegression,
     options=("noise", "first_order_share"),
     user_level=True,
     record=SspLinearRecord,
+    precheck=_check_linear_bounds,
 )
 def plan_linear_ssp(
     model: BayesianLinearRegression,
@@ -477,8 +492,7 @@ def plan_linear_ssp(
     ``None``: one joint release. The Gaussian uses the model's bound on ||x||^2.
     """
     kind = _noise_kind(noise, delta)
-    if model.feature_bound is None or model.label_bound is None:
-        raise ValueError("model must set feature_bound and label_bound for mechanism 'ssp'")
+    _check_linear_bounds(model)
     d = stats_.xtx.shape[0]
     bounds = np.r_[np.full(d, model.feature_bound), model.label_bound]
     q = _QuadraticRelease(
@@ -523,6 +537,7 @@ def plan_linear_ssp(
     options=("noise", "first_order_share"),
     user_level=True,
     record=SspLogisticRecord,
+    precheck=_check_logistic_bounds,
 )
 def plan_logistic_ssp(
     model: BayesianLogisticRegression,
