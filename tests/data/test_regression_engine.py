@@ -244,7 +244,7 @@ def ball_edge_frame() -> pd.DataFrame:
 
 BALL_EDGE_MODELS = [
     ("linear", dict(feature_bound=1e9, label_bound=1.0, clip="ball")),
-    ("linear", dict(feature_bound=1e-200, label_bound=1.0, clip="ball")),
+    ("linear", dict(feature_bound=1e-130, label_bound=1.0, clip="ball")),
     ("linear", dict(feature_bound=1e-100, label_bound=1.0, clip="ball")),
     ("linear", dict(feature_bound=1.0, label_bound=1.0, clip="box", norm_bound=1e9)),
     ("linear", dict(feature_bound=0.5, label_bound=1.0, clip="ball", norm_bound=0.3)),
@@ -264,7 +264,7 @@ def _check_ball_edges(data: object, df: pd.DataFrame) -> None:
         model = _ball_edge_model(kind, kw)
         want, got = model.statistics(df), model.statistics(data)  # no engine raises
         assert got.n == want.n == len(df)
-        if got.exact is None:  # bounds off the public grid (1e-200): float sums
+        if got.exact is None:  # bounds off the public grid (1e-130): float sums
             np.testing.assert_allclose(got.xtx, want.xtx, rtol=1e-9)
             continue
         assert want.exact is not None
@@ -290,14 +290,28 @@ def test_ball_scaling_at_the_edges_in_postgresql(postgres_engine) -> None:
     _check_ball_edges(Table(postgres_engine, table="regression_ball_edges"), df)
 
 
-def test_a_ball_below_the_engines_smallest_radius_is_refused_before_any_query(tmp_path) -> None:
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(feature_bound=1e-250, clip="ball"),
+        dict(feature_bound=1.0, clip="box", norm_bound=1e-150),
+    ],
+)
+def test_a_ball_below_the_smallest_radius_is_refused_in_memory_and_in_the_engine(
+    tmp_path, kw
+) -> None:
+    """A third review: under a radius of 1e-250 a row [1e-170] had a computed norm of 0
+    (its square underflows) and passed through unscaled, 1e80 times outside the ball;
+    nearby rows overshot by 24x. Radii below 1e-140 are refused, a public check."""
+    df = frame(10)
     path = tmp_path / "rows.parquet"
-    frame(10).to_parquet(path)
-    tiny = dpb.models.BayesianLinearRegression(
-        feature_bound=1e-300, label_bound=1.0, clip="ball", features=["a", "b", "c"], target="y"
+    df.to_parquet(path)
+    model = dpb.models.BayesianLinearRegression(
+        label_bound=1.0, features=["a", "b", "c"], target="y", **kw
     )
-    with pytest.raises(ValueError, match="feature_bound = 1e-300 is below 1e-290"):
-        tiny.statistics(str(path))
+    for data in (df, str(path)):
+        with pytest.raises(ValueError, match="is below 1e-140"):
+            model.statistics(data)
 
 
 @pytest.mark.parametrize(

@@ -294,14 +294,15 @@ def test_the_ball_radius_covers_rows_its_rounded_scaling_leaves_outside(
 
 def test_bounds_without_a_grid_are_refused_for_every_data_set_alike() -> None:
     """A feature bound of 1e-300 has no public grid (its step underflows): every data set,
-    the empty one included, gets the same one-line refusal, and computing the statistics
-    does not fail (it used to for non-empty data only)."""
+    the empty one included, gets the same one-line refusal (it used to fail for non-empty
+    data only); the statistics refuse the radius alike (a ball below 1e-140)."""
     model = BayesianLinearRegression(feature_bound=1e-300, label_bound=1.0, weight_bound=1.0)
     x, y = np.full((3, 2), 1e-301), np.zeros(3)
-    assert model.statistics((x, y)).exact is None
     for xs, ys in ((x, y), (x[:0], y[:0])):
         with pytest.raises(ValueError, match="feature_bound and label_bound must be in"):
             release(model, (xs, ys), mechanism="sampling", epsilon=1.0, rng=0)
+        with pytest.raises(ValueError, match="below 1e-140"):
+            model.statistics((xs, ys))
 
 
 def test_scaling_into_a_huge_ball_does_not_warn() -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "MultivariateNormal",
     "RegressionStatistics",
     "RegressionWeights",
+    "check_ball_radius",
     "ridge_gaussian",
     "scale_into_ball",
 ]
@@ -318,6 +319,23 @@ def finite_or_bounded(value: Any, name: str, ndim: int, bounded: bool) -> np.nda
     return arr
 
 
+#: The smallest radius a row is scaled into (in memory and in every engine): outside a
+#: ball at least this wide a row's norm is above it, so every coordinate that counts
+#: (>= 2^-26 of the norm) has a normal square, and the squares that underflow move the
+#: norm by a relative d 1e-28 at most. Below it a row of coordinates near 1e-160 had a
+#: computed norm of 0 (or far too small) and passed through unscaled (a review).
+MIN_BALL_RADIUS = 1e-140
+
+
+def check_ball_radius(radius: float, name: str) -> None:
+    """A ball's public radius, checked: at least :data:`MIN_BALL_RADIUS`."""
+    if not radius >= MIN_BALL_RADIUS:
+        raise ValueError(
+            f"{name} = {radius:g} is below {MIN_BALL_RADIUS:g}, the smallest ball a row is "
+            "scaled into (its squared norm would underflow): rescale the data"
+        )
+
+
 def scale_into_ball(x: np.ndarray, radius: float | None) -> np.ndarray:
     """Rows with ||x||_2 > radius scaled onto the sphere of that radius (None: as is).
 
@@ -328,6 +346,7 @@ def scale_into_ball(x: np.ndarray, radius: float | None) -> np.ndarray:
     """
     if radius is None:
         return x
+    check_ball_radius(radius, "the radius")
     xa = np.asarray(x, dtype=float)
     norms = np.linalg.norm(xa, axis=1)[:, None]
     outside = norms > radius

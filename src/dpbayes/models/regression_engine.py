@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dpbayes.data.exact import ExactMoments, grid_exponents, on_grid
-from dpbayes.models.linear_regression import COORDINATE_CAP
+from dpbayes.models.linear_regression import COORDINATE_CAP, check_ball_radius
 
 __all__ = ["engine_moments"]
 
@@ -54,11 +54,7 @@ def engine_moments(
         raise ValueError("features and target must be set to read a table")
     for name, radius in (("feature_bound", feature_bound), ("norm_bound", norm_bound)):
         if radius is not None and (clip == "ball" or name == "norm_bound"):
-            if not radius >= MIN_ENGINE_RADIUS:
-                raise ValueError(
-                    f"{name} = {radius:g} is below {MIN_ENGINE_RADIUS:g}, the smallest ball "
-                    "a database engine applies: rescale the data"
-                )
+            check_ball_radius(radius, name)
     table = open_table(data)
     cols = [table.check_column(c) for c in [*features, target]]
     kinds = table.column_types()
@@ -137,10 +133,6 @@ def engine_moments(
     return n, s, None
 
 
-#: The smallest radius a ball is applied with in an SQL engine (a public check).
-MIN_ENGINE_RADIUS = 1e-290
-
-
 def _into_ball(table: Any, xs: list[str], radius: float) -> list[str]:
     """SQL: the row ``xs`` scaled into the ball of ``radius`` (unchanged inside it).
 
@@ -150,7 +142,7 @@ def _into_ball(table: Any, xs: list[str], radius: float) -> list[str]:
     coordinate times a scale below 1; b / norm at radius 1e-200 under a norm of 1e150).
     Outside the ball (norm > b) a coordinate is 0 if |x| < 2^-26 norm, else (x / norm) b:
     x / norm is in [2^-26, 1], so it neither overflows nor underflows, nor does the
-    product for b >= 1e-290 (``MIN_ENGINE_RADIUS``, checked before any query), nor
+    product for b >= 1e-140 (``MIN_BALL_RADIUS``, checked before any query), nor
     2^-26 norm. The zeroed coordinates are those whose scaled value is below 2^-26 b, at
     most the public grid's step 2^(ceil(log2 b) - 26): they give 0 on the grid either way.
     Off the grid, setting them to 0 is a map of each record alone that only shrinks it,

@@ -96,7 +96,16 @@ def plan_input_coin(
     return Plan(guarantee=guarantee, run=run)
 
 
-@register("input", NormalMean, record=InputNormalRecord)
+def _check_normal_bounds(model: NormalMean) -> None:
+    """The public bounds input perturbation needs (also before the data are read)."""
+    if not max(abs(model.lower), abs(model.upper)) <= BOUND_LIMIT:
+        raise ValueError(
+            f"lower and upper must be within [-{BOUND_LIMIT:g}, {BOUND_LIMIT:g}] for input "
+            f"perturbation (rescale the data), got lower={model.lower:g}, upper={model.upper:g}"
+        )
+
+
+@register("input", NormalMean, record=InputNormalRecord, precheck=_check_normal_bounds)
 def plan_input_normal(
     model: NormalMean,
     stats: SumStatistics,
@@ -110,12 +119,9 @@ def plan_input_normal(
     _substitute(neighbours)
     if not delta > 0:
         raise ValueError("delta must be > 0 for the Gaussian mechanism")
-    # public checks before any use of the data (PROOF.md, Theorem 2, "Floating point")
-    if not max(abs(model.lower), abs(model.upper)) <= BOUND_LIMIT:
-        raise ValueError(
-            f"lower and upper must be within [-{BOUND_LIMIT:g}, {BOUND_LIMIT:g}] for input "
-            f"perturbation (rescale the data), got lower={model.lower:g}, upper={model.upper:g}"
-        )
+    # public checks before any use of the data (PROOF.md, Theorem 2, "Floating point");
+    # plan() runs them before it reads the data too (precheck)
+    _check_normal_bounds(model)
     mech = GaussianMechanism(
         epsilon=epsilon,
         delta=delta,
