@@ -141,6 +141,7 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
 
     def fit(self, X: Any, y: Any) -> PrivateBayesianLinearRegression:
         """Release posterior draw(s) of the weights (or noisy statistics) from (X, y)."""
+        check_fit_budget(self.accountant, self.random_state)
         if self.mechanism not in ("sampling", "ssp"):
             raise ValueError(f"mechanism must be 'sampling' or 'ssp', got {self.mechanism!r}")
         eps = check_epsilon(self.epsilon)
@@ -207,7 +208,6 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
                 lam = 1.0 + float(sd or 0.0) * np.sqrt(z.shape[1]) / s2
             self.prior_precision_ = lam
             self.model_ = model(lam)
-            check_fit_budget(self.accountant, self.random_state)
             self.release_ = release(
                 self.model_,
                 (z, ys),
@@ -226,7 +226,6 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
             label_bound=1.0,
             weight_bound=check_positive(self.weight_bound, "weight_bound"),
         )
-        check_fit_budget(self.accountant, self.random_state)
         self.release_ = release(
             self.model_,
             (z, ys),

@@ -84,11 +84,7 @@ def engine_moments(
     elif label_bound is not None:
         lb = table.double_literal(float(label_bound))
         y = f"LEAST(GREATEST({y}, -{lb}), {lb})"
-    # a value is present when it is not NULL and, read as a double, not NaN: a column held
-    # as text ('nan') is refused as a missing value too, as it is in memory
-    present = " AND ".join(
-        f"({table.not_null(c)} AND NOT {table.is_nan(table.as_double(c))})" for c in cols
-    )
+    present = " AND ".join(table.not_null(c) for c in cols)  # numeric columns (above)
     m = len(xs) + 1
     y_bound = 1.0 if label == "sign" else label_bound
     exponents = None
