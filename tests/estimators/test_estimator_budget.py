@@ -85,6 +85,10 @@ def test_a_ledger_accountant_crosses_processes_through_its_file(tmp_path: Any) -
     x, y = data("logistic")
     twin = pickle.loads(pickle.dumps(acc))  # what a worker process receives
     estimator("logistic", epsilon=0.5, accountant=twin).fit(x, y)
+    # what the parent reports is the file's: the worker's spend shows before any charge here
+    assert acc.spent[0] == pytest.approx(0.5) and acc.remaining[0] == pytest.approx(1.5)
+    assert len(acc.spends) == 1 and acc.summary()["spends"] == 1
+    assert not acc.can_spend(1.6) and acc.spent_after(1.0)[0] == pytest.approx(1.5)
     estimator("logistic", epsilon=0.5, accountant=acc).fit(x, y)  # reads the worker's spend
     assert acc.spent[0] == pytest.approx(1.0)
     assert Accountant.open(tmp_path / "ledger.json").spent[0] == pytest.approx(1.0)

@@ -420,20 +420,39 @@ class Accountant:
         """Budget consumed by the recorded spends plus ``extra`` (read only)."""
         return self._totals.composed(extra)
 
+    def _sync(self) -> None:
+        """Read a ledger accountant's file again (call under ``self._lock``).
+
+        Other processes (scikit-learn's workers, another CLI run) may have spent from the
+        same ledger: what this accountant reports is the file's, not the state it had at
+        its own last charge. The file is replaced whole by an atomic rename, so an
+        unlocked read sees one complete version. Inside a charge (spends pending) the
+        state in memory is the one under the file lock, and is kept.
+        """
+        if self._path is None or self._pending:
+            return
+        total, spends, composition = self._read(self._path)
+        if spends != self._spends or total != self._total or composition != self._composition:
+            self._total, self._spends, self._composition = total, spends, composition
+            self._totals = self._new_totals(spends)
+
     @property
     def spends(self) -> tuple[Spend, ...]:
         with self._lock:
+            self._sync()
             return tuple(self._spends)
 
     @property
     def spent(self) -> tuple[float, float]:
         with self._lock:
+            self._sync()
             return self._composed()
 
     @property
     def remaining(self) -> tuple[float, float]:
-        eps, dlt = self.spent
-        return max(0.0, self._total[0] - eps), max(0.0, self._total[1] - dlt)
+        with self._lock:
+            eps, dlt = self.spent
+            return max(0.0, self._total[0] - eps), max(0.0, self._total[1] - dlt)
 
     def check_unit(self, cost: Guarantee, scope: Iterable[str] | None = None) -> None:
         """ValueError (the reason) if :meth:`charge` would refuse ``cost`` for its privacy
@@ -441,6 +460,7 @@ class Accountant:
         dry run or a quote asks besides whether the epsilon fits."""
         unit, key = _check_scope(cost, scope)
         with self._lock:
+            self._sync()
             self._check_unit(Spend(cost.epsilon, cost.delta, unit=unit, unit_key=key))
 
     def _check_unit(self, spend: Spend) -> None:
@@ -475,6 +495,7 @@ class Accountant:
         """Whether a spend would fit now (advisory; :meth:`charge` checks again)."""
         spend = self._make_spend(epsilon, delta, "", scope)
         with self._lock:
+            self._sync()
             return self._fits([*self._pending, spend])
 
     def spent_after(
@@ -509,6 +530,7 @@ class Accountant:
         else:
             spend = self._make_spend(cost, delta, "", scope)
         with self._lock:
+            self._sync()
             self._check_unit(spend)  # priced as charged: a spend charge refuses is refused
             return self._composed([*self._pending, spend])
 
@@ -607,9 +629,8 @@ class Accountant:
             # A nested charge already holds the file lock (flock is per open file, so
             # taking it again would deadlock) and must not re-read the file.
             with contextlib.nullcontext() if nested else self._file_lock():
-                if self._path is not None and not nested:
-                    self._total, self._spends, self._composition = self._read(self._path)
-                    self._totals = self._new_totals(self._spends)
+                if not nested:
+                    self._sync()
                 self._check_unit(spend)
                 if not self._fits([*self._pending, spend]):
                     eps_used, dlt_used = self._composed(self._pending)
@@ -659,8 +680,12 @@ class Accountant:
             pass
 
     def summary(self) -> dict[str, Any]:
-        eps, dlt = self.spent
-        reps, rdlt = self.remaining
+        with self._lock:
+            eps, dlt = self.spent
+            reps, rdlt = self.remaining
+            return self._summary(eps, dlt, reps, rdlt)
+
+    def _summary(self, eps: float, dlt: float, reps: float, rdlt: float) -> dict[str, Any]:
         return {
             "total": {"epsilon": self._total[0], "delta": self._total[1]},
             "spent": {"epsilon": eps, "delta": dlt},
