@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -203,3 +206,30 @@ def test_extended_nodes_keep_the_dropped_scales_error() -> None:
     zs = np.linspace(0.25, 1.0, 4) * q.zmax
     inversion = q.tail + np.abs(d._gp_within(zs) - d._gp_within(zs, lo_order=True)).max()
     assert d.error >= inversion + d._dropped_error
+
+
+def test_threads_extend_the_nodes_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A review: two threads asking one distribution for a level near 1 at once each
+    rebuilt the nodes (the last build won; its error could differ from the first's)."""
+    scales = np.r_[1.0, np.geomspace(1e-3, 0.5, 20)]
+    d = LaplaceSum(scales, gaussian_sd=0.15, accuracy=1e-9)
+    assert d.method == "exact" and d._quad is not None
+    zmax = d._quad.zmax
+    builds: list[float] = []
+    build = LaplaceSum._build_quadrature
+
+    def counted(self: LaplaceSum, z: float) -> None:
+        builds.append(z)
+        time.sleep(0.05)  # hold the build long enough for the other threads to arrive
+        build(self, z)
+
+    monkeypatch.setattr(LaplaceSum, "_build_quadrature", counted)
+    barrier = threading.Barrier(6)
+
+    def ask() -> float:
+        barrier.wait()
+        return float(d.prob_within(3.0 * zmax * d._unit))
+
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda _: ask(), range(6)))
+    assert len(builds) == 1 and len(set(answers)) == 1

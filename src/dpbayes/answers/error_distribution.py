@@ -34,6 +34,7 @@ only on request because its answer is random.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +60,10 @@ from dpbayes.privacy.validation import (
 __all__ = ["METHODS", "LaplaceSum"]
 
 METHODS = ("auto", "exact", "pc", "pc-direct", "mc")
+
+# Extending a distribution's inversion nodes (rare: a requirement far in the tails) is
+# done under this lock, shared by all distributions so that they stay picklable.
+_EXTEND_LOCK = threading.Lock()
 
 
 @dataclass
@@ -368,7 +373,15 @@ class LaplaceSum:
         a request that PC answers; ``exact`` asked for by name still raises.
         """
         assert self._quad is not None
-        if zmax > self._quad.zmax:
+        if zmax <= self._quad.zmax:
+            return True
+        # One extension at a time (a service answers from several threads): a thread that
+        # waited here finds the nodes already extended, or the move to PC already made.
+        with _EXTEND_LOCK:
+            if self.method != "exact":
+                return False
+            if zmax <= self._quad.zmax:
+                return True
             # never beyond where P(|E| <= z) is 1 and the density 0 (see __init__)
             try:
                 self._build_quadrature(min(max(zmax, 2.0 * self._quad.zmax), self._z_sure + 1.0))
