@@ -47,6 +47,67 @@ def test_l1_sensitivity_equals_the_corner_maximum(bounds: tuple[float, ...]) -> 
     assert diff.max() <= quadratic_l1_sensitivity(b) + 1e-12
 
 
+def ball_records(bx: np.ndarray, r: float, g: np.random.Generator) -> np.ndarray:
+    """Feature vectors in the box |x_j| <= b_j and the ball ||x|| <= r, many on the
+    ball's surface: random, sparse, and spread evenly over random supports (where the
+    L1 norm peaks), with random signs."""
+    d = bx.size
+    out = [np.zeros(d)]
+    for _ in range(600):
+        x = g.uniform(-1, 1, d) * bx
+        keep = g.random(d) < g.uniform(0.2, 1.0)
+        even = np.where(keep, np.sign(g.uniform(-1, 1, d)) * bx, 0.0)
+        for z in (x, even, np.sign(x) * bx):
+            norm = np.linalg.norm(z)
+            out.append(z if norm <= r else z * (r / norm))
+    return np.array(out)
+
+
+@pytest.mark.parametrize(
+    ("bx", "r"),
+    [((1.0, 1.0, 1.0, 1.0, 1.0, 1.0), 1.3), ((1.0,) * 8, 2.0), ((0.5, 2.0, 1.0, 3.0), 1.5)],
+)
+@pytest.mark.parametrize("relation", [Neighbours.SUBSTITUTE, Neighbours.ADD_REMOVE])
+def test_l1_sensitivity_with_a_row_norm_bound_bounds_every_pair(
+    bx: tuple[float, ...], r: float, relation: Neighbours
+) -> None:
+    """PROOF.md §2 with ||x||^2 <= R_x^2: (S_a^2 + R_a^2) / 2 bounds every pair of records
+    (each record against none under add/remove), linear and logistic, joint and in blocks,
+    is below the box's, and under add/remove is attained where the ball's even point is
+    inside the box."""
+    from dpbayes.release.ssp.mechanism import block_l1_sensitivities
+
+    g = np.random.default_rng(1)
+    bxa = np.array(bx)
+    xs = ball_records(bxa, r, g)
+    bu = 1.7
+    b = np.r_[bxa, bu]
+    kw = {"neighbours": relation, "x_norm2": r * r}
+    joint = quadratic_l1_sensitivity(b, **kw)
+    box = quadratic_l1_sensitivity(b)
+    c = 2.0 if relation is Neighbours.SUBSTITUTE else 1.0
+    assert joint < box if c * r * r < bxa @ bxa else joint == box
+    lin = np.array([stat(np.r_[x, u]) for x in xs for u in (-bu, bu, g.uniform(-bu, bu))])
+    logi = np.array([stat(np.r_[y * x, 1.0], constant_last=True) for x in xs for y in (-1, 1)])
+    quad = np.array([stat(x) for x in xs])
+    dq, dl = block_l1_sensitivities(b, relation, x_norm2=r * r)
+    first = upper_triangle(b.size)[1] == b.size - 1
+    for recs, bound in [
+        (lin, joint),
+        (logi, quadratic_l1_sensitivity(np.r_[bxa, 1.0], constant_last=True, **kw)),
+        (quad, dq),
+        (lin[:, first], dl),
+    ]:
+        if relation is Neighbours.ADD_REMOVE:
+            worst = np.abs(recs).sum(axis=1).max()
+        else:
+            worst = max(np.abs(recs[i] - recs).sum(axis=1).max() for i in range(len(recs)))
+        assert worst <= bound * (1 + 1e-12)
+    if relation is Neighbours.ADD_REMOVE and r / math.sqrt(bxa.size) <= bxa.min():
+        even = np.r_[np.full(bxa.size, r / math.sqrt(bxa.size)), bu]
+        assert np.abs(stat(even)).sum() == pytest.approx(joint, rel=1e-12)
+
+
 @pytest.mark.parametrize("bounds", [(1.0, 1.0), (0.7, 1.3, 2.0), (1.0, 1.0, 1.0, 1.0)])
 def test_l2_sensitivity_bounds_the_corners_and_is_attained_for_orthogonal_corners(
     bounds: tuple[float, ...],
@@ -98,11 +159,19 @@ def test_guarantee_is_exact_and_the_accountant_is_charged_it() -> None:
     g = rel.guarantee
     assert (g.epsilon, g.delta, g.sensitivity_norm) == (0.7, 0.0, "L1")
     exact = g.details["sensitivity_exact"]
-    assert exact == quadratic_l1_sensitivity([1, 1, 1, 1]) == 10.0  # (4^2 + 4) / 2
+    assert quadratic_l1_sensitivity([1, 1, 1, 1]) == 10.0  # the box's (4^2 + 4) / 2
+    # the model's rows lie in the unit ball (clip="ball"): PROOF.md §2 with
+    # ||a_x||^2 <= 2 and ||a_x||_1 <= sqrt(3 * 2), plus the label's 1
+    sa = math.sqrt(6.0) + 1.0
+    assert (
+        exact
+        == quadratic_l1_sensitivity([1, 1, 1, 1], neighbours=Neighbours.SUBSTITUTE, x_norm2=1.0)
+        == pytest.approx((sa**2 + 3.0) / 2, rel=1e-15)
+    )
     # plus the allowance for the one rounding of each exact entry (PROOF.md §3c): 2**-15
     # of each of the 10 entries' grid scales (1, as the bounds are 1)
     assert g.details["sensitivity_rounding"] == 10 * 2.0**-15
-    assert g.sensitivity == (10.0 + 10 * 2.0**-15) * (1 + sensitivity_margin(4))
+    assert g.sensitivity == (exact + 10 * 2.0**-15) * (1 + sensitivity_margin(4))
     assert g.details["scale"] == pytest.approx(g.sensitivity / 0.7)
     assert g.details["noise_sd_diagonal"] == pytest.approx(math.sqrt(2) * g.sensitivity / 0.7)
     assert acc.spent == pytest.approx((0.7, 0.0))
@@ -149,9 +218,10 @@ def test_guarantee_is_exact_and_the_accountant_is_charged_it() -> None:
     assert add2.details["sensitivity_first_order"] == pytest.approx(math.sqrt(3.0))
 
 
-def test_row_norm_bound_shrinks_the_gaussian_noise() -> None:
+def test_row_norm_bound_shrinks_the_noise() -> None:
     """A row-norm bound R_x on the model: Delta_Q = sqrt(2) R_x^2 instead of sqrt(2) d B^2,
-    the rows are scaled into the ball, and Laplace noise (box-calibrated) is unchanged."""
+    the rows are scaled into the ball, and the Laplace noise follows PROOF.md §2's bound
+    with R_a^2 = 2 R_x^2 (substitute) and S_a = sqrt(d R_a^2)."""
     x, y = linear_data()
     box = dpb.models.BayesianLinearRegression(feature_bound=1.0, label_bound=1.0, clip="box")
     ball = dpb.models.BayesianLinearRegression(
@@ -166,8 +236,10 @@ def test_row_norm_bound_shrinks_the_gaussian_noise() -> None:
     assert np.linalg.norm(ball.bounded(x)[0], axis=1).max() <= 1.2 + 1e-12
     lb = plan_release(box, (x, y), mechanism="ssp", epsilon=1.0).guarantee
     lr = plan_release(ball, (x, y), mechanism="ssp", epsilon=1.0).guarantee
-    assert lb.sensitivity == lr.sensitivity
     assert lb.details["sensitivity_exact"] == 10.0
+    sa = math.sqrt(3 * 2 * 1.44) + 1.0  # ||a_x||_1 <= sqrt(d 2 R_x^2), plus the label's 1
+    assert lr.details["sensitivity_exact"] == pytest.approx((sa**2 + 2 * 1.44 + 1.0) / 2)
+    assert lr.sensitivity < 0.97 * lb.sensitivity
 
 
 def test_noise_has_the_stated_law() -> None:

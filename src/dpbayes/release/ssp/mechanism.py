@@ -128,20 +128,47 @@ def _bounds_vector(bounds: Any) -> np.ndarray:
     return b
 
 
-def quadratic_l1_sensitivity(bounds: Any, *, constant_last: bool = False) -> float:
+def quadratic_l1_sensitivity(
+    bounds: Any,
+    *,
+    constant_last: bool = False,
+    neighbours: Neighbours = Neighbours.SUBSTITUTE,
+    x_norm2: float | None = None,
+) -> float:
     """L1 sensitivity of the upper triangle of v v' over the box |v_j| <= b_j.
 
-    (S_b^2 + R^2) / 2 with S_b = sum b_j, R^2 = sum b_j^2, for substitute and add/remove
-    one record (PROOF.md, §2). ``constant_last``: v_last is +-1 (logistic), so the entry
-    v_last^2 = 1 never changes and is not released: the bound minus 1/2 (b_last = 1).
+    (S_a^2 + R_a^2) / 2 (PROOF.md, §2), where S_a and R_a^2 bound the L1 norm and the
+    squared L2 norm of a = max(|v|, |w|) over two neighbours' records v, w. On the box,
+    S_a = S_b = sum b_j and R_a^2 = R^2 = sum b_j^2, for substitute and add/remove one
+    record. With ``x_norm2``, a bound on ||x||^2 of the first m - 1 coordinates below the
+    box's, the x part of a has ||a_x||^2 <= min(box, c x_norm2) (c = 2 substitute,
+    1 add/remove) and ||a_x||_1 <= min(S_bx, sqrt((m - 1) ||a_x||^2)); the last
+    coordinate adds b_last and b_last^2. ``constant_last``: v_last is +-1 (logistic), so
+    the entry v_last^2 = 1 never changes and is not released: the bound minus 1/2
+    (b_last = 1).
     """
     b = _bounds_vector(bounds)
-    out = (float(b.sum()) ** 2 + float(b @ b)) / 2.0
-    if constant_last:
-        if b[-1] != 1.0:
-            raise ValueError("a constant last coordinate must have bound 1")
-        out -= 0.5
-    return out
+    if constant_last and b[-1] != 1.0:
+        raise ValueError("a constant last coordinate must have bound 1")
+    bx, bu = b[:-1], float(b[-1])
+    sx, rx2 = _a_norms(bx, neighbours, x_norm2)
+    out = ((sx + bu) ** 2 + rx2 + bu * bu) / 2.0
+    return out - 0.5 if constant_last else out
+
+
+def _a_norms(bx: np.ndarray, neighbours: Neighbours, x_norm2: float | None) -> tuple[float, float]:
+    """(S, R^2): bounds on ||a||_1 and ||a||^2 of a = max(|x|, |x'|) over two neighbours'
+    feature vectors (x' = 0 under add/remove), from the box of x and the bound
+    ``x_norm2`` on ||x||^2 (PROOF.md §2)."""
+    box2 = float(bx @ bx)
+    s_box = float(bx.sum())
+    if x_norm2 is None:
+        return s_box, box2
+    c = 2.0 if neighbours is Neighbours.SUBSTITUTE else 1.0
+    r2 = c * _x_norm2(np.r_[bx, 1.0], x_norm2)  # checks x_norm2
+    if r2 >= box2:
+        return s_box, box2  # the box alone (sqrt(m box) >= S_b by Cauchy-Schwarz)
+    return min(s_box, math.sqrt(bx.size * r2)), r2
 
 
 def quadratic_l2_sensitivity(
@@ -206,19 +233,26 @@ def block_l2_sensitivities(
 
 
 def block_l1_sensitivities(
-    bounds: Any, neighbours: Neighbours, *, constant_last: bool = False
+    bounds: Any,
+    neighbours: Neighbours,
+    *,
+    constant_last: bool = False,
+    x_norm2: float | None = None,
 ) -> tuple[float, float]:
     """(Delta_Q, Delta_L): L1 sensitivities of the two blocks (PROOF.md, §3b).
 
-    Q, the upper triangle of x x' over the box of x: (S_x^2 + R_x^2) / 2 (§2's claim for
-    the box of x). L, (u x, u^2): 2 b_u S_x + b_u^2 (substitute), b_u S_x + b_u^2
-    (add/remove); without b_u^2 when u is the constant 1 (logistic).
+    Q, the upper triangle of x x': (S_a^2 + R_a^2) / 2 with §2's bounds on
+    a = max(|x|, |x'|) (on the box, S_x and R_x^2). L, (u x, u^2):
+    b_u (||x||_1 + ||x'||_1) + b_u^2, that is 2 b_u S_1 + b_u^2 (substitute) or
+    b_u S_1 + b_u^2 (add/remove), with S_1 = min(S_x, sqrt(m - 1) R_x) the bound on one
+    record's ||x||_1; without b_u^2 when u is the constant 1 (logistic).
     """
     b = _bounds_vector(bounds)
     bx, bu = b[:-1], float(b[-1])
-    sx = float(bx.sum())
-    dq = (sx * sx + float(bx @ bx)) / 2.0
-    dl = (2.0 if neighbours is Neighbours.SUBSTITUTE else 1.0) * bu * sx
+    sa, ra2 = _a_norms(bx, neighbours, x_norm2)
+    dq = (sa * sa + ra2) / 2.0
+    s1, _ = _a_norms(bx, Neighbours.ADD_REMOVE, x_norm2)  # one record's ||x||_1
+    dl = (2.0 if neighbours is Neighbours.SUBSTITUTE else 1.0) * bu * s1
     return dq, dl + (0.0 if constant_last else bu * bu)
 
 
@@ -321,7 +355,9 @@ class _QuadraticRelease:
         extra: dict[str, Any] = {}
         if rho is None:  # one joint release (PROOF.md §2, §3)
             if kind == "laplace":
-                sens = quadratic_l1_sensitivity(bounds, constant_last=constant_last)
+                sens = quadratic_l1_sensitivity(
+                    bounds, constant_last=constant_last, neighbours=neighbours, x_norm2=x_norm2
+                )
                 self.weights = np.ones(self.rows.size)
             else:
                 sens = quadratic_l2_sensitivity(
@@ -330,7 +366,9 @@ class _QuadraticRelease:
                 self.weights = frob
         else:  # two blocks, each scaled to its share of a sensitivity-1 release (§3b)
             if kind == "laplace":
-                dq, dl = block_l1_sensitivities(bounds, neighbours, constant_last=constant_last)
+                dq, dl = block_l1_sensitivities(
+                    bounds, neighbours, constant_last=constant_last, x_norm2=x_norm2
+                )
                 wq, wl = (1.0 - rho) / dq, rho / dl
                 self.weights = np.where(first, wl, wq)
             else:
