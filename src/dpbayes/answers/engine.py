@@ -226,7 +226,8 @@ class QueryEngine:
         """An engine whose ledger (``ledger.json``) and history (``history.jsonl``) live in
         ``state_dir``: continued if they exist, created with budget (``epsilon``, ``delta``,
         default 0) and ``composition`` (default ``"basic"``) otherwise. Given for an
-        existing ledger, they must match it."""
+        existing ledger, they must match it. A missing ledger next to a history that holds
+        answers is refused (their spends would be forgotten)."""
         d = Path(state_dir)
         d.mkdir(parents=True, exist_ok=True)
         ledger = d / "ledger.json"
@@ -246,6 +247,14 @@ class QueryEngine:
                     f"{acc.composition!r}"
                 )
         else:
+            # a history without its ledger: a fresh budget would spend again what the
+            # history's answers were charged (and the engine reuses them for free)
+            charged = len(JsonlStore(d / "history.jsonl").load())
+            if charged:
+                raise ValueError(
+                    f"ledger missing but the history holds {charged} charged answers; "
+                    f"refusing a fresh budget (restore {ledger})"
+                )
             if epsilon is None:
                 raise ValueError(f"epsilon is required to create a new ledger in {d}")
             budget = (epsilon, delta or 0.0)

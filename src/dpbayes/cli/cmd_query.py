@@ -171,6 +171,20 @@ def _state_files(state: Path) -> dict[str, str | Path | None]:
     }
 
 
+def _refuse_lost_ledger(state: Path) -> None:
+    """A state whose cube exists was charged to its ledger: without the ledger, a fresh
+    budget (``--epsilon``) would spend again what the history's answers cost."""
+    if (state / _LEDGER).exists():
+        return
+    from dpbayes.answers.store import JsonlStore
+
+    n = len(JsonlStore(state / _HISTORY).load())
+    raise ValueError(
+        f"--state {state}: ledger missing but the history holds {n} charged answers; "
+        f"refusing a fresh budget (restore {state / _LEDGER}; nothing was spent)"
+    )
+
+
 def _check_where(cube: Any, where: str) -> None:
     """The predicate against the cube, named by its flag, before the state is created."""
     try:
@@ -231,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
     if not first:
         if args.data or args.attribute:
             raise ValueError(f"{state} already holds a cube; omit --data and --attribute")
+        _refuse_lost_ledger(state)
         spec = json.loads(spec_path.read_text())
         if _unit_given(args):
             asked = _unit_spec(*privacy_unit(args, bundled=_is_bundled(spec["data"])))
