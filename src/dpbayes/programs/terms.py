@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes.models.distributions import Beta, Dirichlet, Normal
 from dpbayes.privacy.mechanisms import ExponentialMechanism, GaussianMechanism, LaplaceMechanism
 from dpbayes.privacy.validation import check_delta, check_finite, check_int, check_positive
 
@@ -69,6 +70,9 @@ __all__ = [
 ]
 
 _counter = itertools.count(1)
+
+#: the distribution classes a constant may be (exact types: a subclass could override reads)
+_DISTRIBUTIONS = (Beta, Normal, Dirichlet)
 
 DIST_FAMILIES = ("bernoulli", "beta", "normal", "categorical", "dirichlet")
 
@@ -206,25 +210,38 @@ def private_reals(name: str, n: int, bound: float | None = 1.0) -> Term:
 
 
 def _freeze(value: Any, what: str) -> Any:
-    """A read-only copy of a public constant; refuses program terms inside it."""
+    """A public constant converted once, now, to the one value checker and interpreter read.
+
+    A number (Python or numpy, bool included) becomes a plain float, an array a read-only
+    float64 array, a list or tuple a tuple of frozen items; the models' Beta, Normal and
+    Dirichlet (immutable, float parameters) are kept. Anything else is refused: an object
+    of another class could read as one number to the checker (``np.asarray(x, float)``) and
+    another to the run (``float(x)``). A program term is refused: it may depend on private
+    data.
+    """
     if isinstance(value, Term):
         raise TypeError(
             f"{what} must be a public Python value, got the program term {value!r}: a term "
             "may depend on private data and cannot be made a public constant"
         )
-    if isinstance(value, np.ndarray):
+    if type(value) in (bool, int, float) or isinstance(value, np.bool_ | np.integer | np.floating):
+        return float(value)
+    if type(value) is np.ndarray:
         if value.dtype == object:
             return tuple(_freeze(v, what) for v in value.tolist())
-        arr = value.copy()
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"{what} must be a numeric array, got dtype {value.dtype}")
+        arr = np.array(value, dtype=float)  # a copy
         arr.flags.writeable = False
         return arr
-    if isinstance(value, list | tuple):
+    if type(value) in (list, tuple):
         return tuple(_freeze(v, what) for v in value)
-    if isinstance(value, dict | set):
-        raise TypeError(
-            f"{what} must be a number, tuple, array or distribution, not a {type(value).__name__}"
-        )
-    return value
+    if type(value) in _DISTRIBUTIONS:
+        return value
+    raise TypeError(
+        f"{what} must be a number, tuple, list, numpy array or Beta/Normal/Dirichlet, "
+        f"not a {type(value).__name__}"
+    )
 
 
 def const(value: Any) -> Term:
