@@ -61,7 +61,10 @@ def betaln(a: float, b: float) -> float:
     of about 1e200 (1e100 against 1e300). Where it is not finite: if the smaller parameter
     s is below half an ulp of the larger L (s + L == L), lgamma(L) - lgamma(L + s) is
     -s digamma(L) to a relative s / L < 1.2e-16, so log B = lgamma(s) - s digamma(L);
-    otherwise the three lgammas, each finite for finite arguments.
+    otherwise, for L >= 20, Stirling's series with the differences of logarithms taken as
+    u = log1p(s / L) (:func:`_betaln_stirling`): the three lgammas overflowed (lgamma of
+    a + b ~ 2.5e305 passes the doubles), and so did a + b itself; below, the three lgammas.
+    A log B beyond the doubles is -inf, never an exception.
     """
     value = float(special.betaln(a, b))
     if math.isfinite(value):
@@ -69,7 +72,32 @@ def betaln(a: float, b: float) -> float:
     small, large = (a, b) if a <= b else (b, a)
     if small + large == large:
         return math.lgamma(small) - small * float(special.digamma(large))
+    if large >= _STIRLING_MIN:
+        return _betaln_stirling(small, large)
     return math.lgamma(small) + math.lgamma(large) - math.lgamma(small + large)
+
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _betaln_stirling(s: float, big: float) -> float:
+    """log B(s, L) for L >= 20 and 0 < s <= L, without forming lgamma(L) or s + L.
+
+    With u = log(L + s) - log L = log1p(s / L) and T = :func:`stirling_tail`,
+    lgamma(L) - lgamma(L + s) = -s log L - (L - 1/2) u - s u + s + T(L) - T(L + s), and for
+    s >= 20 also lgamma(s) = (s - 1/2) log s - s + log(2 pi)/2 + T(s), so that
+    log B = s (log s - log L) - log(s)/2 - (L - 1/2) u - s u + log(2 pi)/2 + T(s) + T(L)
+    - T(L + s). Every term is finite (each below DBL_MAX in size); a sum past the doubles
+    is -inf (log B is then below -DBL_MAX).
+    """
+    u = math.log1p(s / big)
+    tails = stirling_tail(big) - stirling_tail(s + big)  # s + L = inf: T = 0
+    if s >= _STIRLING_MIN:
+        head = s * (math.log(s) - math.log(big)) - 0.5 * math.log(s) + _HALF_LOG_2PI
+        head += stirling_tail(s)
+    else:
+        head = math.lgamma(s) - s * math.log(big) + s
+    return head - (big - 0.5) * u - s * u + tails
 
 
 # coefficients (-1)^(k+1)/k of u^k in log(1 + u) - u, highest first (k = 18 .. 2)
