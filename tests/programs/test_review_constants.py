@@ -52,3 +52,29 @@ def test_const_stores_plain_floats_and_read_only_float_arrays() -> None:
         const("1.0")
     with pytest.raises(TypeError, match="const value"):
         const(np.array(["a"]))
+
+
+def test_prior_parameters_that_reach_2_to_53_are_refused() -> None:
+    """Beta(2^62, 1): a count of one moved the posterior's a by 0 or 1024 (rounding), far
+    beyond the certified sensitivity of 1."""
+    from dpbayes.programs import NotPrivate, categorical, dirichlet, private_categories
+
+    def build(db, prior):
+        return lap_mech(1.0, get_params(infer(learn(db, ran(prior), bernoulli)))[0], 1.0)
+
+    with pytest.raises(NotPrivate, match=r"prior Beta.*2\^53"):
+        program("big", private_bools("db", 600), lambda db: build(db, beta(2.0**62, 1.0))).check()
+    # just below 2^53 with the counts: certified
+    ok = program("ok", private_bools("db", 600), lambda db: build(db, beta(2.0**53 - 601, 1.0)))
+    assert ok.check().epsilon == 1.0
+    with pytest.raises(NotPrivate, match=r"2\^53"):
+        program(
+            "edge", private_bools("db", 600), lambda db: build(db, beta(2.0**53 - 600, 1.0))
+        ).check()
+
+    def build_dir(db):
+        post = infer(learn(db, ran(dirichlet(np.array([1.0, 2.0**60, 1.0]))), categorical))
+        return lap_mech(1.0, get_params(post)[0], 1.0)
+
+    with pytest.raises(NotPrivate, match="prior Dirichlet"):
+        program("dir", private_categories("db", 5, 3), build_dir).check()

@@ -26,6 +26,8 @@ from dpbayes.programs.terms import Term
 __all__ = ["MonadRules"]
 
 _CONJUGATE = {"bernoulli": "beta", "categorical": "dirichlet", "normal": "normal"}
+#: a prior parameter plus the counts must stay below 2^53, where doubles count exactly
+_EXACT_COUNTS = 2**53
 
 
 @dataclass(frozen=True)
@@ -295,6 +297,8 @@ class MonadRules(CheckerBase):
     ) -> dict[str, Any] | None:
         total = n + info.extra
         base = info.base
+        if isinstance(base, Beta | Dirichlet) and fam in ("bernoulli", "categorical"):
+            self._check_counts_exact(s, base, total)
         if isinstance(base, Beta) and fam == "bernoulli":
             return lemmas.several_records(lemmas.beta_bernoulli_bounds(base.a, base.b, total), k)
         if isinstance(base, Dirichlet) and fam == "categorical":
@@ -307,6 +311,22 @@ class MonadRules(CheckerBase):
             v0 = float(base.sd) ** 2 if info.var is None else info.var
             return lemmas.normal_mean_bounds(v0, kv, n, None if math.isinf(shift) else shift)
         return None
+
+    def _check_counts_exact(self, s: Step, base: Beta | Dirichlet, total: int) -> None:
+        """Refuse a prior whose parameter plus the records' counts can reach 2^53.
+
+        The run adds counts to the prior's parameters in doubles; from 2^53 on a count of
+        one moves a parameter by 0 or 2 (by 1024 at 2^62), not by the lemmas' 1, so
+        neighbouring posteriors can differ by far more than certified (PROOF.md A4).
+        """
+        params = [base.a, base.b] if isinstance(base, Beta) else base.alpha.tolist()
+        top = max(params)
+        if Fraction(top) + total >= _EXACT_COUNTS:
+            self.reject(
+                s,
+                f"the prior {base!r} has a parameter {top:g} that reaches 2^53 with the "
+                f"{total} records' counts: its posterior parameters are not exact in doubles",
+            )
 
     def rule_learn(self, t: Term) -> tuple[Bound, Step]:
         db_t, prior_t, _, lik = t.args
