@@ -78,3 +78,14 @@ def test_prior_parameters_that_reach_2_to_53_are_refused() -> None:
 
     with pytest.raises(NotPrivate, match="prior Dirichlet"):
         program("dir", private_categories("db", 5, 3), build_dir).check()
+
+
+def test_a_delta_budget_alone_is_tested() -> None:
+    from dpbayes.programs import NotPrivate
+    from dpbayes.programs import examples as ex
+
+    p = ex.input_perturbation_normal().program  # spends (0.5, 1e-3)
+    with pytest.raises(NotPrivate, match="more than the budget"):
+        p.check(delta=1e-9)
+    c = p.check(delta=1e-3)
+    assert (c.epsilon, c.delta) == (0.5, 1e-3)

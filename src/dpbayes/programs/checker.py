@@ -54,8 +54,9 @@ class Checker(ValueRules, DistributionRules, MonadRules, MechanismRules):
 def check(program: Any, *, epsilon: float | None = None, delta: float | None = None) -> Certificate:
     """Certify ``program`` (a :class:`~dpbayes.programs.Program`); raise NotPrivate if not.
 
-    With ``epsilon`` (and ``delta``) the certificate must also fit that budget; a
-    program that spends more is rejected at the first mechanism where the running total
+    With ``epsilon`` and/or ``delta`` the certificate must also fit that budget (delta
+    alone: any epsilon, at most that delta; epsilon alone: delta 0); a program that
+    spends more is rejected at the first mechanism where the running total
     (sequential composition, in program order) exceeds it.
     """
     from dpbayes.programs.program import Program
@@ -96,19 +97,25 @@ def check(program: Any, *, epsilon: float | None = None, delta: float | None = N
         raise NotPrivate(
             f"{program.name} rejected at step [{s.index}] {s.rule}: {reason}", s, steps
         )
-    if target_eps is not None and (
-        eps > target_eps * (1 + 1e-9) or dlt > target_delta * (1 + 1e-9) + 1e-300
-    ):
+
+    def over(e: float, d: float) -> bool:
+        # a budget given is tested, epsilon and delta alike (delta alone too)
+        return (target_eps is not None and e > target_eps * (1 + 1e-9)) or (
+            (target_eps is not None or delta is not None) and d > target_delta * (1 + 1e-9) + 1e-300
+        )
+
+    if over(eps, dlt):
         run_e = run_d = 0.0
         culprit = steps[itop - 1]
         for ms, e, d in ck.mechanisms:
             run_e, run_d = run_e + e, run_d + d
-            if run_e > target_eps * (1 + 1e-9) or run_d > target_delta * (1 + 1e-9) + 1e-300:
+            if over(run_e, run_d):
                 culprit = ms
                 break
+        budget = "any epsilon" if target_eps is None else f"{target_eps:.6g}"
         reason = (
             f"the program spends ({eps:.6g}, {dlt:.3g}), more than the budget "
-            f"({target_eps:.6g}, {target_delta:.3g}); the running total first exceeds it here"
+            f"({budget}, {target_delta:.3g}); the running total first exceeds it here"
             + (f" ({culprit.note})" if culprit.note else "")
         )
         culprit.reason = reason
