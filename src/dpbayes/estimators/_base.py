@@ -82,17 +82,17 @@ def default_norm_bound(n_features: int) -> float:
     return float(np.sqrt(max(1.0, n_features / 3.0)))
 
 
-def resolve_norm_bound(value: Any, n_features: int, *, gaussian: bool) -> float | None:
+def resolve_norm_bound(value: Any, n_features: int) -> float | None:
     """``norm_bound`` of a regression estimator: ``"auto"``, a number > 0, or None.
 
-    ``"auto"`` is :func:`default_norm_bound` for Gaussian noise and None for Laplace noise,
-    whose L1 calibration uses the box only (a row-norm bound would clip for nothing)."""
+    ``"auto"`` is :func:`default_norm_bound`, for Gaussian and Laplace noise alike (both
+    calibrations use it: ``dpbayes/release/ssp/PROOF.md`` §2 and §3b)."""
     if value is None:
         return None
     if isinstance(value, str):
         if value != "auto":
             raise ValueError(f"norm_bound must be > 0, 'auto' or None, got {value!r}")
-        return default_norm_bound(n_features) if gaussian else None
+        return default_norm_bound(n_features)
     v = float(value)
     if not (np.isfinite(v) and v > 0):
         raise ValueError(f"norm_bound must be > 0, 'auto' or None, got {value!r}")

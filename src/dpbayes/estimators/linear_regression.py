@@ -90,9 +90,8 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
     norm_bound:
         ``"ssp"`` only: bound on the L2 norm of a row of the features scaled to [-1, 1]
         (rows beyond it scaled onto it, at fit and predict alike): ``"auto"`` (default)
-        sqrt(max(1, p / 3)) for p features with Gaussian noise (``delta > 0``; the
-        Laplace release is calibrated to the box and ``"auto"`` is None there), a number
-        > 0, or ``None`` (the box only).
+        sqrt(max(1, p / 3)) for p features, a number > 0, or ``None`` (the box only).
+        Both noises are calibrated to it.
     first_order_share:
         ``"ssp"`` only: share of the budget for X'y and y'y (the rest for X'X); ``"auto"``
         (default): 0.5 with Gaussian noise, one joint release with Laplace noise; ``None``:
@@ -169,9 +168,7 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         self.feature_bounds_ = _bounds(self.feature_bounds, arr.shape[1], "feature_bounds")
         self.label_bounds_ = _bounds(self.label_bounds, 1, "label_bounds")[0]
         ssp = self.mechanism == "ssp"
-        self.norm_bound_ = (
-            resolve_norm_bound(self.norm_bound, arr.shape[1], gaussian=dlt > 0) if ssp else None
-        )
+        self.norm_bound_ = resolve_norm_bound(self.norm_bound, arr.shape[1]) if ssp else None
         z = self._design(arr, self.neighbours)
         ylo, yhi = self.label_bounds_
         ys = (np.clip(yt, ylo, yhi) - (ylo + yhi) / 2) / ((yhi - ylo) / 2)

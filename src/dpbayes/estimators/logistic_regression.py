@@ -64,9 +64,7 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
     norm_bound:
         Bound on the L2 norm of a row of the features scaled to [-1, 1] (rows beyond it
         are scaled onto it, at fit and predict alike): ``"auto"`` (default)
-        sqrt(max(1, p / 3)) for p features with Gaussian noise (``delta > 0``; the
-        Laplace release is calibrated to the box and ``"auto"`` is None there), a number
-        > 0, or ``None`` (the box only).
+        sqrt(max(1, p / 3)) for p features, a number > 0, or ``None`` (the box only).
         The noise is calibrated to it plus the intercept's 1.
     first_order_share:
         Share of the budget for t1 = sum y x (the rest for X'X); ``"auto"`` (default):
@@ -155,7 +153,7 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = arr.shape[1]
         self.feature_bounds_ = _bounds(self.feature_bounds, arr.shape[1], "feature_bounds")
         self.classes_ = classes
-        self.norm_bound_ = resolve_norm_bound(self.norm_bound, arr.shape[1], gaussian=dlt > 0)
+        self.norm_bound_ = resolve_norm_bound(self.norm_bound, arr.shape[1])
         z = self._design(arr, self.neighbours)
         # the bound on a design row's norm: the scaled features' plus the intercept's 1
         nb = None
