@@ -90,3 +90,28 @@ def test_continuous_outputs_are_refused():
     )
     with pytest.raises(TypeError, match="finite"):
         output_probabilities(prog, [0, 1])
+
+
+def test_exact_eps_is_finite_where_probabilities_underflow():
+    """At eps = 2000 some exp_mech probabilities underflow to 0 in linear space: the exact
+    eps was inf and the auditor failed a correct program. In log space it is ~1000."""
+    import warnings
+
+    from dpbayes.audit import audit
+
+    e = ex.output_hellinger_beta(n=5, epsilon=2000.0)
+    pairs = [(x, y) for x, y, _ in e.pairs()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eps = exact_epsilon(e.program, pairs)
+        assert math.isfinite(eps) and eps <= 2000.0
+        r = audit(
+            e.program,
+            e.pairs(),
+            epsilon=e.epsilon,
+            samples=200,
+            batch=True,
+            rng=0,
+            distribution=output_distribution(e.program),
+        )
+    assert r.passed and r.exact_epsilon == pytest.approx(eps, rel=1e-9)

@@ -393,6 +393,11 @@ def _log_distribution(
             raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
         if is_log:
             return fn
+        # a linear form that carries its log form (programs.exact.output_distribution):
+        # read the logs, exact where the probabilities underflow
+        log_form = getattr(fn, "output_log_distribution", None)
+        if callable(log_form):
+            return log_form
         linear = fn
         return lambda data: as_log_distribution(linear(data), "distribution")
     return None
