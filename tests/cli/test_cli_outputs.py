@@ -826,7 +826,7 @@ def test_a_sigterm_during_a_long_noise_aware_posterior_still_prints_the_release(
     )  # fmt: skip
     assert proc.stderr is not None
     first = proc.stderr.readline()
-    assert first.startswith("dpbayes: released (charged): "), first
+    assert first.startswith("dpbayes: the release was made and charged to --budget-file "), first
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)

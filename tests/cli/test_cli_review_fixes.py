@@ -3,7 +3,14 @@ through ``cli.main``, or by subprocess where a signal or a closed stream is the 
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from dpbayes.cli import main
 
@@ -45,3 +52,101 @@ def test_query_refuses_a_fresh_budget_when_the_ledger_is_lost(tmp_path: Path, ca
     assert "2 charged answers" in capsys.readouterr().err
     assert not (state / "ledger.json").exists() and not (state / "cube.json").exists()
     assert (state / "history.jsonl").read_text() == history
+
+
+def _cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dpbayes.cli", *args],
+        capture_output=True, text=True, timeout=300, **kw,
+    )  # fmt: skip
+
+
+def _spends(ledger: Path) -> int:
+    return len(json.loads(ledger.read_text())["spends"])
+
+
+def _budget(tmp_path: Path) -> Path:
+    ledger = tmp_path / "l.ledger"
+    assert main(["budget", "init", str(ledger), "--epsilon", "5"]) == 0
+    return ledger
+
+
+# SIGTERM while the figure is drawn (after the charge): a real signal to a real process
+_SIGTERM_WHILE_PLOTTING = """
+import os, signal, sys, time
+import dpbayes.cli.release_run as rr
+def plot(*a, **k):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+rr._plot = plot
+from dpbayes.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_while_the_figure_is_drawn_still_shows_the_charged_release(
+    tmp_path: Path,
+) -> None:
+    ledger = _budget(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", _SIGTERM_WHILE_PLOTTING, "release", "--epsilon", "1",
+         "--budget-file", str(ledger), "--out", str(tmp_path / "f.png")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert _spends(ledger) == 1
+    assert out.returncode == 130, out
+    assert "released:" in out.stdout  # the record came before the figure
+    assert "interrupted" in out.stderr and "was made and charged to --budget-file" in out.stderr
+
+
+def test_a_closed_stdout_is_refused_before_any_noise(tmp_path: Path) -> None:
+    ledger = _budget(tmp_path)
+    out = _cli(
+        "release", "--epsilon", "1", "--budget-file", str(ledger),
+        preexec_fn=lambda: os.close(1),
+    )  # fmt: skip
+    assert out.returncode == 2 and "stdout is closed" in out.stderr
+    assert len(out.stderr.splitlines()) == 1 and _spends(ledger) == 0
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_a_reader_gone_after_the_charge_gets_the_release_on_stderr(
+    tmp_path: Path, json_flag: tuple[str, ...]
+) -> None:
+    ledger = _budget(tmp_path)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dpbayes.cli", "release", "--epsilon", "1", "--budget-file",
+         str(ledger), *json_flag],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # the reader quits before anything is written (`| true`)
+    err = p.stderr.read()
+    assert p.wait(timeout=300) == 2
+    assert _spends(ledger) == 1
+    first, record = err.splitlines()
+    assert "could not write stdout" in first and "was made and charged" in first
+    assert "counts" in json.loads(record)["released"]
+
+
+def test_query_with_its_reader_gone_shows_the_charged_answer_on_stderr(tmp_path: Path) -> None:
+    state = tmp_path / "st"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dpbayes.cli", "query", "--state", str(state), "--data",
+         str(_small_csv(tmp_path)), "--attribute", "health=poor,fair,good", "--epsilon", "1",
+         "--where", "health = poor", "--half-width", "30", "--confidence", "0.9"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=300) == 2
+    first, record = err.splitlines()
+    assert "could not write stdout" in first and "charged" in first
+    assert json.loads(record)["status"] == "fresh"
+    out = _cli(
+        "query", "--state", str(state), "--where", "health = fair", "--half-width", "30",
+        "--confidence", "0.9", preexec_fn=lambda: os.close(1),
+    )  # fmt: skip
+    assert out.returncode == 2 and "stdout is closed" in out.stderr
+    assert _spends(state / "ledger.json") == 1

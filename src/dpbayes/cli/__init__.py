@@ -25,6 +25,10 @@ EPILOG = (
 )
 
 
+# the commands that draw noise and print what was paid for (refused with no stdout)
+RELEASING = frozenset({"demo", "privatize", "query", "release"})
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -67,6 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
+        return 2
+    if args.command in RELEASING and (sys.stdout is None or sys.stdout.closed):
+        # a closed stdout (`>&-`): the paid result would be printed nowhere
+        print(
+            f"dpbayes: error: {args.command}: stdout is closed, the result would be lost "
+            "(nothing was spent)",
+            file=sys.stderr,
+        )
         return 2
     try:
         return int(handler(args) or 0)

@@ -37,6 +37,7 @@ from dpbayes.cli.common import (
     add_privacy_unit_arguments,
     check_outputs,
     emit_json,
+    forget_stdout,
     ledger_files,
     privacy_unit,
 )
@@ -302,45 +303,60 @@ def _ask(args: argparse.Namespace, state: Path, spec: dict[str, Any], cube: Any)
         spec_path.write_text(json.dumps(spec, indent=1))
     a = engine.ask(args.where, half_width=args.half_width, confidence=args.confidence)
     remaining = engine.accountant.remaining[0]
-    failure = ""
-    if args.json is not None:
-        doc = {
-            "query": a.query,
-            "status": a.status,
-            "estimate": a.estimate,
-            "interval": a.interval,
-            "confidence": a.confidence,
-            "epsilon": a.epsilon,
-            "noise": a.noise,
-            "delta": a.delta,
-            "remaining_epsilon": remaining,
-            "reason": a.reason,
-            "privacy_unit": _unit_text(spec.get("privacy_unit")),
-            "guarantee": a.guarantee.describe() if a.guarantee else None,
-        }
+    doc = {
+        "query": a.query,
+        "status": a.status,
+        "estimate": a.estimate,
+        "interval": a.interval,
+        "confidence": a.confidence,
+        "epsilon": a.epsilon,
+        "noise": a.noise,
+        "delta": a.delta,
+        "remaining_epsilon": remaining,
+        "reason": a.reason,
+        "privacy_unit": _unit_text(spec.get("privacy_unit")),
+        "guarantee": a.guarantee.describe() if a.guarantee else None,
+    }
+    failures: list[str] = []
+    to_stdout = args.json == "-"
+    if args.json not in (None, "-"):
         try:
             emit_json(doc, args.json)
         except OSError as exc:  # after the spend: the answer goes to stdout, never lost
+            failures.append(f"could not write --json {args.json} ({exc.strerror or exc})")
+            to_stdout = True
+    shown = True
+    try:
+        if to_stdout:
             emit_json(doc, None)
-            failure = f"could not write --json {args.json} ({exc.strerror or exc})"
-    elif a.answered:
-        assert a.interval is not None and a.estimate is not None
-        lo, hi = a.interval
-        noise = f" ({a.noise} noise, delta={a.delta:.3g})" if a.noise == "gaussian" else ""
-        print(
-            f"{a.status}: {a.estimate:.6g} in [{lo:.6g}, {hi:.6g}] with probability "
-            f">= {a.level:g}; spent eps={a.epsilon:.6g}{noise}, remaining {remaining:.6g}"
-        )
-        if a.guarantee is not None:
-            print(a.guarantee.describe())
+        elif args.json is None and a.answered:
+            assert a.interval is not None and a.estimate is not None
+            lo, hi = a.interval
+            noise = f" ({a.noise} noise, delta={a.delta:.3g})" if a.noise == "gaussian" else ""
+            print(
+                f"{a.status}: {a.estimate:.6g} in [{lo:.6g}, {hi:.6g}] with probability "
+                f">= {a.level:g}; spent eps={a.epsilon:.6g}{noise}, remaining {remaining:.6g}"
+            )
+            if a.guarantee is not None:
+                print(a.guarantee.describe())
+            sys.stdout.flush()
+    except OSError as exc:  # stdout gone (a reader that quit): the answer goes to stderr
+        shown = False
+        failures.append(f"could not write stdout ({exc.strerror or exc})")
+        forget_stdout()
+    failure = "; ".join(failures)
     if a.answered:
         if not failure:
             return 0
-        paid = "was spent (and charged)" if a.status == "fresh" else "cost nothing"
-        print(
-            f"dpbayes: error: {failure}; the answer {paid} and is printed on stdout",
-            file=sys.stderr,
+        paid = (
+            "was spent (and charged to --state's ledger)"
+            if a.status == "fresh"
+            else "cost nothing (from the history)"
         )
+        where = "is printed on stdout" if shown else "is printed below"
+        print(f"dpbayes: error: {failure}; the answer {paid} and {where}", file=sys.stderr)
+        if not shown:
+            print(json.dumps(doc, default=str), file=sys.stderr, flush=True)
         return 2
     # a refusal (the budget cannot pay for this accuracy) is an error like any other:
     # one line on stderr, exit code 2, nothing spent

@@ -30,6 +30,7 @@ __all__ = [
     "check_ledger_writable",
     "check_outputs",
     "emit_json",
+    "forget_stdout",
     "ledger_files",
     "progress",
     "refuse_inapplicable",
@@ -139,6 +140,17 @@ def emit_json(obj: Any, dest: str | None) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def forget_stdout() -> None:
+    """After a write to stdout failed (its reader quit): point it at the null device, so
+    that Python's flush at exit does not fail a second time with a traceback."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured, or None)
+        pass
 
 
 def refuse_inapplicable(args: argparse.Namespace, rules: dict[str, tuple[bool, str]]) -> None:

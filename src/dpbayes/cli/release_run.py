@@ -3,14 +3,16 @@
 Order (so that a failing call spends nothing and loses nothing): the arguments and every
 flag's applicability; every output destination (``--out``, ``--json FILE``, the ledger);
 ``--dry-run`` stops here with the guarantee and its price; then the release (the only
-step that draws noise and charges the ledger); then the outputs. A write that fails
-after the charge still prints the release record on stdout, and reports the failure in
-one line on stderr (exit 2).
+step that draws noise and charges the ledger); then the outputs, the record before the
+figure. A write that fails after the charge still prints the release record on stdout
+(on stderr when stdout itself fails), and reports the failure in one line on stderr
+(exit 2); Ctrl+C or SIGTERM from the release on does the same (exit 130).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import Any
@@ -22,6 +24,7 @@ from dpbayes.cli.common import (
     describe_distribution,
     emit_json,
     fmt,
+    forget_stdout,
     ledger_files,
     privacy_unit,
     progress,
@@ -169,25 +172,38 @@ def _dry_run(args: argparse.Namespace, user: str | None, k: int | None) -> int:
     return 0
 
 
-def _noise_aware(rel: Any, quiet: bool) -> tuple[Any, str | None, bool]:
+def _noise_aware(rel: Any, quiet: bool, made: str) -> tuple[Any, str | None, bool]:
     """(posterior, why it is missing, interrupted). Runs after the charge: whatever stops
-    it (an error, Ctrl+C, memory), the release that was paid for is still printed."""
+    it (an error, Ctrl+C or SIGTERM, memory), the release that was paid for is still
+    printed. SIGTERM is already turned into Ctrl+C by :func:`run_release`."""
     from dpbayes.release.display import slow_reason
 
     slow = slow_reason(rel)
     label = "noise-aware posterior" + (f" ({slow})" if slow else "")
-    previous = _on_sigterm(_interrupt)  # before anything is announced: no window left
     try:
         if slow:  # a kill (SIGKILL) during a long computation cannot be caught: say it first
-            print(f"dpbayes: released (charged): {json.dumps(rel.released)}", file=sys.stderr)
+            print(f"dpbayes: {made}: {json.dumps(rel.released)}", file=sys.stderr)
         with progress(label, quiet=quiet):
             return rel.noise_aware_posterior(), None, False
     except KeyboardInterrupt:
         return None, "interrupted (Ctrl+C or SIGTERM)", True
     except Exception as exc:  # charged already: nothing may lose the release
         return None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, False
-    finally:
-        _on_sigterm(previous)
+
+
+def _made(rel: Any, args: argparse.Namespace) -> str:
+    """What the call made and what it cost, as it is (for the messages after the noise)."""
+    g = rel.guarantee
+    what = (
+        "the simulation (seeded noise, not a release)"
+        if g.simulation
+        else "the result (NOT differentially private)"
+        if not g.private
+        else "the release"
+    )
+    if args.budget_file:
+        return f"{what} was made and charged to --budget-file {args.budget_file}"
+    return f"{what} was made (no --budget-file: no ledger was charged)"
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -297,50 +313,75 @@ def run_release(args: argparse.Namespace) -> int:
             data = Table(data, user_column=user, max_rows_per_user=k)
         except ValueError as exc:  # the library names its argument; the CLI its flag
             raise ValueError(str(exc).replace("user_column ", "--user-column ", 1)) from None
-    rel = dpb.release(
-        model,
-        data,
-        column=column,
-        mechanism=args.mechanism,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        neighbours=args.neighbours,
-        accountant=accountant,
-        rng=args.seed,
-        allow_non_private=args.allow_non_private,
-        **_options(args),
-    )
-    # charged from here on: whatever fails below, the release is printed, never lost
-    aware, why, interrupted = _noise_aware(rel, args.quiet)
+    previous = _on_sigterm(_interrupt)  # from before the charge to the end: no window
+    try:
+        rel = dpb.release(
+            model,
+            data,
+            column=column,
+            mechanism=args.mechanism,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            neighbours=args.neighbours,
+            accountant=accountant,
+            rng=args.seed,
+            allow_non_private=args.allow_non_private,
+            **_options(args),
+        )
+        return _after_charge(rel, model, column, level, accountant, args)
+    finally:
+        _on_sigterm(previous)
+
+
+def _after_charge(
+    rel: Any, model: Any, column: str, level: float, accountant: Any, args: argparse.Namespace
+) -> int:
+    """Charged from here on: whatever fails or interrupts below (a write, a closed pipe,
+    Ctrl+C or SIGTERM), the release is shown (on stdout, else on stderr), never lost. The
+    record is shown before the figure is drawn (the slow step)."""
+    made = _made(rel, args)
+    aware, why, interrupted = _noise_aware(rel, args.quiet, made)
     rec = _record(rel, aware, why, level, accountant)
     failures: list[str] = []
-    json_to_stdout = args.json == "-"
-    if args.json not in (None, "-"):
-        try:
-            emit_json(rec, args.json)
-        except OSError as exc:
-            failures.append(f"could not write --json {args.json} ({exc.strerror or exc})")
-            json_to_stdout = True
-    if args.out:
-        try:
-            _plot(rel, aware, model, column, level, args.out)
-        except (OSError, ValueError, RuntimeError) as exc:
-            failures.append(f"could not write --out {args.out} ({exc})")
-    if json_to_stdout:
-        emit_json(rec, None)
-    else:
-        _print_text(rel, rec, model, column, level, args)
-        if args.json not in (None, "-") and not any("--json" in f for f in failures):
-            print(f"record:      {args.json}")
-        if args.out and not any("--out" in f for f in failures):
-            print(f"figure:      {args.out}")
     if interrupted:
-        failures.insert(0, "interrupted during the noise-aware posterior")
-    if failures:
-        print(
-            f"dpbayes: error: {'; '.join(failures)}; the release was made (and charged) and "
-            "is printed on stdout",
-            file=sys.stderr,
-        )
-        return 130 if interrupted else 2
-    return 0
+        failures.append("interrupted during the noise-aware posterior")
+    shown = False
+    try:
+        json_to_stdout = args.json == "-"
+        if args.json not in (None, "-"):
+            try:
+                emit_json(rec, args.json)
+            except OSError as exc:
+                failures.append(f"could not write --json {args.json} ({exc.strerror or exc})")
+                json_to_stdout = True
+        try:
+            if json_to_stdout:
+                emit_json(rec, None)
+            else:
+                _print_text(rel, rec, model, column, level, args)
+                if args.json not in (None, "-") and not any("--json" in f for f in failures):
+                    print(f"record:      {args.json}")
+                sys.stdout.flush()
+            shown = True
+        except OSError as exc:  # stdout gone (a reader that quit): the record goes to stderr
+            failures.append(f"could not write stdout ({exc.strerror or exc})")
+            forget_stdout()
+        if args.out:
+            try:
+                _plot(rel, aware, model, column, level, args.out)
+            except (OSError, ValueError, RuntimeError) as exc:
+                failures.append(f"could not write --out {args.out} ({exc})")
+            else:
+                if shown and not json_to_stdout:
+                    with contextlib.suppress(OSError):
+                        print(f"figure:      {args.out}", flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        failures.append("interrupted (Ctrl+C or SIGTERM) while writing the outputs")
+    if not failures:
+        return 0
+    where = "is printed on stdout" if shown else "is printed below"
+    print(f"dpbayes: error: {'; '.join(failures)}; {made} and {where}", file=sys.stderr)
+    if not shown:
+        print(json.dumps(rec, default=str), file=sys.stderr, flush=True)
+    return 130 if interrupted else 2
