@@ -150,3 +150,53 @@ def test_query_with_its_reader_gone_shows_the_charged_answer_on_stderr(tmp_path:
     )  # fmt: skip
     assert out.returncode == 2 and "stdout is closed" in out.stderr
     assert _spends(state / "ledger.json") == 1
+
+
+def _fill_disk_at(monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """The disk fills while ``target`` ("csv" or "sidecar") is written: half of it lands
+    on disk, then ENOSPC (a real full disk needs a mount)."""
+    import errno
+
+    import pandas as pd
+
+    def full(path: Any, text: str) -> None:
+        Path(path).write_bytes(text[: len(text) // 2].encode())
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if target == "csv":
+        monkeypatch.setattr(
+            pd.DataFrame, "to_csv", lambda self, path, **kw: full(path, self.to_string())
+        )
+    else:
+        real = Path.write_text
+
+        def write_text(self: Path, text: str, *a: Any, **kw: Any) -> int:
+            if "guarantee" in self.name:
+                full(self, text)
+            return real(self, text, *a, **kw)
+
+        monkeypatch.setattr(Path, "write_text", write_text)
+
+
+@pytest.mark.parametrize("target", ["csv", "sidecar"])
+def test_privatize_on_a_full_disk_leaves_no_values_and_keeps_the_old_out(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("income\n" + "".join(f"{i / 10}\n" for i in range(300)))
+    folder = tmp_path / "o"
+    folder.mkdir()
+    (folder / "z.csv").write_text("old privatised values\n")
+    (folder / "z.guarantee.json").write_text("{}\n")
+    _fill_disk_at(monkeypatch, target)
+    code = main(
+        ["privatize", "--data", str(data), "--column", "income", "--epsilon", "1", "--r", "3",
+         "--out", str(folder / "z.csv")]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    named = "z.csv (No space" if target == "csv" else "z.guarantee.json (No space"
+    assert named in err and "nothing was published" in err
+    assert sorted(p.name for p in folder.iterdir()) == ["z.csv", "z.guarantee.json"]
+    assert (folder / "z.csv").read_text() == "old privatised values\n"
+    assert (folder / "z.guarantee.json").read_text() == "{}\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,41 @@ def _read_column(path: Path, column: str, *, as_text: bool) -> Any:
         raise ValueError(f"--data {path}: not UTF-8 text (re-save it as UTF-8)") from None
 
 
+def _write_both(frame: Any, out: Path, sidecar: Path, text: str) -> None:
+    """The values and their guarantee appear together or not at all: both are written to
+    temporaries next to them, then moved into place; a failure removes the temporaries
+    and keeps whatever ``out`` held before (a full disk left half the values behind)."""
+    tmp_out = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp_side = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.tmp")
+    failed = f"--out {out}"
+    try:
+        frame.to_csv(tmp_out, index=False)
+        failed = f"--out's guarantee {sidecar}"
+        tmp_side.write_text(text)
+        failed = f"--out {out}"
+        os.replace(tmp_out, out)
+    except BaseException as exc:
+        tmp_out.unlink(missing_ok=True)
+        tmp_side.unlink(missing_ok=True)
+        if not isinstance(exc, OSError):
+            raise
+        print(text, end="")
+        raise OSError(
+            f"could not write {failed} ({exc.strerror or exc}); nothing was written (a "
+            "previous --out is kept), the guarantee is printed above, the values are not "
+            "kept (nothing was published)"
+        ) from None
+    try:
+        os.replace(tmp_side, sidecar)
+    except OSError as exc:
+        tmp_side.unlink(missing_ok=True)
+        print(text, end="")
+        raise OSError(
+            f"could not write --out's guarantee {sidecar} ({exc.strerror or exc}); the values "
+            f"were written to --out {out}, their guarantee is printed above"
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -138,15 +174,7 @@ def run(args: argparse.Namespace) -> int:
         )
     # released from here on: a failing write still prints the guarantee and says so
     text = json.dumps(result.guarantee.to_dict(), indent=2, default=str) + "\n"
-    try:
-        pd.DataFrame({args.column: result.values}).to_csv(out, index=False)
-        sidecar.write_text(text)
-    except OSError as exc:
-        print(text, end="")
-        raise OSError(
-            f"could not write --out {out} ({exc.strerror or exc}); the guarantee is printed "
-            "above, the values are not kept (nothing was published)"
-        ) from None
+    _write_both(pd.DataFrame({args.column: result.values}), out, sidecar, text)
     if args.json is not None:
         summary = {
             "out": str(out),
