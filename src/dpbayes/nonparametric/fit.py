@@ -24,6 +24,9 @@ __all__ = ["DPMixtureFit", "simultaneous_band"]
 
 _SUMMARY_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
+NO_GUARANTEE = "none (input: a plain array; its privacy is not verified)"
+"""What a fit on a plain array (not a PrivatizedColumn) says about its guarantee."""
+
 
 def _pad(rows: list[np.ndarray], width: int, fill_last: bool) -> np.ndarray:
     out = np.empty((len(rows), width))
@@ -75,7 +78,9 @@ class DPMixtureFit:
     model:
         The :class:`DPMixture` that was fitted; ``n`` the number of observations.
     guarantee:
-        The privacy guarantee of the data the posterior was computed from.
+        The privacy guarantee of the data the posterior was computed from: that of the
+        :class:`PrivatizedColumn` passed to :meth:`DPMixture.fit`, or None when the input
+        was a plain array (raw data or a simulation: its privacy is not verified).
     seconds, sweeps:
         Wall time of the sampler and the number of Gibbs sweeps it ran.
     diagnostics:
@@ -352,12 +357,17 @@ class DPMixtureFit:
         attrs = {
             "model": "DP mixture on locally private data (Ayed, Battiston & Di Benedetto 2020)",
             "n": self.n,
-            "guarantee": self.guarantee.describe() if self.guarantee is not None else "none",
+            "guarantee": self._guarantee_text(),
         }
         return az.from_dict(posterior=post, coords=coords, dims=dims, attrs=attrs)
 
+    def _guarantee_text(self) -> str:
+        if self.guarantee is None:
+            return NO_GUARANTEE
+        return self.guarantee.describe()
+
     def __repr__(self) -> str:
-        g = self.guarantee.describe() if self.guarantee is not None else "no guarantee"
+        g = self._guarantee_text()
         return (
             f"DPMixtureFit(n={self.n}, chains={self.chains}, draws={self.draws}, "
             f"mean={self.mean():.4g}, {g})"
@@ -365,7 +375,7 @@ class DPMixtureFit:
 
     def _display(self) -> tuple[str, list[tuple[str, str]]]:
         lo, hi = np.quantile(self.mean_draws(), [0.025, 0.975])
-        g = self.guarantee.describe() if self.guarantee is not None else "no guarantee"
+        g = self._guarantee_text()
         return "DPMixtureFit (Dirichlet-process mixture on locally private data)", [
             ("observations", str(self.n)),
             ("MCMC", f"{self.chains} chains x {self.draws} draws, {self.seconds:.1f} s"),

@@ -227,8 +227,8 @@ class DPMixture:
             guarantee = z.guarantee
             z = z.values
         values = check_array(z, "z")
-        if guarantee is None:
-            guarantee = self.mechanism.guarantee()
+        # A plain array carries no guarantee: it may be raw data or a seeded simulation,
+        # so the fit states that its input's privacy is not known (guarantee None).
         return values, guarantee
 
     def fit(
