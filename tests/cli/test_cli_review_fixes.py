@@ -200,3 +200,27 @@ def test_privatize_on_a_full_disk_leaves_no_values_and_keeps_the_old_out(
     assert sorted(p.name for p in folder.iterdir()) == ["z.csv", "z.guarantee.json"]
     assert (folder / "z.csv").read_text() == "old privatised values\n"
     assert (folder / "z.guarantee.json").read_text() == "{}\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "attribute", "said"),
+    [
+        ("1\n0\nyes\n1\n", "x=bins:0,1,inf", "column 'x' is not numeric"),
+        ("1\n\n5\nnan\n1\n", "x=bins:0,2", "3 of 5 records of column 'x' are NULL"),
+        ("a\nb\nc\n", "x=a,b", "1 of 3 records of column 'x'"),
+    ],
+)
+def test_query_refuses_records_that_fall_in_no_cell(
+    tmp_path: Path, capsys, body: str, attribute: str, said: str
+) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("x\n" + body)
+    state = tmp_path / "st"
+    code = main(
+        ["query", "--state", str(state), "--data", str(data), "--attribute", attribute,
+         "--epsilon", "1000", "--where", "", "--half-width", "0.01", "--confidence", "0.9"]
+    )  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 2 and out.out == "" and out.err.count("\n") == 1
+    assert said in out.err and "--attribute x" in out.err and "nothing was spent" in out.err
+    assert not state.exists()

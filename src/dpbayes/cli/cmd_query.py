@@ -124,20 +124,41 @@ def parse_attribute(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def _cube(spec: dict[str, Any]) -> Any:
+    """The cube of the data; refused (nothing spent) when a record would fall in no cell:
+    numeric bins over a text column, or a NULL, NaN/inf or out-of-domain value. Such
+    records were left out of every answer, 'all records' included, without a word."""
     from dpbayes.answers import Bins, Cube
+    from dpbayes.data import open_table
 
+    unit = spec.get("privacy_unit")  # absent: record level (and cubes made before units)
+    table = open_table(
+        spec["data"],
+        user_column=None if unit is None else unit["user_column"],
+        max_rows_per_user=None if unit is None else unit["max_rows_per_user"],
+    )
+    kinds = table.column_types()
     attrs: dict[str, Any] = {}
     for name, dom in spec["attributes"].items():
+        if "bins" in dom and kinds.get(name, "numeric") not in ("numeric", "bool"):
+            raise ValueError(
+                f"--attribute {name}=bins:...: column {name!r} is not numeric "
+                f"({kinds[name]}); numeric bins need a numeric column (nothing was spent)"
+            )
         attrs[name] = Bins(dom["bins"]) if "bins" in dom else dom["categories"]
-    unit = spec.get("privacy_unit")  # absent: record level (and cubes made before units)
-    if unit is None:
-        return Cube.from_table(spec["data"], attrs)
-    return Cube.from_table(
-        spec["data"],
-        attrs,
-        user_column=unit["user_column"],
-        max_rows_per_user=unit["max_rows_per_user"],
-    )
+    cube = Cube.from_table(table, attrs)
+    total = int(table.n())
+    if int(cube.counts.sum()) != total:
+        for ax in cube.axes:
+            counts = table.value_counts_joint([ax.name], dropna=False)
+            lost = sum(int(n) for (v,), n in counts.items() if ax.index(v) is None)
+            if lost:
+                raise ValueError(
+                    f"--attribute {ax.name}: {lost} of {total} records of column "
+                    f"{ax.name!r} are NULL, NaN/inf or outside its domain; they would be left "
+                    "out of every answer ('all records' included): clean the data or widen "
+                    "the domain (nothing was spent)"
+                )
+    return cube
 
 
 def _is_bundled(path: str) -> bool:
