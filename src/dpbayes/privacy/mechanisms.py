@@ -498,28 +498,48 @@ class ExponentialMechanism:
         return Noisy(src.gumbel_argmax(s, self.scale), self.guarantee(simulation=src.simulation))
 
 
-def _rr_keep(epsilon: float, k: int) -> float:
-    """The largest float keep <= e^eps / (e^eps + k - 1) whose privacy ratio is <= e^eps.
+def _rr_keep(epsilon: float, k: int) -> float | None:
+    """The largest float keep <= e^eps / (e^eps + k - 1) whose privacy ratios are <= e^eps.
 
     The float keep is what the sampler uses, so its ratio keep (k-1) / (1-keep) is the eps
-    actually achieved; rounding to nearest could exceed the claimed eps when keep is near
-    1 (1 - keep loses relative precision), so the value is stepped down until
-    keep (k - 1) <= e^eps (1 - keep), checked in 60-digit decimals (keep is exact there,
-    e^eps within 1e-60, and a margin of 1e-50 covers both): the same test in doubles
-    passed keeps whose ratio exceeded e^eps by up to 1e-16 of eps (a review found 454 of
-    2,000 random (eps, k)).
+    actually achieved, in both directions: keep (k - 1) <= e^eps (1 - keep) (the truth is
+    at most e^eps times likelier than another category) and
+    (1 - keep) <= e^eps keep (k - 1) (and at least e^-eps times). Rounding to nearest could
+    break the first near keep = 1 (1 - keep loses relative precision), so the value is
+    stepped down until it holds; at tiny eps (below about 1e-16) the float nearest to
+    e^eps / (e^eps + k - 1) can fall below 1/k and break the second, so it is stepped up
+    first. Both are checked in 60-digit decimals (keep is exact there, e^eps within 1e-60,
+    and a margin of 1e-50 covers both); a ratio of exactly 1 (keep = 1/k exactly, e.g.
+    k = 2) passes at any eps. The same test in doubles passed keeps whose ratio exceeded
+    e^eps by up to 1e-16 of eps (a review found 454 of 2,000 random (eps, k)). None when
+    no float satisfies both (eps too small for this k).
     """
     ctx = decimal.Context(prec=60)
-    bound = ctx.multiply(ctx.exp(decimal.Decimal(epsilon)), decimal.Decimal("1") - _RR_MARGIN)
+    e_eps = ctx.exp(decimal.Decimal(epsilon))
+    upper = ctx.multiply(e_eps, decimal.Decimal("1") - _RR_MARGIN)
+    lower = ctx.multiply(ctx.divide(1, e_eps), decimal.Decimal("1") + _RR_MARGIN)
+
+    def ratio_ok(keep: float, bound: decimal.Decimal, above: bool) -> bool:
+        exact = decimal.Decimal(keep)
+        num, den = ctx.multiply(exact, k - 1), ctx.subtract(1, exact)
+        if num == den:  # ratio exactly 1: no privacy loss
+            return True
+        return num >= ctx.multiply(bound, den) if above else num <= ctx.multiply(bound, den)
+
     keep = 1.0 / (1.0 + (k - 1) * math.exp(-epsilon))
+    for _ in range(64):
+        if ratio_ok(keep, lower, True):
+            break
+        keep = math.nextafter(keep, 1.0)
     for _ in range(64):
         if keep >= 1.0:
             return keep
-        exact = decimal.Decimal(keep)
-        if ctx.multiply(exact, k - 1) <= ctx.multiply(bound, ctx.subtract(1, exact)):
-            return keep
+        if ratio_ok(keep, upper, False):
+            break
         keep = math.nextafter(keep, 0.0)
-    return keep
+    if keep < 1.0 and ratio_ok(keep, upper, False) and ratio_ok(keep, lower, True):
+        return keep
+    return None
 
 
 _RR_MARGIN = decimal.Decimal("1e-50")
@@ -535,27 +555,38 @@ class RandomizedResponse:
     so each record's report is eps-DP, and the whole column is eps-DP under substitute.
     (This is the exponential mechanism with utility 1[report = truth] at temperature
     1/eps, i.e. twice the eps the generic exponential-mechanism bound would give.)
-    The keep probability is rounded down to a float whose own ratio
-    keep (k - 1) / (1 - keep) is at most e^eps; an epsilon so large that it would round to
-    1 (no noise at all: eps > about 36.7 + ln(k - 1)) is refused.
+    The keep probability is rounded to a float whose own ratio keep (k - 1) / (1 - keep)
+    lies within [e^-eps, e^eps]; an epsilon so large that it would round to 1 (no noise at
+    all: eps > about 36.7 + ln(k - 1)) is refused, and so is one so small (below about
+    1e-16, unless 1/k is a float, e.g. k = 2 or 4) that no float keep has both ratios
+    within e^eps.
     """
 
     epsilon: float
     k: int = 2
     name: str = "randomized response"
+    _keep: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2))
-        if _rr_keep(self.epsilon, self.k) >= 1.0:
+        keep = _rr_keep(self.epsilon, self.k)
+        if keep is None:
+            raise ValueError(
+                f"epsilon={self.epsilon:.6g} too small for randomized response with "
+                f"k={self.k}: no float keep probability has both privacy ratios within "
+                "e^epsilon (use a larger epsilon)"
+            )
+        if keep >= 1.0:
             raise ValueError(
                 f"epsilon={self.epsilon:.6g} is too large for randomized response with "
                 f"k={self.k}: the keep probability rounds to 1 (no noise)"
             )
+        object.__setattr__(self, "_keep", keep)
 
     @property
     def keep_probability(self) -> float:
-        return _rr_keep(self.epsilon, self.k)
+        return self._keep
 
     def transition_matrix(self) -> np.ndarray:
         """M[i, j] = P(report j | true i)."""
