@@ -224,3 +224,23 @@ def test_query_refuses_records_that_fall_in_no_cell(
     assert code == 2 and out.out == "" and out.err.count("\n") == 1
     assert said in out.err and "--attribute x" in out.err and "nothing was spent" in out.err
     assert not state.exists()
+
+
+def test_a_repeated_attribute_name_is_refused(tmp_path: Path, capsys) -> None:
+    state = tmp_path / "st"
+    code = main(
+        ["query", "--state", str(state), "--attribute", "health=excellent,good",
+         "--attribute", "health=fair", "--epsilon", "1", "--where", "", "--half-width", "100",
+         "--confidence", "0.9"]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--attribute 'health' is given twice" in err
+    assert not state.exists()
+    pytest.importorskip("uvicorn")
+    code = main(
+        ["serve", "--db", f"sqlite:///{tmp_path / 's.db'}", "--epsilon", "1", "--attributes",
+         "health=excellent,good", "health=fair", "--port", "1"]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "--attribute 'health' is given twice" in err
+    assert not (tmp_path / "s.db").exists()

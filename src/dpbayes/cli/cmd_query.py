@@ -123,6 +123,21 @@ def parse_attribute(spec: str) -> tuple[str, dict[str, Any]]:
     return name, {"categories": values}
 
 
+def parse_attributes(specs: list[str]) -> dict[str, dict[str, Any]]:
+    """Every ``--attribute`` SPEC by name; a name given twice is refused (the later
+    domain silently replaced the earlier one)."""
+    attrs: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        name, dom = parse_attribute(spec)
+        if name in attrs:
+            raise ValueError(
+                f"--attribute {name!r} is given twice: list all its categories (or bins) "
+                "in one --attribute"
+            )
+        attrs[name] = dom
+    return attrs
+
+
 def _cube(spec: dict[str, Any]) -> Any:
     """The cube of the data; refused (nothing spent) when a record would fall in no cell:
     numeric bins over a text column, or a NULL, NaN/inf or out-of-domain value. Such
@@ -290,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
 
         data = str(Path(args.data or bundled_path("randhie")).resolve())
         unit = _unit_spec(*privacy_unit(args, bundled=_is_bundled(data)))
-        spec = {"data": data, "attributes": dict(parse_attribute(a) for a in args.attribute)}
+        spec = {"data": data, "attributes": parse_attributes(args.attribute)}
         if unit is not None:
             spec["privacy_unit"] = unit
     # every output is checked before the state is created or anything is spent

@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         msg = f"{exc}; install the service extra: pip install 'dpbayes[service]'"
         raise ImportError(msg) from None
-    from dpbayes.cli.cmd_query import parse_attribute
+    from dpbayes.cli.cmd_query import parse_attributes
     from dpbayes.service import EngineConfig
 
     if not 0 < args.port < 65536:
@@ -188,9 +188,9 @@ def run(args: argparse.Namespace) -> int:
         if not args.attributes:
             raise ValueError("--data needs --attributes (the domains are never read from data)")
         kw["data"] = args.data
-        kw["attributes"] = dict(parse_attribute(a) for a in args.attributes)
+        kw["attributes"] = parse_attributes(args.attributes)
     elif args.attributes:
-        kw["attributes"] = dict(parse_attribute(a) for a in args.attributes)
+        kw["attributes"] = parse_attributes(args.attributes)
     config = EngineConfig(**kw)
     key = _admin_key(args.admin_key_file)
     common = {"host": args.host, "port": args.port, "log_level": "warning", "access_log": False}
