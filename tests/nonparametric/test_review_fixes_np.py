@@ -35,3 +35,27 @@ def test_plain_array_fit_carries_no_guarantee():
     # ... but its bare values do not
     assert _fit(DPMixture(mechanism=mech), col.values).guarantee is None
     assert display.html(fit)  # the HTML display still renders
+
+
+@pytest.mark.parametrize("r", [1e308, 1e160, 1e-160, 1e-320])
+def test_clipping_bound_outside_the_handled_range_is_refused_naming_r(r):
+    from dpbayes.nonparametric import LocalGaussian, privatize
+
+    with pytest.raises(ValueError, match=r"^r = .* is outside \[1e-150, 1e\+150\]"):
+        LocalLaplace(epsilon=1.0, r=r)
+    with pytest.raises(ValueError, match=r"^r = "):
+        LocalGaussian(epsilon=1.0, delta=1e-6, r=r)
+    with pytest.raises(ValueError, match=r"^r = "):
+        privatize([0.0, 1.0], epsilon=1.0, r=r)
+
+
+@pytest.mark.parametrize("j", [-490, 490])
+def test_fit_is_scale_equivariant_at_the_ends_of_the_range(j):
+    r = 2.0**j
+    x = np.linspace(-0.5, 0.9, 40)
+    means = []
+    for scale in (1.0, r):
+        mech = LocalLaplace(epsilon=1.0, r=scale)
+        z = mech.privatize(x * scale, rng=3)
+        means.append(_fit(DPMixture(mechanism=mech), z).mean() / scale)
+    assert means[1] == pytest.approx(means[0], rel=1e-9, abs=1e-12)

@@ -33,7 +33,22 @@ from dpbayes.nonparametric.truncnorm import Intervals, log_diff_ndtr
 from dpbayes.privacy import GaussianMechanism, Guarantee, LaplaceMechanism
 from dpbayes.privacy.validation import check_array, check_delta, check_epsilon, check_positive
 
-__all__ = ["CustomMechanism", "LocalGaussian", "LocalLaplace", "LocalMechanism"]
+__all__ = ["R_RANGE", "CustomMechanism", "LocalGaussian", "LocalLaplace", "LocalMechanism"]
+
+R_RANGE = (1e-150, 1e150)
+"""Accepted clipping bounds r: the sampler squares and exponentiates multiples of r, which
+overflow or underflow beyond this range (rescale the data: the model is scale-equivariant)."""
+
+
+def _check_r(r: Any) -> float:
+    r = check_positive(r, "r")
+    lo, hi = R_RANGE
+    if not lo <= r <= hi:
+        raise ValueError(
+            f"r = {r:.6g} is outside [{lo:g}, {hi:g}], the clipping bounds the sampler handles "
+            "without overflow: rescale the data"
+        )
+    return r
 
 
 def _clip(x: np.ndarray, r: float) -> np.ndarray:
@@ -100,7 +115,8 @@ class LocalLaplace(_ClippedLocal):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "r", check_positive(self.r, "r"))
+        object.__setattr__(self, "r", _check_r(self.r))
+        self._privacy()  # refuses now an (epsilon, r) whose noise scale no float can hold
 
     @property
     def scale(self) -> float:
@@ -170,7 +186,7 @@ class LocalGaussian(_ClippedLocal):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "delta", check_delta(self.delta))
-        object.__setattr__(self, "r", check_positive(self.r, "r"))
+        object.__setattr__(self, "r", _check_r(self.r))
         object.__setattr__(self, "sigma", self._privacy().sigma)
 
     def params(self) -> dict[str, Any]:
