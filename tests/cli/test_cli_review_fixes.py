@@ -244,3 +244,16 @@ def test_a_repeated_attribute_name_is_refused(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert code == 2 and "--attribute 'health' is given twice" in err
     assert not (tmp_path / "s.db").exists()
+
+
+def test_dirichlet_categories_match_a_numeric_coded_column(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "codes.csv"
+    data.write_text("c\n1\n2\n1\n3\n")
+    base = ["release", "--data", str(data), "--column", "c", "--model",
+            "dirichlet-categorical", "--epsilon", "1", "--record-level", "--json"]  # fmt: skip
+    assert main([*base, "--categories", "1", "2", "3"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["model"]["categories"] == [1, 2, 3] and len(rec["released"]["counts"]) == 3
+    assert main([*base, "--categories", "1", "two", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "--categories 'two' is not a number" in err and err.count("\n") == 1

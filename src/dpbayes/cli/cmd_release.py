@@ -143,7 +143,32 @@ def build_model(args: argparse.Namespace) -> tuple[Any, Any, str]:
         from dpbayes.data import load_bundled
 
         return model, load_bundled("randhie"), args.column or BUNDLED_DEFAULTS[args.model]["column"]
+    if args.categories and args.model == "dirichlet-categorical":
+        model = _categories_as_column(model, args.data, args.column)
     return model, args.data, args.column
+
+
+def _categories_as_column(model: Any, data: str, column: str) -> Any:
+    """``--categories`` arrive as text; on a numeric column (codes 1 2 3) they are the
+    numbers they spell (as ``dpbayes query`` reads them), or no record ever matched."""
+    from dpbayes import models
+    from dpbayes.data import open_table
+
+    table = open_table(data)
+    if table.column_types().get(column) != "numeric":
+        return model
+    numbers = []
+    for label in model.categories:
+        try:
+            x = float(label)
+        except ValueError:
+            raise ValueError(
+                f"--categories {label!r} is not a number, but column {column!r} is numeric"
+            ) from None
+        numbers.append(int(x) if x.is_integer() else x)
+    if len(set(numbers)) != len(numbers):
+        raise ValueError(f"--categories name the same number twice: {list(model.categories)}")
+    return models.DirichletCategorical(alpha=model.alpha.tolist(), categories=numbers)
 
 
 def build_model_only(args: argparse.Namespace) -> Any:
