@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -257,3 +258,23 @@ def test_dirichlet_categories_match_a_numeric_coded_column(tmp_path: Path, capsy
     assert main([*base, "--categories", "1", "two", "3"]) == 2
     err = capsys.readouterr().err
     assert "--categories 'two' is not a number" in err and err.count("\n") == 1
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root to run the CLI as an unprivileged user (setpriv)",
+)
+def test_a_read_only_install_without_a_home_still_releases(tmp_path: Path) -> None:
+    """As `nobody`: the source tree is not writable and HOME does not exist, so numba's
+    cache=True had nowhere to go and every release was a traceback."""
+    tmp_path.chmod(0o777)
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    env.update(HOME="/nonexistent", PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(tmp_path))
+    out = subprocess.run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable,
+         "-m", "dpbayes.cli", "release", "--epsilon", "1", "--seed", "1"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-500:]
+    assert "released:" in out.stdout
+    assert not list(tmp_path.glob("dpbayes-numba-*"))  # the temporary cache is removed

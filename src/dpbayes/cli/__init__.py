@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -27,6 +28,44 @@ EPILOG = (
 
 # the commands that draw noise and print what was paid for (refused with no stdout)
 RELEASING = frozenset({"demo", "privatize", "query", "release"})
+
+
+def _writable(folder: str) -> bool:
+    """``folder`` (or, where it does not exist yet, its nearest existing parent) can be
+    written: what numba needs to cache compiled code there."""
+    path = os.path.abspath(folder)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
+
+
+def _numba_cache() -> None:
+    """Numba caches compiled code (``cache=True``) next to the source or in the user's
+    cache folder; on a read-only install with no writable home neither works and every
+    release was a traceback ("no locator available"). Then a fresh temporary folder is
+    the cache (set before numba is imported; an explicit NUMBA_CACHE_DIR is kept)."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    source = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    user = os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "numba",
+    )
+    if _writable(os.path.join(source, "__pycache__")) or _writable(user):
+        return
+    import atexit
+    import shutil
+    import tempfile
+
+    try:
+        folder = tempfile.mkdtemp(prefix="dpbayes-numba-")
+    except OSError:  # no writable temporary folder either: numba reports it
+        return
+    os.environ["NUMBA_CACHE_DIR"] = folder
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
 def _version() -> str:
@@ -80,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    _numba_cache()
     try:
         return int(handler(args) or 0)
     except KeyboardInterrupt:
