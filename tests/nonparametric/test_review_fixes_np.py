@@ -59,3 +59,14 @@ def test_fit_is_scale_equivariant_at_the_ends_of_the_range(j):
         z = mech.privatize(x * scale, rng=3)
         means.append(_fit(DPMixture(mechanism=mech), z).mean() / scale)
     assert means[1] == pytest.approx(means[0], rel=1e-9, abs=1e-12)
+
+
+def test_laplace_epsilon_beyond_the_sampler_range_is_refused_naming_epsilon():
+    from dpbayes.nonparametric.sampler import LAPLACE_MAX_EPSILON
+
+    for eps in (1420.0, 1500.0):
+        with pytest.raises(ValueError, match=r"^epsilon = .* above 1400"):
+            DPMixture(mechanism=LocalLaplace(epsilon=eps, r=1.0))
+    mech = LocalLaplace(epsilon=LAPLACE_MAX_EPSILON, r=1.0)
+    z = mech.privatize(np.linspace(-1, 1, 30), rng=1)
+    assert np.isfinite(_fit(DPMixture(mechanism=mech), z).mean())

@@ -47,6 +47,7 @@ from dpbayes.progress import Progress
 
 __all__ = [
     "DEFAULT_ALPHA_PRIOR",
+    "LAPLACE_MAX_EPSILON",
     "STICK_TAIL",
     "ChainState",
     "DPMixture",
@@ -59,6 +60,10 @@ DEFAULT_ALPHA_PRIOR = (2.0, 0.5)
 
 STICK_TAIL = 1e-12
 """Stick-breaking of the DP(alpha, P0) part of a draw of P stops below this remaining mass."""
+
+LAPLACE_MAX_EPSILON = 1400.0
+"""Largest epsilon of a :class:`LocalLaplace` the sampler accepts: it works with
+e^{+-clip(z)/b} = up to e^{epsilon/2}, which overflows beyond epsilon ~ 1419.6."""
 
 
 @dataclass
@@ -170,6 +175,12 @@ class DPMixture:
             raise TypeError(
                 "mechanism must be a dpbayes.nonparametric LocalLaplace, LocalGaussian "
                 f"or CustomMechanism, got {type(mech).__name__}"
+            )
+        if isinstance(mech, LocalLaplace) and mech.epsilon > LAPLACE_MAX_EPSILON:
+            raise ValueError(
+                f"epsilon = {mech.epsilon:.6g} of the LocalLaplace mechanism is above "
+                f"{LAPLACE_MAX_EPSILON:g}, the largest the sampler handles (e^(epsilon/2) "
+                "overflows)"
             )
         clipped = not isinstance(mech, CustomMechanism)
         r_mech = None if isinstance(mech, CustomMechanism) else mech.r
