@@ -89,3 +89,21 @@ def test_a_delta_budget_alone_is_tested() -> None:
         p.check(delta=1e-9)
     c = p.check(delta=1e-3)
     assert (c.epsilon, c.delta) == (0.5, 1e-3)
+
+
+@pytest.mark.parametrize(
+    ("family", "name"), [("normal", "mean"), ("beta", "a"), ("bernoulli", "p")]
+)
+def test_a_one_element_vector_is_refused_for_a_scalar_parameter(family: str, name: str) -> None:
+    """normal(const([0.0]), 1) was certified, then every run died on float(tuple)."""
+    from dpbayes.programs import bernoulli as bern
+    from dpbayes.programs import normal
+
+    make = {
+        "normal": lambda: normal(const([0.0]), 1.0),
+        "beta": lambda: beta(const([2.0]), 1.0),
+        "bernoulli": lambda: bern(const(np.array([0.5]))),
+    }[family]
+    p = program(family, private_bools("db", 2), lambda db: ran(make()))
+    with pytest.raises(TypeError, match=f"{family} parameter {name} .*must be a scalar"):
+        p.check()

@@ -20,6 +20,13 @@ __all__ = ["DistributionRules", "draw_shape"]
 
 # which parameters of each family are vectors (the others are scalars)
 _VECTOR_PARAM = {"categorical": (True,), "dirichlet": (True,)}
+_PARAM_NAMES = {
+    "bernoulli": ("p",),
+    "beta": ("a", "b"),
+    "normal": ("mean", "var"),
+    "categorical": ("p",),
+    "dirichlet": ("alpha",),
+}
 
 
 def draw_shape(family: str | None, param_shape: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -40,9 +47,14 @@ class DistributionRules(CheckerBase):
         s = self.step("Dist", f"{fam}(" + ", ".join(f"[{i}]" for _, i in subs) + ")")
         vector = _VECTOR_PARAM.get(fam, (False,) * len(subs))
         coords: list[float] | None = []
-        for (b, i), is_vec in zip(subs, vector, strict=True):
-            if b.shape is not None and not is_vec and math.prod(b.shape) != 1:
-                raise TypeError(f"the {fam} parameter [{i}] must be a scalar, got shape {b.shape}")
+        for j, ((b, i), is_vec) in enumerate(zip(subs, vector, strict=True)):
+            if b.shape is not None and not is_vec and b.shape != ():
+                # a 1-element vector too: the run reads a scalar parameter with float()
+                name = _PARAM_NAMES[fam][j]
+                raise TypeError(
+                    f"the {fam} parameter {name} ([{i}]) must be a scalar (shape ()), "
+                    f"got shape {b.shape}"
+                )
             if b.shape is None or coords is None:
                 coords = None
             elif b.equal:
