@@ -107,3 +107,13 @@ def test_a_one_element_vector_is_refused_for_a_scalar_parameter(family: str, nam
     p = program(family, private_bools("db", 2), lambda db: ran(make()))
     with pytest.raises(TypeError, match=f"{family} parameter {name} .*must be a scalar"):
         p.check()
+
+
+def test_a_huge_n_is_refused_by_the_beta_lemma_naming_n() -> None:
+    """n = 10^11 asked numpy for 745 GiB (MemoryError naming no argument)."""
+    from dpbayes.programs import examples as ex
+
+    with pytest.raises(ValueError, match="n must be at most 10,000,000"):
+        ex.output_parameters_beta(n=10**11).program.check()
+    with pytest.raises(ValueError, match="n must be at most"):
+        ex.output_hellinger_dirichlet(n=10**11, alpha=(1.0, 1.0))

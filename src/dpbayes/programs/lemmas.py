@@ -45,6 +45,7 @@ from dpbayes.programs import outward
 
 __all__ = [
     "LEMMA_6_1_HELLINGER",
+    "MAX_LEMMA_N",
     "beta_bernoulli_bounds",
     "dirichlet_categorical_bounds",
     "le_cam_tv",
@@ -68,8 +69,23 @@ def le_cam_tv(h: float) -> float:
     return min(1.0, outward.special(h * math.sqrt(2.0 - h * h)))
 
 
+#: Largest n the Beta lemma enumerates (arrays of n doubles; ~17 s at this n). The same
+#: as ``dpbayes audit``'s largest --n (``cli.cmd_audit.MAX_AUDIT_N``); at n = 10^11 the
+#: enumeration asked numpy for 745 GiB.
+MAX_LEMMA_N = 10_000_000
+
+
 def beta_bernoulli_bounds(a: float, b: float, n: int) -> dict[str, Any]:
-    """Largest distances between Beta posteriors of n coin flips differing in one flip."""
+    """Largest distances between Beta posteriors of n coin flips differing in one flip.
+
+    n (records observed, public ones included) is at most :data:`MAX_LEMMA_N`: the
+    maximum is taken over all n counts.
+    """
+    if n > MAX_LEMMA_N:
+        raise ValueError(
+            f"n must be at most {MAX_LEMMA_N:,} for a Beta (or 2-category Dirichlet) "
+            f"posterior: the observe lemma enumerates the n counts, got n = {n:,}"
+        )
     k = np.arange(n, dtype=float)
     a1, b1 = a + k + 1.0, b + (n - 1) - k
     a2, b2 = a + k, b + n - k
