@@ -167,3 +167,30 @@ def test_max_pairs_below_one_is_refused(capsys, value: str) -> None:
         capsys, "--model", "beta-bernoulli", "--mechanism", "laplace", "--keep-pairs", value
     )
     one_line_error(code, out, err, f"--keep-pairs must be >= 1, got {value}")
+
+
+# ------------------------------------------------------- review: arguments named, capped
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--example", "input-normal", "--delta", "1e-9", "--samples", "100"), "--delta"),
+        (("--example", "input-beta", "--seed", "-1", "--samples", "100"), "--seed"),
+        (("--example", "input-beta", "--epsilon", "1e-320"), "--epsilon"),
+        (
+            ("--model", "dirichlet-categorical", "--mechanism", "laplace", "--categories",
+             "100000000"),
+            "--categories",
+        ),
+        (("--model", "beta-bernoulli", "--mechanism", "laplace", "--samples", "100000000"),
+         "--samples"),
+        (
+            ("--model", "dirichlet-categorical", "--mechanism", "laplace", "--categories",
+             "1000", "--samples", "100000"),
+            "--samples times --categories",
+        ),
+    ],
+)  # fmt: skip
+def test_audit_arguments_are_refused_in_one_line_naming_them(capsys, args, needle) -> None:
+    one_line_error(*run(capsys, *args), needle)

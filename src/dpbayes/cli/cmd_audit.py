@@ -38,6 +38,15 @@ MAX_EXAMPLE_TUPLES = 1_000_000
 #: (--max-pairs pairs of two data sets of n records each; 800 MB as 8-byte integers).
 MAX_PAIR_RECORDS = 100_000_000
 
+#: Largest --samples (outputs drawn per data set; the outputs of a pair are held at once).
+MAX_AUDIT_SAMPLES = 10_000_000
+
+#: Largest --categories of the die model, and of --samples times --categories (its outputs
+#: are vectors of that many coordinates: ~90 bytes each, so at most ~1 GB; a review ran
+#: --categories 100000000 to 8.7 GB).
+MAX_AUDIT_CATEGORIES = 1_000
+MAX_AUDIT_OUTPUT_COORDS = 10_000_000
+
 #: The examples whose neighbours are k vs k + 1 ones for every k (n pairs, built lazily
 #: here: only the first --max-pairs of them).
 _BOOL_PAIR_EXAMPLES = frozenset({"input-beta", "params-beta", "hellinger-beta"})
@@ -162,19 +171,37 @@ def _result(args: argparse.Namespace) -> Any:
         raise ValueError(f"--max-pairs must be >= 1, got {args.max_pairs}")
     if args.keep_pairs is not None and args.keep_pairs < 1:
         raise ValueError(f"--keep-pairs must be >= 1, got {args.keep_pairs}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {args.seed}")
+    if not 1 <= args.samples <= MAX_AUDIT_SAMPLES:
+        raise ValueError(
+            f"--samples must be between 1 and {MAX_AUDIT_SAMPLES:,} (outputs drawn per data "
+            f"set), got {args.samples:,}"
+        )
 
     if args.example:
         from dataclasses import replace
 
         if args.prior is not None:
             raise ValueError("--prior is for --model, not --example")
+        if args.delta is not None:
+            raise ValueError(
+                "--delta is for --model, not --example (an example's delta is fixed by its "
+                "program's certificate)"
+            )
 
         from dpbayes.programs import examples as ex
 
         if args.example not in ex.EXAMPLES:
             raise ValueError(f"example must be one of {sorted(ex.EXAMPLES)}, got {args.example!r}")
         _check_example_n(args, ex.EXAMPLES)
-        e = ex.EXAMPLES[args.example](n=args.n, epsilon=args.epsilon)
+        try:
+            e = ex.EXAMPLES[args.example](n=args.n, epsilon=args.epsilon)
+        except ValueError as err:
+            raise ValueError(
+                f"--epsilon {args.epsilon:g} is refused by --example {args.example} "
+                f"(--n {args.n}): {err}"
+            ) from None
         r = audit(
             e.program,
             _example_pairs(args, e),
@@ -191,6 +218,17 @@ def _result(args: argparse.Namespace) -> Any:
         return replace(r, details={"certificate": cert.to_dict(), "n": args.n})
     if not args.model or not args.mechanism:
         raise ValueError("give --model and --mechanism, or --example")
+    if not 2 <= args.categories <= MAX_AUDIT_CATEGORIES:
+        raise ValueError(
+            f"--categories must be between 2 and {MAX_AUDIT_CATEGORIES:,}, got {args.categories:,}"
+        )
+    if args.model == "dirichlet-categorical":
+        if args.samples * args.categories > MAX_AUDIT_OUTPUT_COORDS:
+            raise ValueError(
+                f"--samples times --categories must be at most {MAX_AUDIT_OUTPUT_COORDS:,} "
+                f"(each output has --categories coordinates), got {args.samples:,} x "
+                f"{args.categories:,}"
+            )
     options: dict[str, Any] = {}
     if args.sensitivity:
         options["sensitivity"] = args.sensitivity
