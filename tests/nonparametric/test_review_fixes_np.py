@@ -70,3 +70,34 @@ def test_laplace_epsilon_beyond_the_sampler_range_is_refused_naming_epsilon():
     mech = LocalLaplace(epsilon=LAPLACE_MAX_EPSILON, r=1.0)
     z = mech.privatize(np.linspace(-1, 1, 30), rng=1)
     assert np.isfinite(_fit(DPMixture(mechanism=mech), z).mean())
+
+
+@pytest.mark.parametrize(
+    "kw,name",
+    [
+        (dict(alpha=1e300, alpha_prior=None), r"^alpha = "),
+        (dict(alpha=1e6, alpha_prior=None), r"^alpha = "),
+        (dict(alpha=1e6), r"^alpha = "),
+        (dict(alpha_prior=(1e-300, 1.0)), r"^alpha_prior\[0\] \(shape\)"),
+        (dict(alpha_prior=(1.0, 1e-300)), r"^alpha_prior = "),
+        (dict(alpha_prior=(1.0, 1e300)), r"^alpha_prior\[1\] \(rate\)"),
+        (dict(base=(0.0, 1e-300), base_prior=None), r"^base\[1\] \(sigma\)"),
+        (dict(base=(0.0, 1e300), base_prior=None), r"^base\[1\] \(sigma\)"),
+        (dict(base=(0.0, 1e300)), r"^base\[1\] \(sigma\)"),
+    ],
+)
+def test_hyperparameters_the_sampler_cannot_handle_are_refused_naming_them(kw, name):
+    with pytest.raises(ValueError, match=name):
+        DPMixture(mechanism=LocalLaplace(epsilon=1.0, r=3.0), **kw)
+
+
+def test_hyperparameters_at_the_bounds_still_fit():
+    mech = LocalLaplace(epsilon=1.0, r=3.0)
+    z = mech.privatize(np.random.default_rng(0).normal(0, 1, 50), rng=1)
+    for kw in (
+        dict(alpha_prior=(0.1, 1e6)),
+        dict(alpha=1e-300, alpha_prior=None),
+        dict(base=(0.0, 3.1e-8), base_prior=None),
+        dict(base=(0.0, 2.9e8), base_prior=None),
+    ):
+        assert np.isfinite(_fit(DPMixture(mechanism=mech, **kw), z).mean()), kw

@@ -34,6 +34,7 @@ from dpbayes.nonparametric.base import BasePrior, draw_base, update_base
 from dpbayes.nonparametric.fit import DPMixtureFit
 from dpbayes.nonparametric.kernels_truncnorm import laplace_new_weights
 from dpbayes.nonparametric.mechanisms import (
+    R_RANGE,
     CustomMechanism,
     LocalGaussian,
     LocalLaplace,
@@ -46,6 +47,8 @@ from dpbayes.privacy.validation import check_array, check_finite, check_int, che
 from dpbayes.progress import Progress
 
 __all__ = [
+    "ALPHA_MAX",
+    "BASE_SIGMA_RANGE",
     "DEFAULT_ALPHA_PRIOR",
     "LAPLACE_MAX_EPSILON",
     "STICK_TAIL",
@@ -60,6 +63,21 @@ DEFAULT_ALPHA_PRIOR = (2.0, 0.5)
 
 STICK_TAIL = 1e-12
 """Stick-breaking of the DP(alpha, P0) part of a draw of P stops below this remaining mass."""
+
+ALPHA_MAX = 1000.0
+"""Largest concentration accepted (fixed, or the starting value): each draw of P holds
+about 28 alpha stick-breaking atoms, and the sweeps slow with it (alpha = 1e6 ran for
+minutes on 100 values, 1e300 failed to allocate). A Gamma prior on alpha must have
+mean + sd = (shape + sqrt(shape)) / rate <= ALPHA_MAX, shape >= 0.1 and rate <= 1e6
+(beyond, draws of alpha underflow to 0 or, with a rate near 0, drift without bound)."""
+
+ALPHA_PRIOR_MIN_SHAPE = 0.1
+ALPHA_PRIOR_MAX_RATE = 1e6
+
+BASE_SIGMA_RANGE = (1e-8, 1e8)
+"""The base measure's sigma relative to the clipping bound r (absolute for a
+:class:`CustomMechanism`: within :data:`~dpbayes.nonparametric.mechanisms.R_RANGE`);
+sigma = 1e-300 divided by zero and 1e300 gave a NaN mean."""
 
 LAPLACE_MAX_EPSILON = 1400.0
 """Largest epsilon of a :class:`LocalLaplace` the sampler accepts: it works with
@@ -192,6 +210,11 @@ class DPMixture:
         object.__setattr__(self, "support", support)
         object.__setattr__(self, "_r", r_mech if support == "clipped" else None)
         object.__setattr__(self, "alpha", check_positive(self.alpha, "alpha"))
+        if self.alpha > ALPHA_MAX:
+            raise ValueError(
+                f"alpha = {self.alpha:.6g} is above {ALPHA_MAX:g}: each draw of P would hold "
+                f"about {28 * self.alpha:.3g} atoms"
+            )
         if self.base is None and not clipped:
             raise ValueError("base=(mu, sigma) must be given for a CustomMechanism")
         if r_mech is not None and self.base is None:
@@ -200,6 +223,14 @@ class DPMixture:
             base = _pair(self.base, "base")
         object.__setattr__(self, "_mu", check_finite(base[0], "base[0] (mu)"))
         object.__setattr__(self, "_sigma", check_positive(base[1], "base[1] (sigma)"))
+        unit = 1.0 if r_mech is None else r_mech
+        lo, hi = R_RANGE if r_mech is None else BASE_SIGMA_RANGE
+        if not lo * unit <= self._sigma <= hi * unit:
+            where = f"[{lo:g}, {hi:g}]" if r_mech is None else f"[{lo:g} r, {hi:g} r]"
+            raise ValueError(
+                f"base[1] (sigma) = {self._sigma:.6g} is outside {where}, the range the "
+                "sampler handles without overflow"
+            )
         prior = self.base_prior
         if isinstance(prior, str):
             if prior != "auto":
@@ -212,6 +243,21 @@ class DPMixture:
             shape, rate = _pair(self.alpha_prior, "alpha_prior (shape, rate)")
             check_positive(shape, "alpha_prior[0] (shape)")
             check_positive(rate, "alpha_prior[1] (rate)")
+            if shape < ALPHA_PRIOR_MIN_SHAPE:
+                raise ValueError(
+                    f"alpha_prior[0] (shape) = {shape:.6g} is below {ALPHA_PRIOR_MIN_SHAPE:g}: "
+                    "draws of alpha would underflow to 0"
+                )
+            if rate > ALPHA_PRIOR_MAX_RATE:
+                raise ValueError(
+                    f"alpha_prior[1] (rate) = {rate:.6g} is above {ALPHA_PRIOR_MAX_RATE:g}: "
+                    "draws of alpha would underflow to 0"
+                )
+            if (shape + math.sqrt(shape)) / rate > ALPHA_MAX:
+                raise ValueError(
+                    f"alpha_prior = ({shape:.6g}, {rate:.6g}) puts alpha above {ALPHA_MAX:g} "
+                    "(prior mean + sd = (shape + sqrt(shape)) / rate): raise the rate"
+                )
         check_int(self.m_aux, "m_aux", minimum=1)
         if self.stick_atoms is not None:
             check_int(self.stick_atoms, "stick_atoms", minimum=1)
