@@ -172,11 +172,14 @@ def _dry_run(args: argparse.Namespace, user: str | None, k: int | None) -> int:
     return 0
 
 
-def _noise_aware(rel: Any, quiet: bool, made: str) -> tuple[Any, str | None, bool]:
-    """(posterior, why it is missing, interrupted). Runs after the charge: whatever stops
-    it (an error, Ctrl+C or SIGTERM, memory), the release that was paid for is still
-    printed. SIGTERM is already turned into Ctrl+C by :func:`run_release`."""
-    from dpbayes.release.display import slow_reason
+def _noise_aware(
+    rel: Any, quiet: bool, made: str, level: float
+) -> tuple[Any, dict | None, str | None, bool]:
+    """(posterior, its summary, why they are missing, interrupted). Runs after the
+    charge: whatever stops it (an error, Ctrl+C or SIGTERM, memory), the release that was
+    paid for is still printed. The summary (quantiles: slow too) is computed here, under
+    the same guard. SIGTERM is already turned into Ctrl+C by :func:`run_release`."""
+    from dpbayes.release.display import slow_reason, summarise
 
     slow = slow_reason(rel)
     label = "noise-aware posterior" + (f" ({slow})" if slow else "")
@@ -184,11 +187,13 @@ def _noise_aware(rel: Any, quiet: bool, made: str) -> tuple[Any, str | None, boo
         if slow:  # a kill (SIGKILL) during a long computation cannot be caught: say it first
             print(f"dpbayes: {made}: {json.dumps(rel.released)}", file=sys.stderr)
         with progress(label, quiet=quiet):
-            return rel.noise_aware_posterior(), None, False
+            aware = rel.noise_aware_posterior()
+            return aware, summarise(aware, level), None, False
     except KeyboardInterrupt:
-        return None, "interrupted (Ctrl+C or SIGTERM)", True
+        return None, None, "interrupted (Ctrl+C or SIGTERM)", True
     except Exception as exc:  # charged already: nothing may lose the release
-        return None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, False
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, None, why, False
 
 
 def _made(rel: Any, args: argparse.Namespace) -> str:
@@ -222,11 +227,11 @@ def _on_sigterm(handler: Any) -> Any:
     return signal.signal(signal.SIGTERM, handler)
 
 
-def _record(rel: Any, aware: Any, why: str | None, level: float, accountant: Any) -> dict:
+def _record(rel: Any, summary: dict | None, why: str | None, level: float, accountant: Any) -> dict:
     from dpbayes.release.display import NAIVE_LABEL, NOISE_AWARE_LABEL, summarise
 
     na: dict[str, Any] = {"label": NOISE_AWARE_LABEL}
-    na.update(summarise(aware, level) if aware is not None else {"error": why})
+    na.update(summary if summary is not None else {"error": why})
     naive = {"label": NAIVE_LABEL, **summarise(rel.posterior, level)}
     out: dict[str, Any] = {"noise_aware_posterior": na, "naive_posterior": naive}
     out.update(rel.to_dict())
@@ -340,13 +345,14 @@ def _after_charge(
     Ctrl+C or SIGTERM), the release is shown (on stdout, else on stderr), never lost. The
     record is shown before the figure is drawn (the slow step)."""
     made = _made(rel, args)
-    aware, why, interrupted = _noise_aware(rel, args.quiet, made)
-    rec = _record(rel, aware, why, level, accountant)
+    aware, summary, why, interrupted = _noise_aware(rel, args.quiet, made, level)
     failures: list[str] = []
     if interrupted:
         failures.append("interrupted during the noise-aware posterior")
+    rec: dict | None = None
     shown = False
     try:
+        rec = _record(rel, summary, why, level, accountant)
         json_to_stdout = args.json == "-"
         if args.json not in (None, "-"):
             try:
@@ -378,6 +384,8 @@ def _after_charge(
     except KeyboardInterrupt:
         interrupted = True
         failures.append("interrupted (Ctrl+C or SIGTERM) while writing the outputs")
+        if rec is None:
+            rec = _record(rel, summary, why, level, accountant)
     if not failures:
         return 0
     where = "is printed on stdout" if shown else "is printed below"
