@@ -278,3 +278,54 @@ def test_a_read_only_install_without_a_home_still_releases(tmp_path: Path) -> No
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-500:]
     assert "released:" in out.stdout
     assert not list(tmp_path.glob("dpbayes-numba-*"))  # the temporary cache is removed
+
+
+def test_after_the_noise_the_cli_says_what_was_made_and_what_was_charged(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, full_disk_json: Any
+) -> None:
+    monkeypatch.setattr("dpbayes.cli.release_run.emit_json", full_disk_json)
+    code = main(["release", "--epsilon", "1", "--seed", "1", "--json", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "the simulation (seeded noise, not a release) was made" in err
+    assert "no ledger was charged" in err and "(charged)" not in err
+    ledger = _budget(tmp_path)
+    code = main(
+        ["release", "--epsilon", "1", "--budget-file", str(ledger), "--json",
+         str(tmp_path / "r.json")]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and f"the release was made and charged to --budget-file {ledger}" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["query", "--attribute", "x=bins:abc"], "--attribute x=bins:...: not a number: 'abc'"),
+        (["query", "--attribute", "x=bins:3,1"], "--attribute x=bins:...: edges must be"),
+        (["privatize", "--r", "1e308"], "--r 1e+308: "),
+        (["privatize", "--data", "{empty}"], "the file is empty"),
+        (["privatize", "--data", "{header}"], "column 'x' has no rows to privatise"),
+        (["budget", "init", "{ledger}", "--epsilon", "1"], "`dpbayes budget show "),
+    ],
+)
+def test_errors_name_the_flag_or_the_command(
+    tmp_path: Path, capsys, argv: list[str], said: str
+) -> None:
+    files = {"empty": tmp_path / "e.csv", "header": tmp_path / "h.csv", "ledger": _budget(tmp_path)}
+    files["empty"].write_text("")
+    files["header"].write_text("x\n")
+    (tmp_path / "d.csv").write_text("x\n1\n2\n")
+    capsys.readouterr()
+    argv = [a.format(**files) for a in argv]
+    if argv[0] == "query":
+        argv += ["--state", str(tmp_path / "st"), "--epsilon", "1", "--where", "",
+                 "--half-width", "1", "--confidence", "0.9"]  # fmt: skip
+    elif argv[0] == "privatize":
+        data = [] if "--data" in argv else ["--data", str(tmp_path / "d.csv")]
+        r = [] if "--r" in argv else ["--r", "1"]
+        argv += [*data, *r, "--column", "x", "--epsilon", "1", "--out", str(tmp_path / "o.csv")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err and "Accountant" not in err
+    assert not (tmp_path / "o.csv").exists() and not (tmp_path / "st").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +37,12 @@ def run_init(args: argparse.Namespace) -> int:
     from dpbayes.privacy import Accountant
 
     check_destination(args.file, "ledger file")  # its folder exists, it is no folder
+    if os.path.lexists(args.file):
+        raise OSError(
+            f"ledger file {args.file} already exists (a ledger is never overwritten): "
+            f"`dpbayes budget show {args.file}` shows it, --budget-file {args.file} spends "
+            "from it"
+        )
     acc = Accountant(args.epsilon, args.delta, path=args.file, composition=args.composition)
     if args.json is not None:
         emit_json({"path": str(acc.path), **acc.summary()}, args.json)

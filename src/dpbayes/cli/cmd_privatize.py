@@ -70,6 +70,8 @@ def _read_column(path: Path, column: str, *, as_text: bool) -> Any:
         header = list(pd.read_csv(path, nrows=0).columns)
     except UnicodeDecodeError:
         raise ValueError(f"--data {path}: neither UTF-8 CSV nor Parquet") from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"--data {path}: the file is empty (no header, no rows)") from None
     if column not in header:
         raise ValueError(f"--column {column!r} is not in {path.name} (columns: {header})")
     dtype = {column: str} if as_text else None
@@ -158,20 +160,28 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         col = _read_column(path, args.column, as_text=False)
+        if len(col) == 0:
+            raise ValueError(f"--data {path}: column {args.column!r} has no rows to privatise")
         if not pd.api.types.is_numeric_dtype(col):
             raise ValueError(
                 f"column {args.column!r} must be numeric for the {args.mechanism} mechanism"
             )
         if col.isna().any():
             raise ValueError(f"column {args.column!r} has missing values; privatise complete data")
-        result = privatize(
-            col.to_numpy(dtype=float),
-            mechanism=args.mechanism,
-            epsilon=args.epsilon,
-            delta=0.0 if args.delta is None else args.delta,
-            r=args.r,
-            rng=args.seed,
-        )
+        try:
+            result = privatize(
+                col.to_numpy(dtype=float),
+                mechanism=args.mechanism,
+                epsilon=args.epsilon,
+                delta=0.0 if args.delta is None else args.delta,
+                r=args.r,
+                rng=args.seed,
+            )
+        except ValueError as exc:  # the library names its argument; the CLI its flag
+            text = str(exc)
+            if text.startswith(("r ", "r=", "sensitivity ")):
+                raise ValueError(f"--r {args.r:g}: {text}") from None
+            raise
     # released from here on: a failing write still prints the guarantee and says so
     text = json.dumps(result.guarantee.to_dict(), indent=2, default=str) + "\n"
     _write_both(pd.DataFrame({args.column: result.values}), out, sidecar, text)

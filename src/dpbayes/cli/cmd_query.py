@@ -115,7 +115,14 @@ def parse_attribute(spec: str) -> tuple[str, dict[str, Any]]:
     name, _, rest = spec.partition("=")
     name = name.strip()
     if rest.startswith("bins:"):
-        edges = [float(e) for e in rest[5:].split(",") if e.strip()]
+        from dpbayes.answers import Bins
+
+        try:
+            edges = [float(e) for e in rest[5:].split(",") if e.strip()]
+            Bins(edges)
+        except ValueError as exc:
+            why = str(exc).replace("could not convert string to float:", "not a number:")
+            raise ValueError(f"--attribute {name}=bins:...: {why}") from None
         return name, {"bins": edges}
     values = [_value(v) for v in rest.split(",") if v.strip()]
     if not values:
