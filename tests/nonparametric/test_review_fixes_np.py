@@ -101,3 +101,33 @@ def test_hyperparameters_at_the_bounds_still_fit():
         dict(base=(0.0, 2.9e8), base_prior=None),
     ):
         assert np.isfinite(_fit(DPMixture(mechanism=mech, **kw), z).mean()), kw
+
+
+def test_custom_logpdf_returning_nan_or_plus_inf_is_refused():
+    from dpbayes.nonparametric import CustomMechanism
+
+    def nan_everywhere(z, x):
+        return np.full(np.broadcast(z, x).shape, np.nan)
+
+    def inf_everywhere(z, x):
+        return np.full(np.broadcast(z, x).shape, np.inf)
+
+    for bad, what in ((nan_everywhere, "NaN"), (inf_everywhere, r"\+inf")):
+        with pytest.raises(ValueError, match=rf"^logpdf returned {what}"):
+            CustomMechanism(logpdf=bad)
+
+    def nan_far_away(z, x):  # fine at the probe (z = x = 0), NaN in the fit
+        d = z - x
+        return np.where(np.abs(d) > 0.5, np.nan, -0.5 * d * d)
+
+    model = DPMixture(mechanism=CustomMechanism(logpdf=nan_far_away), base=(0.0, 1.0))
+    z = np.random.default_rng(0).normal(1.0, 0.5, 50)
+    with pytest.raises(ValueError, match=r"^logpdf returned NaN"):
+        _fit(model, z)
+
+    def zero_density_far_away(z, x):  # -inf is a zero density: allowed
+        d = z - x
+        return np.where(np.abs(d) > 5.0, -np.inf, -0.5 * d * d)
+
+    fit = _fit(DPMixture(mechanism=CustomMechanism(logpdf=zero_density_far_away), base=(0, 1)), z)
+    assert np.isfinite(fit.mean())

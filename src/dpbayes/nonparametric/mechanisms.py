@@ -264,6 +264,16 @@ class LocalGaussian(_ClippedLocal):
         )
 
 
+def _check_logpdf_values(values: np.ndarray) -> np.ndarray:
+    """A log-density is finite or -inf (zero density): NaN and +inf are refused."""
+    if not np.all(values < np.inf):  # false for NaN and +inf
+        what = "NaN" if np.isnan(values).any() else "+inf"
+        raise ValueError(
+            f"logpdf returned {what}: a log-density must be finite or -inf (zero density)"
+        )
+    return values
+
+
 @dataclass(frozen=True, kw_only=True)
 class CustomMechanism:
     """Any known local mechanism, given as a vectorised log-density ``logpdf(z, x)``.
@@ -288,12 +298,16 @@ class CustomMechanism:
                 f"logpdf must broadcast z of shape (2, 1) with x of shape (1, 3) to (2, 3), "
                 f"got shape {probe.shape}"
             )
+        _check_logpdf_values(probe)
 
     def params(self) -> dict[str, Any]:
         return {"logpdf": self.logpdf}
 
     def loglik(self, z: Any, x: Any) -> np.ndarray:
-        return np.asarray(self.logpdf(np.asarray(z, dtype=float), np.asarray(x, dtype=float)))
+        out = np.asarray(
+            self.logpdf(np.asarray(z, dtype=float), np.asarray(x, dtype=float)), dtype=float
+        )
+        return _check_logpdf_values(out)
 
     def conditional(self, *args: Any, **kwargs: Any) -> Intervals | None:
         return None  # no closed form: the sampler uses a Metropolis step
