@@ -131,3 +131,31 @@ def test_custom_logpdf_returning_nan_or_plus_inf_is_refused():
 
     fit = _fit(DPMixture(mechanism=CustomMechanism(logpdf=zero_density_far_away), base=(0, 1)), z)
     assert np.isfinite(fit.mean())
+
+
+def test_wasserstein1_needs_an_increasing_grid_of_matching_length():
+    from dpbayes.nonparametric import baselines as B
+
+    g = np.linspace(-3, 3, 7)
+    f, h = B.empirical_cdf([0.0, 1.0], g), B.empirical_cdf([-1.0, 2.0], g)
+    assert B.wasserstein1(f, h, g) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="grid must be strictly increasing"):
+        B.wasserstein1(f[::-1], h[::-1], g[::-1])  # gave -1.0
+    with pytest.raises(ValueError, match="grid must be strictly increasing"):
+        B.wasserstein1(f, h, np.array([0.0, 1, 1, 2, 3, 4, 5]))
+    with pytest.raises(ValueError, match="equal lengths"):
+        B.wasserstein1(f[:-1], h, g)
+
+
+@pytest.mark.parametrize("value", [1.0, 1e-300])
+def test_zero_bandwidth_is_refused_naming_z_and_bandwidth(value):
+    from dpbayes.nonparametric import baselines as B
+
+    z = np.full(50, value)
+    if value < 1:
+        z[0] = 1.5 * value  # a spread of 1e-301: h underflows to 0
+    with pytest.raises(ValueError, match=r"^z has .*bandwidth="):
+        B.normal_reference_bandwidth(z, 1.0)
+    with pytest.raises(ValueError, match=r"^z has .*bandwidth="):
+        B.deconvolution_kde_laplace(z, 1.0, np.linspace(-3, 3, 7))
+    assert np.all(np.isfinite(B.deconvolution_kde_laplace(z, 1.0, [0.0, 1.0], bandwidth=0.5)))

@@ -42,9 +42,17 @@ def wasserstein1(cdf_a: Any, cdf_b: Any, grid: Any) -> float:
     """W1 = integral of |F_a - F_b| over ``grid`` (trapezoid rule); both CDFs on ``grid``.
 
     Exact up to the grid step when both distributions live inside [grid[0], grid[-1]].
+    ``grid`` must be strictly increasing, and both CDFs hold one value per grid point.
     """
     g = check_array(grid, "grid", min_size=2)
-    d = np.abs(check_array(cdf_a, "cdf_a") - check_array(cdf_b, "cdf_b"))
+    if not np.all(np.diff(g) > 0):
+        raise ValueError("grid must be strictly increasing")
+    a, b = check_array(cdf_a, "cdf_a"), check_array(cdf_b, "cdf_b")
+    if a.shape != g.shape or b.shape != g.shape:
+        raise ValueError(
+            f"cdf_a, cdf_b and grid must have equal lengths, got {a.size}, {b.size}, {g.size}"
+        )
+    d = np.abs(a - b)
     return float(np.sum(0.5 * (d[1:] + d[:-1]) * np.diff(g)))
 
 
@@ -56,11 +64,18 @@ def empirical_cdf(values: Any, grid: Any) -> np.ndarray:
 
 def normal_reference_bandwidth(z: Any, b: float) -> float:
     """h = (5 b^4 s^5 / n)^(1/9): the AMISE-optimal bandwidth of the Laplace deconvolution KDE
-    with a Normal kernel when the target is Normal with sd s (estimated as sqrt(var Z - 2 b^2))."""
+    with a Normal kernel when the target is Normal with sd s (estimated as sqrt(var Z - 2 b^2)).
+    ``z`` with (next to) no spread, h = 0, is refused: pass a bandwidth instead."""
     zz = check_array(z, "z", min_size=2)
     b = check_positive(b, "b")
     s2 = max(float(np.var(zz)) - 2.0 * b * b, (0.05 * float(np.std(zz))) ** 2)
-    return float((5.0 * b**4 * s2**2.5 / zz.shape[0]) ** (1.0 / 9.0))
+    h = float((5.0 * b**4 * s2**2.5 / zz.shape[0]) ** (1.0 / 9.0))
+    if not h > 0:
+        raise ValueError(
+            "z has (next to) no spread: the normal-reference bandwidth is 0; "
+            "give bandwidth= explicitly"
+        )
+    return h
 
 
 def deconvolution_kde_laplace(
