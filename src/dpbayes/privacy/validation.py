@@ -142,6 +142,8 @@ def check_rng(rng: Any) -> np.random.Generator | None:
         return rng
     if isinstance(rng, bool | np.bool_):
         raise TypeError(f"rng must be None, an int seed or a numpy Generator, got {rng!r}")
+    if isinstance(rng, numbers.Integral) and int(rng) < 0:
+        raise ValueError(f"rng (seed) must be >= 0, got {int(rng)}")
     if isinstance(rng, numbers.Integral | np.random.SeedSequence):
         return np.random.default_rng(rng)  # type: ignore[arg-type]
     raise TypeError(f"rng must be None, an int seed or a numpy Generator, got {type(rng).__name__}")
