@@ -180,7 +180,8 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:  # the library names its argument; the CLI its flag
             text = str(exc)
             if text.startswith(("r ", "r=", "sensitivity ")):
-                raise ValueError(f"--r {args.r:g}: {text}") from None
+                flag = "--r" if args.r is None else f"--r {args.r:g}"
+                raise ValueError(f"{flag}: {text}") from None
             raise
     # released from here on: a failing write still prints the guarantee and says so
     text = json.dumps(result.guarantee.to_dict(), indent=2, default=str) + "\n"
