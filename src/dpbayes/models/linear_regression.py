@@ -138,11 +138,11 @@ class BayesianLinearRegression:
     clip:
         ``"ball"`` (default): rows scaled into ||x||_2 <= feature_bound; ``"box"``: every
         feature clipped to [-feature_bound, feature_bound] (the sufficient-statistics
-        release ``mechanism="ssp"`` is calibrated to the box, which contains the ball).
+        release ``mechanism="ssp"`` uses the box and the ball's bound on ||x||^2).
     norm_bound:
         R > 0 or ``None`` (default): after the clip, rows scaled into ||x||_2 <= R. The
-        ``"ssp"`` release's Gaussian noise is calibrated to the smaller of R^2 and the
-        clip's bound on ||x||^2 (d B^2 for the box, B^2 for the ball).
+        ``"ssp"`` release's noise (Gaussian and Laplace) is calibrated to the smaller of
+        R^2 and the clip's bound on ||x||^2 (d B^2 for the box, B^2 for the ball).
     """
 
     def __init__(

@@ -106,8 +106,8 @@ class BayesianLogisticRegression:
         B > 0: every feature is clipped to [-B, B] (a public, data-independent map).
     norm_bound:
         ``None`` (default) or R_x > 0: after the box, every row is scaled into
-        ||x||_2 <= R_x (public, data-independent); the release's Gaussian noise is then
-        calibrated to min(d B^2, R_x^2) instead of d B^2.
+        ||x||_2 <= R_x (public, data-independent); the release's noise (Gaussian and
+        Laplace) is then calibrated to min(d B^2, R_x^2) instead of d B^2.
     radius:
         R > 0 of the approximation interval [-R, R] for the margin y x'w; ``None``:
         R = R_x / sqrt(lambda), the largest row norm R_x (B sqrt(d) without ``norm_bound``)

@@ -18,7 +18,9 @@ With b the coordinate bounds of v, S_b = sum b_j and R^2 = sum b_j^2 (PROOF.md):
 
 * Delta_1 = (S_b^2 + R^2) / 2 under substitute or add/remove one record (attained:
   one record at the corner b, the other 0); logistic: (S_b^2 + R^2) / 2 - 1/2, since the
-  constant entry never changes (an upper bound);
+  constant entry never changes (an upper bound). With a bound R_x^2 on ||x||^2 below the
+  box's (a row-norm bound, or clip="ball"), S_b and R^2 are those of a = max(|v|, |w|):
+  ||a_x||^2 <= 2 R_x^2 (substitute) or R_x^2 (add/remove), ||a_x||_1 <= sqrt(d ||a_x||^2);
 * Delta_2 = sqrt(2) R^2 under substitute, R^2 under add/remove (logistic:
   sqrt(2) R^2 and sqrt(R^4 - 1));
 * user level (k rows per user, add/remove): k times these (triangle inequality).
@@ -527,7 +529,7 @@ def plan_linear_ssp(
     changes by at most Delta_1 in L1 / Delta_2 in L2 (module docstring, PROOF.md), so
     Laplace(Delta_1 / eps) is eps-DP and the analytic Gaussian is (eps, delta)-DP.
     ``first_order_share``: rho of the budget for (X'y, y'y), the rest for X'X (§3b);
-    ``None``: one joint release. The Gaussian uses the model's bound on ||x||^2.
+    ``None``: one joint release. Both noises use the model's bound on ||x||^2.
     """
     kind = _noise_kind(noise, delta)
     _check_linear_bounds(model)
