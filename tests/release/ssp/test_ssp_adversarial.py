@@ -148,6 +148,36 @@ def test_laplace_loss_of_the_worst_pair_is_at_most_the_claim(
 
 @pytest.mark.parametrize("kind", ["linear", "logistic"])
 @pytest.mark.parametrize("neighbours", ["substitute", "add-remove"])
+@pytest.mark.parametrize("antipodal", [False, True])
+def test_laplace_with_a_row_norm_bound_stays_within_the_claim(
+    kind: str, neighbours: str, antipodal: bool
+) -> None:
+    """PROOF.md §2 with a row-norm bound: the corner record scaled onto the sphere of
+    radius 0.8 (the even point, where one record's ||x||_1 = sqrt(d) R_x peaks), against 0,
+    its mirror image or nothing; under add/remove the linear pair attains the bound."""
+    if antipodal and neighbours == "add-remove":
+        pytest.skip("a mirror image is a substitution")
+    eps, r = 1.0, 0.8
+    model, data, _, v, v2 = pair(kind, 2000, neighbours, seed=3, norm_bound=r, antipodal=antipodal)
+    const = kind == "logistic"
+    g = plan(model, data, mechanism="ssp", epsilon=eps, neighbours=neighbours).guarantee
+    bu = 2.0 if kind == "linear" else 1.0
+    r2 = (2.0 if neighbours == "substitute" else 1.0) * r * r  # the bound on ||a_x||^2
+    sa = min(2.0, math.sqrt(2 * r2)) + bu
+    assert g.details["sensitivity_exact"] == pytest.approx(
+        (sa**2 + r2 + bu**2) / 2 - (0.5 if const else 0.0), rel=1e-14
+    )
+    diff = released(v, weighted=False, constant_last=const) - released(
+        v2, weighted=False, constant_last=const
+    )
+    loss = float(np.abs(diff).sum()) / g.details["scale"]
+    assert loss <= eps * (1 + 1e-9)
+    if kind == "linear" and neighbours == "add-remove":
+        assert loss == pytest.approx(eps * g.details["sensitivity_exact"] / g.sensitivity, rel=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["linear", "logistic"])
+@pytest.mark.parametrize("neighbours", ["substitute", "add-remove"])
 @pytest.mark.parametrize("eps, delta", [(0.01, 1e-10), (1.0, 1e-6), (100.0, 1e-3)])
 @pytest.mark.parametrize(
     "share, norm_bound, antipodal",
