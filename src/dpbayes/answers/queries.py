@@ -340,7 +340,7 @@ def make_query(
         mask = mask * np.asarray(vals).reshape(shape)
     s = check_finite(scale, "scale")
     coef = (mask * s).ravel()
-    text = where.strip() or "all records"
+    text = where.strip() or "all records in the domain"
     if weights:
         text += f" weighted by {sorted(weights)}"
     if s != 1.0:

@@ -31,7 +31,13 @@ import numpy as np
 from scipy import special
 
 from dpbayes.models.distributions import Beta, Dirichlet, Distribution, Normal
-from dpbayes.models.lgamma_differences import betaln, bregman_lgamma, jensen_lgamma, log1pmx
+from dpbayes.models.lgamma_differences import (
+    betaln,
+    bregman_lgamma,
+    gammaln,
+    jensen_lgamma,
+    log1pmx,
+)
 
 __all__ = [
     "f_divergence",
@@ -99,7 +105,7 @@ def _log_beta_terms(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     is_top = np.arange(x.shape[-1]) == top[..., None]
     hi = np.max(x, axis=-1)
     r = np.sum(np.where(is_top, 0.0, x), axis=-1)
-    lg = np.where(is_top, 0.0, special.gammaln(x))
+    lg = np.where(is_top, 0.0, gammaln(x))
     d_term, psi_term = bregman_lgamma(hi, r), r * special.digamma(hi)
     value = np.sum(lg, axis=-1) - d_term - psi_term
     return value, np.sum(np.abs(lg), axis=-1) + np.abs(d_term) + np.abs(psi_term)

@@ -43,6 +43,7 @@ __all__ = [
     "STIRLING_TAIL_TERMS",
     "betaln",
     "bregman_lgamma",
+    "gammaln",
     "jensen_lgamma",
     "log1pmx",
     "log1pmx_series",
@@ -75,6 +76,23 @@ def betaln(a: float, b: float) -> float:
     if large >= _STIRLING_MIN:
         return _betaln_stirling(small, large)
     return math.lgamma(small) + math.lgamma(large) - math.lgamma(small + large)
+
+
+_GAMMALN_TINY = 1e-300  # below: lgamma(x) = -log(x) - euler x + O(x^2), the rest < 1e-300
+
+
+def gammaln(x: Any) -> np.ndarray:
+    """lgamma(x) for every positive double, elementwise.
+
+    scipy's ``gammaln`` forms 1/x on the way and returns inf below about 5.56e-309 (the
+    subnormal parameters, down to 5e-324, where lgamma is only -log x <= 744.4); a
+    Hellinger distance then took inf - inf = NaN. Below 1e-300 it is -log(x) (the next
+    term, -euler x, is below 1e-300 and far below the rounding unit of -log x ~ 690).
+    """
+    x = np.asarray(x, dtype=float)
+    tiny = x < _GAMMALN_TINY
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(tiny, -np.log(np.where(tiny, x, 1.0)), special.gammaln(x))
 
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -235,9 +253,7 @@ def jensen_lgamma(m: Any, d: Any, lo: Any = None) -> np.ndarray:
         out[near] = -acc * d2
     if np.any(rest):  # lo < 20 and |d| >= 0.02 m: at most ~4 digits cancel (module doc)
         ms, ds = m[rest], ad[rest]
-        out[rest] = special.gammaln(ms) - 0.5 * (
-            special.gammaln(low[rest]) + special.gammaln(ms + ds)
-        )
+        out[rest] = gammaln(ms) - 0.5 * (gammaln(low[rest]) + gammaln(ms + ds))
     return np.minimum(out, 0.0).reshape(shape)
 
 
@@ -298,5 +314,5 @@ def bregman_lgamma(x: np.ndarray, delta: np.ndarray) -> np.ndarray:
         out[near] = acc * dn * dn
     if np.any(rest):
         xs, ds = x[rest], dl[rest]
-        out[rest] = special.gammaln(xs + ds) - special.gammaln(xs) - ds * special.digamma(xs)
+        out[rest] = gammaln(xs + ds) - gammaln(xs) - ds * special.digamma(xs)
     return np.maximum(out, 0.0).reshape(shape)

@@ -28,7 +28,10 @@ __all__ = [
     "responses",
 ]
 
-_WHERE = 'predicate over the attributes, e.g. "health = poor and idp = 1" (empty: all records)'
+_WHERE = (
+    'predicate over the attributes, e.g. "health = poor and idp = 1" '
+    "(empty: all records in the domain)"
+)
 _COEFFICIENTS = "one coefficient per cell of the cube (C order over the attributes)"
 
 
