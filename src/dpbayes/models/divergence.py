@@ -106,7 +106,17 @@ def _log_beta_terms(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hi = np.max(x, axis=-1)
     r = np.sum(np.where(is_top, 0.0, x), axis=-1)
     lg = np.where(is_top, 0.0, gammaln(x))
-    d_term, psi_term = bregman_lgamma(hi, r), r * special.digamma(hi)
+    # r psi(x_top) with psi(x) = psi(x + 1) - 1/x below 1: psi of a parameter below
+    # 5.6e-309 is -inf (-1/x passes the doubles) and r psi(x_top) was 0 * inf or inf
+    # where r / x_top (<= m - 1) is finite
+    low = hi < 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        psi_term = np.where(
+            low,
+            r * special.digamma(hi + 1.0) - r / np.where(low, hi, 1.0),
+            r * special.digamma(hi),
+        )
+    d_term = bregman_lgamma(hi, r)
     value = np.sum(lg, axis=-1) - d_term - psi_term
     return value, np.sum(np.abs(lg), axis=-1) + np.abs(d_term) + np.abs(psi_term)
 

@@ -118,8 +118,9 @@ def test_linear_ssp_on_diabetes_is_close_to_least_squares_at_epsilon_10() -> Non
 
 
 def test_default_row_norm_bound_and_budget_share_of_the_estimators() -> None:
-    """ "auto": sqrt(max(1, p / 3)) on the scaled features with Gaussian noise (the model's
-    bound adds the intercept's 1), no bound with Laplace noise; the share 0.5 is used."""
+    """ "auto": sqrt(max(1, p / 3)) on the scaled features (the model's bound adds the
+    intercept's 1), with Gaussian and Laplace noise alike; the Gaussian share 0.5 is used,
+    the Laplace release is joint."""
     g = np.random.default_rng(0)
     x = g.uniform(-1, 1, (300, 12))
     y = (x[:, 0] > 0).astype(int)
@@ -135,7 +136,9 @@ def test_default_row_norm_bound_and_budget_share_of_the_estimators() -> None:
     lap = PrivateBayesianLogisticRegression(
         epsilon=1.0, feature_bounds=(-1, 1), classes=[0, 1], random_state=0
     ).fit(x, y)
-    assert lap.norm_bound_ is None and "first_order_share" not in lap.guarantee_.details
+    assert lap.norm_bound_ == pytest.approx(2.0)
+    assert lap.guarantee_.details["x_norm2"] == pytest.approx(5.0)
+    assert "first_order_share" not in lap.guarantee_.details
     reg = PrivateBayesianLinearRegression(
         epsilon=1.0,
         delta=1e-5,
