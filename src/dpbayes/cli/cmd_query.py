@@ -335,7 +335,11 @@ def _ask(args: argparse.Namespace, state: Path, spec: dict[str, Any], cube: Any)
     if not spec_path.exists():
         spec_path.write_text(json.dumps(spec, indent=1))
     a = engine.ask(args.where, half_width=args.half_width, confidence=args.confidence)
-    remaining = engine.accountant.remaining[0]
+    try:  # the ledger is read again; after a charge that may fail (moved, damaged)
+        remaining: float | None = engine.accountant.remaining[0]
+        left = f"{remaining:.6g}"
+    except (OSError, ValueError) as exc:
+        remaining, left = None, f"unknown (the ledger could not be read: {exc})"
     doc = {
         "query": a.query,
         "status": a.status,
@@ -368,7 +372,7 @@ def _ask(args: argparse.Namespace, state: Path, spec: dict[str, Any], cube: Any)
             noise = f" ({a.noise} noise, delta={a.delta:.3g})" if a.noise == "gaussian" else ""
             print(
                 f"{a.status}: {a.estimate:.6g} in [{lo:.6g}, {hi:.6g}] with probability "
-                f">= {a.level:g}; spent eps={a.epsilon:.6g}{noise}, remaining {remaining:.6g}"
+                f">= {a.level:g}; spent eps={a.epsilon:.6g}{noise}, remaining {left}"
             )
             if a.guarantee is not None:
                 print(a.guarantee.describe())

@@ -236,7 +236,10 @@ def _record(rel: Any, summary: dict | None, why: str | None, level: float, accou
     out: dict[str, Any] = {"noise_aware_posterior": na, "naive_posterior": naive}
     out.update(rel.to_dict())
     if accountant is not None:
-        out["budget"] = accountant.summary()
+        try:  # a ledger's accountant reads its file again; after the charge that may fail
+            out["budget"] = accountant.summary()
+        except (OSError, ValueError) as exc:
+            out["budget"] = {"error": f"the ledger could not be read after the charge ({exc})"}
     return out
 
 
@@ -258,9 +261,11 @@ def _print_text(
     _print_summary(naive, model, level)
     print(f"released:    {released_text(rel.released)}  (6 digits; --json keeps all)")
     print(f"guarantee:   {rel.guarantee.describe()}")
-    if "budget" in rec:
+    if "budget" in rec and "remaining" in rec["budget"]:
         r = rec["budget"]["remaining"]
         print(f"budget:      eps {r['epsilon']:.6g}, delta {r['delta']:.3g} remaining")
+    elif "budget" in rec:
+        print(f"budget:      {rec['budget']['error']}")
 
 
 def _print_summary(s: dict, model: Any, level: float) -> None:
