@@ -398,3 +398,37 @@ def test_query_with_its_ledger_moved_after_the_charge_shows_the_answer(
     out = capsys.readouterr()
     assert code == 0, out.err
     assert out.out.startswith("fresh: ") and "remaining unknown (the ledger could not" in out.out
+
+
+def test_new_values_never_stand_beside_the_old_guarantee(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review: when moving the guarantee into place failed after the values were moved,
+    the new values stood beside the previous run's guarantee (eps 1 for values at eps 5).
+    The old guarantee is removed before the values are moved."""
+    import errno
+
+    from dpbayes.cli import cmd_privatize
+
+    data = tmp_path / "d.csv"
+    data.write_text("income\n" + "".join(f"{i / 10}\n" for i in range(300)))
+    folder = tmp_path / "o"
+    folder.mkdir()
+    (folder / "z.csv").write_text("old privatised values\n")
+    (folder / "z.guarantee.json").write_text('{"epsilon": 1}\n')
+    real = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        if str(dst).endswith("guarantee.json"):
+            raise OSError(errno.EIO, "Input/output error")
+        real(src, dst)
+
+    monkeypatch.setattr(cmd_privatize.os, "replace", replace)
+    code = main(
+        ["privatize", "--data", str(data), "--column", "income", "--epsilon", "5", "--r", "3",
+         "--out", str(folder / "z.csv")]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "z.guarantee.json (Input/output error)" in err
+    assert sorted(p.name for p in folder.iterdir()) == ["z.csv"]  # no stale guarantee, no tmp
+    assert (folder / "z.csv").read_text() != "old privatised values\n"

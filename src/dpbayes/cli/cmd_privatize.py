@@ -95,6 +95,8 @@ def _write_both(frame: Any, out: Path, sidecar: Path, text: str) -> None:
         failed = f"--out's guarantee {sidecar}"
         tmp_side.write_text(text)
         failed = f"--out {out}"
+        # a previous guarantee goes first: new values never stand beside an old guarantee
+        sidecar.unlink(missing_ok=True)
         os.replace(tmp_out, out)
     except BaseException as exc:
         tmp_out.unlink(missing_ok=True)
@@ -104,13 +106,15 @@ def _write_both(frame: Any, out: Path, sidecar: Path, text: str) -> None:
         print(text, end="")
         raise OSError(
             f"could not write {failed} ({exc.strerror or exc}); nothing was written (a "
-            "previous --out is kept), the guarantee is printed above, the values are not "
-            "kept (nothing was published)"
+            "previous --out is kept; its guarantee file may be gone), the guarantee is "
+            "printed above, the values are not kept (nothing was published)"
         ) from None
     try:
         os.replace(tmp_side, sidecar)
-    except OSError as exc:
+    except BaseException as exc:
         tmp_side.unlink(missing_ok=True)
+        if not isinstance(exc, OSError):
+            raise
         print(text, end="")
         raise OSError(
             f"could not write --out's guarantee {sidecar} ({exc.strerror or exc}); the values "
