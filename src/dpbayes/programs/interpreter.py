@@ -41,6 +41,7 @@ from dpbayes.models import Beta, Dirichlet, Normal
 from dpbayes.models import hellinger as _hellinger
 from dpbayes.models import kl as _kl
 from dpbayes.models import total_variation as _tv
+from dpbayes.programs import divergences as _divs
 from dpbayes.programs.terms import Term
 
 __all__ = [
@@ -391,6 +392,9 @@ def divergence(name: str, p: Any, q: Any) -> float:
         if p.m == 2 and q.m == 2:
             p, q = Beta(*p.alpha.tolist()), Beta(*q.alpha.tolist())
     fn = {"hellinger": _hellinger, "tv": _tv, "kl": _kl}[name]
+    own = _own_divergence(name, p, q)  # KL, Beta TV: exact at tiny parameters (PROOF §4)
+    if own is not None:
+        fn = own
     try:
         with np.errstate(all="ignore"):
             value = float(fn(p, q))
@@ -401,6 +405,23 @@ def divergence(name: str, p: Any, q: Any) -> float:
     if name != "kl" and not math.isnan(value):
         value = min(max(value, 0.0), 1.0)  # H and TV are in [0, 1]
     return value
+
+
+def _own_divergence(name: str, p: Any, q: Any) -> Any:
+    """The programs' own KL (Beta, Dirichlet) and Beta TV, or None for the models' one.
+
+    The models' KL was NaN and their TV 0 (or 1) at parameters far below 0.01, where a
+    density crossing or the smaller argument of a Bregman gap is lost in doubles
+    (:mod:`dpbayes.programs.divergences`, accurate down to TINY, against mpmath).
+    """
+    if isinstance(p, Beta) and isinstance(q, Beta):
+        if name == "kl":
+            return lambda p, q: _divs.kl_beta(p.a, p.b, q.a, q.b)
+        if name == "tv":
+            return lambda p, q: _divs.tv_beta(p.a, p.b, q.a, q.b)
+    if name == "kl" and isinstance(p, Dirichlet) and isinstance(q, Dirichlet) and p.m == q.m:
+        return lambda p, q: _divs.kl_dirichlet(p.alpha, q.alpha)
+    return None
 
 
 def distribution_params(d: Any) -> tuple[Any, ...]:

@@ -48,7 +48,16 @@ class DistributionRules(CheckerBase):
         vector = _VECTOR_PARAM.get(fam, (False,) * len(subs))
         coords: list[float] | None = []
         for j, ((b, i), is_vec) in enumerate(zip(subs, vector, strict=True)):
-            if b.shape is not None and not is_vec and b.shape != ():
+            if b.shape is None:
+                # a value of unknown shape (e.g. the choice of an exp_mech among candidates
+                # of different shapes): whether the run can build the distribution would
+                # depend on which value it gets, i.e. on the data (PROOF.md §4, §8)
+                self.reject(
+                    s,
+                    f"the {fam} parameter {_PARAM_NAMES[fam][j]} ([{i}]) has a shape not "
+                    "known when checking: a run could fail on some data sets only",
+                )
+            if not is_vec and b.shape != ():
                 # a 1-element vector too: the run reads a scalar parameter with float()
                 name = _PARAM_NAMES[fam][j]
                 raise TypeError(

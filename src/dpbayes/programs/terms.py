@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -237,11 +238,31 @@ def _freeze(value: Any, what: str) -> Any:
     if type(value) in (list, tuple):
         return tuple(_freeze(v, what) for v in value)
     if type(value) in _DISTRIBUTIONS:
+        _check_concentrations(value, what)
         return value
     raise TypeError(
         f"{what} must be a number, tuple, list, numpy array or Beta/Normal/Dirichlet, "
         f"not a {type(value).__name__}"
     )
+
+
+def _check_concentrations(d: Any, what: str) -> None:
+    """Refuse a Beta or Dirichlet constant with a parameter below the smallest normal double.
+
+    A run projects every Beta/Dirichlet parameter it builds onto [TINY, DBL_MAX]
+    (``interpreter.make_distribution``); a constant (a candidate, a prior) is the one way
+    to bring a smaller one in, and at a subnormal a the tail of Beta(a, b) lies at
+    log x ~ -1/a, past the doubles, where its TV and KL are not computed (``PROOF.md`` §4).
+    Public input only: refused when the term is built, alike for every data set.
+    """
+    if not isinstance(d, Beta | Dirichlet):
+        return
+    params = [d.a, d.b] if isinstance(d, Beta) else np.ravel(d.alpha).tolist()
+    if min(params) < sys.float_info.min:
+        raise ValueError(
+            f"{what}: a {type(d).__name__} parameter must be at least "
+            f"{sys.float_info.min!r} (the smallest normal double), got {min(params)!r}"
+        )
 
 
 def const(value: Any) -> Term:
