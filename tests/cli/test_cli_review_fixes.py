@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -285,9 +286,14 @@ def test_dirichlet_categories_match_a_numeric_coded_column(tmp_path: Path, capsy
     not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None,
     reason="needs root to run the CLI as an unprivileged user (setpriv)",
 )
-def test_a_read_only_install_without_a_home_still_releases(tmp_path: Path) -> None:
+def test_a_read_only_install_without_a_home_still_releases(
+    request: pytest.FixtureRequest,
+) -> None:
     """As `nobody`: the source tree is not writable and HOME does not exist, so numba's
-    cache=True had nowhere to go and every release was a traceback."""
+    cache=True had nowhere to go and every release was a traceback. (TMPDIR is a folder
+    nobody can reach: under tmp_path, private to root, tempfile fell back to /tmp unseen.)"""
+    tmp_path = Path(tempfile.mkdtemp(prefix="dpbayes-test-"))
+    request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
     tmp_path.chmod(0o777)
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
     env.update(HOME="/nonexistent", PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(tmp_path))
@@ -411,7 +417,8 @@ def test_new_values_never_stand_beside_the_old_guarantee(
 ) -> None:
     """A review: when moving the guarantee into place failed after the values were moved,
     the new values stood beside the previous run's guarantee (eps 1 for values at eps 5).
-    The old guarantee is removed before the values are moved."""
+    Now the values' move is undone; here the guarantee path fails every time, so the old
+    guarantee cannot be put back either, and the error line says where it is kept."""
     import errno
 
     from dpbayes.cli import cmd_privatize
@@ -435,6 +442,8 @@ def test_new_values_never_stand_beside_the_old_guarantee(
          "--out", str(folder / "z.csv")]
     )  # fmt: skip
     err = capsys.readouterr().err
+    kept = f".z.guarantee.json.{os.getpid()}.old"
     assert code == 2 and "z.guarantee.json (Input/output error)" in err
-    assert sorted(p.name for p in folder.iterdir()) == ["z.csv"]  # no stale guarantee, no tmp
-    assert (folder / "z.csv").read_text() != "old privatised values\n"
+    assert "holds its previous values" in err and f"is kept as {folder / kept}" in err
+    assert sorted(p.name for p in folder.iterdir()) == [kept, "z.csv"]  # no tmp
+    assert (folder / "z.csv").read_text() == "old privatised values\n"

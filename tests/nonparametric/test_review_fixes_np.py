@@ -159,3 +159,23 @@ def test_zero_bandwidth_is_refused_naming_z_and_bandwidth(value):
     with pytest.raises(ValueError, match=r"^z has .*bandwidth="):
         B.deconvolution_kde_laplace(z, 1.0, np.linspace(-3, 3, 7))
     assert np.all(np.isfinite(B.deconvolution_kde_laplace(z, 1.0, [0.0, 1.0], bandwidth=0.5)))
+
+
+def test_density_to_cdf_needs_a_finite_increasing_grid_of_matching_length():
+    from dpbayes.nonparametric import baselines as B
+
+    g, f = np.linspace(0.0, 1.0, 5), np.ones(5)
+    assert B.density_to_cdf(f, g) == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0])
+    bad_grids = [
+        g[::-1],  # was "density must have positive mass on grid"
+        np.array([0.0, 0.5, 0.25, 0.75, 1.0]),  # was a CDF that goes down
+        np.array([0.0, 0.5, 0.5, 0.75, 1.0]),
+    ]
+    for grid in bad_grids:
+        with pytest.raises(ValueError, match=r"^grid must be strictly increasing$"):
+            B.density_to_cdf(f, grid)
+    with pytest.raises(ValueError, match=r"^grid must contain only finite numbers"):
+        B.density_to_cdf(f, np.array([0.0, 0.5, np.nan, 0.75, 1.0]))
+    for density in (np.ones(2), np.ones(6)):  # length 2 broadcast silently to a wrong CDF
+        with pytest.raises(ValueError, match=r"^density and grid must have equal lengths, got"):
+            B.density_to_cdf(density, g)

@@ -14,6 +14,7 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["build_parser", "main"]
 
@@ -42,30 +43,89 @@ def _writable(folder: str) -> bool:
     return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
 
 
-def _numba_cache() -> None:
+# numba's temporary cache folder, when this process made one (NUMBA_CACHE_DIR names it)
+_temporary_cache: str | None = None
+
+
+def _needs_temporary_cache() -> bool:
     """Numba caches compiled code (``cache=True``) next to the source or in the user's
     cache folder; on a read-only install with no writable home neither works and every
-    release was a traceback ("no locator available"). Then a fresh temporary folder is
-    the cache (set before numba is imported; an explicit NUMBA_CACHE_DIR is kept)."""
+    release was a traceback ("no locator available"). Then a temporary folder is the
+    cache: True when one is needed, or already in use from an earlier call in this
+    process (an explicit NUMBA_CACHE_DIR is kept)."""
     if os.environ.get("NUMBA_CACHE_DIR"):
-        return
+        return _temporary_cache is not None and os.environ["NUMBA_CACHE_DIR"] == _temporary_cache
     source = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     user = os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
         "numba",
     )
-    if _writable(os.path.join(source, "__pycache__")) or _writable(user):
+    return not (_writable(os.path.join(source, "__pycache__")) or _writable(user))
+
+
+def _numba_cache() -> None:
+    """Make the temporary cache folder (before numba is imported), once per process; it
+    is removed when the process ends, not when a command does: numba, once imported,
+    keeps writing to it, and a removed folder would be made again (in a shared temporary
+    folder, possibly by another user first)."""
+    global _temporary_cache
+    if _temporary_cache is not None:
         return
     import atexit
-    import shutil
     import tempfile
 
     try:
         folder = tempfile.mkdtemp(prefix="dpbayes-numba-")
     except OSError:  # no writable temporary folder either: numba reports it
         return
-    os.environ["NUMBA_CACHE_DIR"] = folder
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    _temporary_cache = os.environ["NUMBA_CACHE_DIR"] = folder
+    atexit.register(_remove_temporary_cache)
+
+
+def _remove_temporary_cache() -> None:
+    """At exit: remove the folder; a second Ctrl+C or SIGTERM meanwhile is ignored (the
+    process is ending) rather than leave half of it behind."""
+    import shutil
+    import signal
+
+    if _temporary_cache is None:
+        return
+    try:
+        previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: signals cannot be set
+        previous = {}
+    try:
+        shutil.rmtree(_temporary_cache, ignore_errors=True)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _run_with_temporary_cache(handler: Any, args: argparse.Namespace) -> int:
+    """The command with numba's temporary cache folder, removed when the process ends
+    (atexit): normally, after an exception or Ctrl+C (KeyboardInterrupt), and after
+    SIGTERM, which used to end the process before atexit ran and left the folder behind.
+    So SIGTERM is turned into Ctrl+C from before the folder is made to the end of the
+    command, as `dpbayes release` does from its charge on (its own guard holds inside and
+    restores this one; a charged release is still shown). An ignored SIGTERM stays ignored."""
+    import signal
+    import threading
+
+    previous: Any = signal.SIG_IGN
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is not signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        _numba_cache()
+        return _run(handler, args)
+    finally:
+        if previous is not signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _version() -> str:
@@ -119,7 +179,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    _numba_cache()
+    if _needs_temporary_cache():
+        return _run_with_temporary_cache(handler, args)
+    return _run(handler, args)
+
+
+def _run(handler: Any, args: argparse.Namespace) -> int:
     try:
         return int(handler(args) or 0)
     except KeyboardInterrupt:

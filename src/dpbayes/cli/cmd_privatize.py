@@ -10,8 +10,10 @@ unless ``--seed`` asks for a (non-publishable) simulation.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -84,42 +86,107 @@ def _read_column(path: Path, column: str, *, as_text: bool) -> Any:
 
 
 def _write_both(frame: Any, out: Path, sidecar: Path, text: str) -> None:
-    """The values and their guarantee appear together or not at all: both are written to
-    temporaries next to them, then moved into place; a failure removes the temporaries
-    and keeps whatever ``out`` held before (a full disk left half the values behind)."""
-    tmp_out = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp_side = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.tmp")
+    """The values and their guarantee are published together or not at all. Both are
+    written to temporaries next to them, the previous pair (if any) is set aside, then both
+    are moved into place. Whatever stops that (a full disk, a failed move, Ctrl+C), the
+    temporaries are removed and the previous pair is put back: new values never stand
+    without their guarantee, nor beside an old one. The guarantee is printed and the one
+    error line says what is on disk (where putting things back failed too, exactly what)."""
+    tag = f"{os.getpid()}.tmp"
+    tmp_out, tmp_side = (
+        out.with_name(f".{out.name}.{tag}"),
+        sidecar.with_name(f".{sidecar.name}.{tag}"),
+    )
+    old_out = out.with_name(f".{out.name}.{os.getpid()}.old")
+    old_side = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.old")
+    kept_out = kept_side = published = False
     failed = f"--out {out}"
     try:
         frame.to_csv(tmp_out, index=False)
         failed = f"--out's guarantee {sidecar}"
         tmp_side.write_text(text)
+        if os.path.lexists(sidecar):  # the old guarantee goes first, kept aside
+            os.replace(sidecar, old_side)
+            kept_side = True
         failed = f"--out {out}"
-        # a previous guarantee goes first: new values never stand beside an old guarantee
-        sidecar.unlink(missing_ok=True)
+        if os.path.lexists(out):  # a second name, so that --out is there all along
+            try:
+                os.link(out, old_out, follow_symlinks=False)
+            except OSError:  # no hard links here (some network or FAT file systems)
+                os.replace(out, old_out)
+            kept_out = True
         os.replace(tmp_out, out)
-    except BaseException as exc:
-        tmp_out.unlink(missing_ok=True)
-        tmp_side.unlink(missing_ok=True)
-        if not isinstance(exc, OSError):
-            raise
-        print(text, end="")
-        raise OSError(
-            f"could not write {failed} ({exc.strerror or exc}); nothing was written (a "
-            "previous --out is kept; its guarantee file may be gone), the guarantee is "
-            "printed above, the values are not kept (nothing was published)"
-        ) from None
-    try:
+        published = True
+        failed = f"--out's guarantee {sidecar}"
         os.replace(tmp_side, sidecar)
     except BaseException as exc:
-        tmp_side.unlink(missing_ok=True)
+        left = _put_back(
+            out, sidecar, old_out if kept_out else None, old_side if kept_side else None, published
+        )
+        for tmp in (tmp_out, tmp_side):
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         if not isinstance(exc, OSError):
+            if left:  # interrupted (Ctrl+C): the one line is main's; what is where goes first
+                print(text, end="")
+                print(f"dpbayes: {left}; the guarantee is printed on stdout", file=sys.stderr)
             raise
         print(text, end="")
+        why = f"could not write {failed} ({exc.strerror or exc})"
         raise OSError(
-            f"could not write --out's guarantee {sidecar} ({exc.strerror or exc}); the values "
-            f"were written to --out {out}, their guarantee is printed above"
+            f"{why}, nor undo it: {left}; the guarantee is printed above"
+            if left
+            else f"{why}; nothing was published (a previous --out and its guarantee file are "
+            "kept as they were), the guarantee is printed above, the values are not kept"
         ) from None
+    for old in (old_out, old_side):  # published: the previous pair is no longer needed
+        with contextlib.suppress(OSError):
+            old.unlink(missing_ok=True)
+
+
+def _put_back(
+    out: Path, sidecar: Path, old_out: Path | None, old_side: Path | None, published: bool
+) -> str:
+    """Undo a partial publication: the previous values and guarantee file back in place,
+    the new values gone. '' when done; else what is on disk now, values and guarantee."""
+    undone = True
+    values = f"no --out {out} was written"
+    if old_out is not None:
+        try:  # over the new values; a no-op (both names stay) when they were never moved
+            os.replace(old_out, out)
+        except OSError:
+            undone = False
+            now = (
+                "holds the NEW values without their guarantee file"
+                if published
+                else "holds its previous values"
+                if os.path.lexists(out)
+                else "is gone"
+            )
+            values = f"--out {out} {now}, the previous values are kept as {old_out}"
+        else:
+            values = f"--out {out} holds its previous values"
+            with contextlib.suppress(OSError):
+                old_out.unlink(missing_ok=True)
+    elif published:
+        try:
+            out.unlink()
+        except OSError:
+            undone = False
+            values = f"--out {out} holds the NEW values without their guarantee file"
+    side = f"no guarantee file was written at {sidecar}"
+    if old_side is not None:
+        try:
+            os.replace(old_side, sidecar)
+        except OSError as exc:
+            undone = False
+            side = (
+                f"the previous guarantee file could not be put back at {sidecar} "
+                f"({exc.strerror or exc}) and is kept as {old_side}"
+            )
+        else:
+            side = f"{sidecar} holds the previous guarantee"
+    return "" if undone else f"{values}; {side}"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -137,9 +137,18 @@ def deconvolution_kde_gaussian(
 
 
 def density_to_cdf(density: Any, grid: Any) -> np.ndarray:
-    """CDF on ``grid`` of a density estimate on ``grid``: negative parts set to 0, renormalised."""
-    f = np.maximum(check_array(density, "density"), 0.0)
+    """CDF on ``grid`` of a density estimate on ``grid``: negative parts set to 0, renormalised.
+
+    ``grid`` must be finite and strictly increasing, and ``density`` holds one value per grid
+    point (a decreasing grid, a shuffled one or a shorter density gave a wrong CDF or a
+    misleading error).
+    """
     g = check_array(grid, "grid", min_size=2)
+    if not np.all(np.diff(g) > 0):
+        raise ValueError("grid must be strictly increasing")
+    f = np.maximum(check_array(density, "density"), 0.0)
+    if f.shape != g.shape:
+        raise ValueError(f"density and grid must have equal lengths, got {f.size}, {g.size}")
     cum = np.concatenate([[0.0], np.cumsum(0.5 * (f[1:] + f[:-1]) * np.diff(g))])
     if cum[-1] <= 0:
         raise ValueError("density must have positive mass on grid")
