@@ -803,7 +803,10 @@ def logistic_ssp_noise_aware(
         cov_ew = g * v2
         np.fill_diagonal(cov_ew, v2 @ np.diag(g))
         noise = np.diag(v1) + slope * slope * cov_ew
-        kn = np.linalg.solve(kappa * t2p + noise, np.column_stack([t2p, t1]))
+        # least squares, not solve: at huge eps the noise term vanishes and the projected
+        # T2 of a few records is singular (solve raised after the charge, on some data
+        # sets only); the minimum-norm solution is the limit of the regularised one
+        kn = np.linalg.lstsq(kappa * t2p + noise, np.column_stack([t2p, t1]), rcond=None)[0]
         info = t2p @ kn[:, :d]
         prec = lam * np.eye(d) + slope * slope * (info + info.T) / 2
         new_cov = np.linalg.inv(prec)
