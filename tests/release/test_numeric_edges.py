@@ -185,7 +185,14 @@ def test_ssp_laplace_scale_that_underflows_is_refused_in_the_plan() -> None:
     sens = quadratic_l1_sensitivity(np.full(3, 1e-60))
     eps = sens / 1e-312  # a scale of ~1e-312: subnormal
     # refused by the Laplace mechanism itself (any family), before the SSP's own check
+    # (the joint release; the two blocks' mechanism has sensitivity 1, and the SSP's own
+    # check on the entries' noise refuses it)
     with pytest.raises(ValueError, match=r"is too large for this sensitivity.*smallest normal"):
+        plan_release(
+            _linear(1e-60), (x, y), mechanism="ssp", epsilon=eps, noise="laplace",
+            first_order_share=None,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match=r"is too large for these bounds.*smallest normal"):
         plan_release(_linear(1e-60), (x, y), mechanism="ssp", epsilon=eps, noise="laplace")
 
 

@@ -94,8 +94,8 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         Both noises are calibrated to it.
     first_order_share:
         ``"ssp"`` only: share of the budget for X'y and y'y (the rest for X'X); ``"auto"``
-        (default): 0.5 with Gaussian noise, one joint release with Laplace noise; ``None``:
-        one joint release (``dpbayes.release.ssp``).
+        (default): 0.5 with either noise; ``None``: one joint release
+        (``dpbayes.release.ssp``).
     neighbours, random_state, accountant:
         As for :class:`~dpbayes.estimators.PrivateNaiveBayes`."""
 

@@ -11,6 +11,7 @@ it (Laplace) or its delta is the stated delta (Gaussian, the analytic calibratio
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -119,22 +120,43 @@ def pair(
     return model, (x, y), (x2, y2), v, v2
 
 
+def laplace_block_weights(m: int, *, share: float, neighbours: str, bu: float) -> np.ndarray:
+    """The Laplace weights of PROOF.md §3b on the box [-1, 1]^(m - 1) (no row-norm bound),
+    from its formulas (not from the library): Q divided by (S_x^2 + R_x^2) / 2, L by
+    c b_u S_x + b_u^2 (c = 2 substitute, 1 add/remove), times 1 - rho and rho."""
+    _, cols = entries(m, False)
+    d = m - 1
+    dq = (d * d + d) / 2.0
+    dl = (2.0 if neighbours == "substitute" else 1.0) * bu * d + bu * bu
+    return np.where(cols == m - 1, share / dl, (1 - share) / dq)
+
+
 @pytest.mark.parametrize("kind", ["linear", "logistic"])
 @pytest.mark.parametrize("neighbours", ["substitute", "add-remove"])
 @pytest.mark.parametrize("eps", [0.01, 1.0, 100.0])
+@pytest.mark.parametrize("share", [None, "auto"])
 def test_laplace_loss_of_the_worst_pair_is_at_most_the_claim(
-    kind: str, neighbours: str, eps: float
+    kind: str, neighbours: str, eps: float, share: str | None
 ) -> None:
+    """The joint release (``None``) and the default (``"auto"``: two blocks of share 0.5
+    for linear regression, the joint release for logistic regression)."""
     model, data, _, v, v2 = pair(kind, 3000, neighbours, seed=int(eps * 100))
     const = kind == "logistic"
-    g = plan(model, data, mechanism="ssp", epsilon=eps, neighbours=neighbours).guarantee
+    blocks = share == "auto" and kind == "linear"
+    g = plan(
+        model, data, mechanism="ssp", epsilon=eps, neighbours=neighbours, noise="laplace",
+        first_order_share=share,
+    ).guarantee  # fmt: skip
     assert g.epsilon == eps and g.delta == 0.0
-    diff = released(v, weighted=False, constant_last=const) - released(
-        v2, weighted=False, constant_last=const
+    assert g.details.get("first_order_share") == (0.5 if blocks else None)
+    w = laplace_block_weights(3, share=0.5, neighbours=neighbours, bu=2.0) if blocks else None
+    diff = released(v, weighted=blocks, constant_last=const, weights=w) - released(
+        v2, weighted=blocks, constant_last=const, weights=w
     )
     loss = float(np.abs(diff).sum()) / g.details["scale"]
     assert loss <= eps * (1 + 1e-9)
-    if kind == "linear":  # the corner pair attains the sensitivity (less the rounding's)
+    attained = not blocks or neighbours == "add-remove"  # substitute: L's bound is antipodal
+    if kind == "linear" and attained:  # the corner pair attains the sensitivity
         assert loss == pytest.approx(eps * g.details["sensitivity_exact"] / g.sensitivity, rel=1e-9)
         assert loss == pytest.approx(eps, rel=1e-4)
     # the vectors above are the model's statistics (clipping included; off the grid, a
@@ -160,7 +182,9 @@ def test_laplace_with_a_row_norm_bound_stays_within_the_claim(
     eps, r = 1.0, 0.8
     model, data, _, v, v2 = pair(kind, 2000, neighbours, seed=3, norm_bound=r, antipodal=antipodal)
     const = kind == "logistic"
-    g = plan(model, data, mechanism="ssp", epsilon=eps, neighbours=neighbours).guarantee
+    g = plan(
+        model, data, mechanism="ssp", epsilon=eps, neighbours=neighbours, first_order_share=None
+    ).guarantee
     bu = 2.0 if kind == "linear" else 1.0
     r2 = (2.0 if neighbours == "substitute" else 1.0) * r * r  # the bound on ||a_x||^2
     sa = min(2.0, math.sqrt(2 * r2)) + bu
@@ -300,6 +324,44 @@ def test_block_weighted_distance_is_at_most_one_over_edge_pairs() -> None:
                         )
                         worst = max(worst, float(np.linalg.norm(f - neg, axis=1).max()))
                     assert worst <= 1.0 + 1e-12, (kind, d, nb, share, neighbours, worst)
+
+
+def test_laplace_block_weighted_l1_distance_is_at_most_one_over_edge_pairs() -> None:
+    """§3b for Laplace noise by brute force, with the library's block sensitivities: over
+    pairs of records at the edges (box corners scaled into the ball, antipodal pairs,
+    labels at +-B_y and 0), the block-weighted L1 distance of the released entries is
+    <= 1, for both relations and several shares."""
+    from dpbayes.release.ssp.mechanism import block_l1_sensitivities
+
+    g = np.random.default_rng(5)
+    bu = 1.5
+    for d, nb in ((2, None), (3, 1.2), (4, 1.0), (5, 0.7)):
+        grid = np.array(np.meshgrid(*[[-1.0, 0.0, 1.0]] * d)).reshape(d, -1).T
+        xs = np.vstack([grid, np.clip(g.normal(size=(200, d)), -1, 1)])
+        if nb is not None:
+            norms = np.linalg.norm(xs, axis=1)
+            xs = xs * np.minimum(1.0, nb / np.maximum(norms, 1e-300))[:, None]
+        recs = np.array([np.r_[x, u] for x in xs for u in (-bu, 0.0, bu)])
+        f0 = np.array([released(r[None, :], weighted=False, constant_last=False) for r in recs])
+        neg = np.array(
+            [released(np.r_[-r[:-1], r[-1]][None, :], weighted=False, constant_last=False)
+             for r in recs]
+        )  # fmt: skip
+        _, cols = entries(d + 1, False)
+        for neighbours in (Neighbours.SUBSTITUTE, Neighbours.ADD_REMOVE):
+            dq, dl = block_l1_sensitivities(
+                np.r_[np.ones(d), bu], neighbours, x_norm2=None if nb is None else nb * nb
+            )
+            for share in (0.1, 0.5, 0.9):
+                w = np.where(cols == d, share / dl, (1 - share) / dq)
+                f = f0 * w
+                if neighbours is Neighbours.ADD_REMOVE:
+                    worst = float(np.abs(f).sum(axis=1).max())
+                else:
+                    idx = g.integers(0, len(f), (20000, 2))
+                    worst = float(np.abs(f[idx[:, 0]] - f[idx[:, 1]]).sum(axis=1).max())
+                    worst = max(worst, float(np.abs(f - neg * w).sum(axis=1).max()))
+                assert worst <= 1.0 + 1e-12, (d, nb, share, neighbours, worst)
 
 
 def test_publics_do_not_tell_add_remove_neighbours_apart() -> None:
@@ -448,3 +510,25 @@ def test_the_statistic_handed_to_the_noise_moves_within_the_stated_sensitivity(
     # Gaussian's Delta_2 needs two orthogonal corners)
     if kind == "linear" and noise == "laplace":
         assert moved >= q.details["sensitivity_exact"] * (1 - 1e-6)
+
+
+def test_the_logistic_noise_aware_posterior_never_fails_at_huge_epsilon() -> None:
+    """At eps >= 1e9 the noise term of the noise-aware update vanishes and the projected T2
+    of zero or one record is singular: ``solve`` raised LinAlgError after the charge, on
+    some data sets (n = 1 at eps 1e12: 8 fits in 20) and not their neighbours. The fit now
+    succeeds on both, with a finite posterior."""
+    from dpbayes.estimators import PrivateBayesianLogisticRegression
+
+    data = [(np.zeros((0, 2)), np.array([], dtype=int)), (np.array([[1.0, -1.0]]), np.array([1]))]
+    for eps in (1e9, 1e12, 1e18):
+        for x, y in data:
+            for seed in range(8):
+                est = PrivateBayesianLogisticRegression(
+                    epsilon=eps, feature_bounds=(-1, 1), classes=[0, 1],
+                    neighbours="add-remove", random_state=seed, predictive="noise-aware",
+                )  # fmt: skip
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    est.fit(x, y)
+                post = est.posterior_
+                assert np.all(np.isfinite(post.mean())) and np.all(np.isfinite(post.cov))

@@ -155,7 +155,10 @@ def linear_model(**kw: float) -> dpb.models.BayesianLinearRegression:
 def test_guarantee_is_exact_and_the_accountant_is_charged_it() -> None:
     x, y = linear_data()
     acc = dpb.Accountant(epsilon=3.0, delta=1e-5, simulation=True)
-    rel = dpb.release(linear_model(), (x, y), mechanism="ssp", epsilon=0.7, accountant=acc, rng=0)
+    rel = dpb.release(
+        linear_model(), (x, y), mechanism="ssp", epsilon=0.7, accountant=acc, rng=0,
+        first_order_share=None,
+    )  # fmt: skip
     g = rel.guarantee
     assert (g.epsilon, g.delta, g.sensitivity_norm) == (0.7, 0.0, "L1")
     exact = g.details["sensitivity_exact"]
@@ -175,6 +178,16 @@ def test_guarantee_is_exact_and_the_accountant_is_charged_it() -> None:
     assert g.details["scale"] == pytest.approx(g.sensitivity / 0.7)
     assert g.details["noise_sd_diagonal"] == pytest.approx(math.sqrt(2) * g.sensitivity / 0.7)
     assert acc.spent == pytest.approx((0.7, 0.0))
+    # Laplace by default: the two blocks share the budget too (rho = 0.5, PROOF.md §3b):
+    # Delta_Q = (S_a^2 + R_a^2) / 2 with R_a^2 = 2, S_a = sqrt(6); Delta_L = 2 B_y S_1 +
+    # B_y^2 with S_1 = sqrt(3), one row's ||x||_1 in the unit ball
+    lap = dpb.release(linear_model(), (x, y), mechanism="ssp", epsilon=0.7, rng=0).guarantee
+    assert lap.details["sensitivity_exact"] == 1.0 and lap.details["first_order_share"] == 0.5
+    assert lap.details["sensitivity_second_order"] == pytest.approx(4.0)
+    assert lap.details["sensitivity_first_order"] == pytest.approx(2 * math.sqrt(3) + 1)
+    assert lap.details["noise_sd_diagonal"] == pytest.approx(
+        math.sqrt(2) * lap.sensitivity / 0.7 * 4.0 / 0.5
+    )
     rel2 = dpb.release(
         linear_model(), (x, y), mechanism="ssp", epsilon=0.5, delta=1e-6, accountant=acc, rng=0
     )
@@ -234,22 +247,27 @@ def test_row_norm_bound_shrinks_the_noise() -> None:
     assert gr.details["sensitivity_second_order"] == pytest.approx(math.sqrt(2) * 1.44)
     assert gb.details["sensitivity_second_order"] == pytest.approx(math.sqrt(2) * 3.0)
     assert np.linalg.norm(ball.bounded(x)[0], axis=1).max() <= 1.2 + 1e-12
-    lb = plan_release(box, (x, y), mechanism="ssp", epsilon=1.0).guarantee
-    lr = plan_release(ball, (x, y), mechanism="ssp", epsilon=1.0).guarantee
+    kw = {"mechanism": "ssp", "epsilon": 1.0, "first_order_share": None}
+    lb = plan_release(box, (x, y), **kw).guarantee
+    lr = plan_release(ball, (x, y), **kw).guarantee
     assert lb.details["sensitivity_exact"] == 10.0
     sa = math.sqrt(3 * 2 * 1.44) + 1.0  # ||a_x||_1 <= sqrt(d 2 R_x^2), plus the label's 1
     assert lr.details["sensitivity_exact"] == pytest.approx((sa**2 + 2 * 1.44 + 1.0) / 2)
     assert lr.sensitivity < 0.97 * lb.sensitivity
 
 
-def test_noise_has_the_stated_law() -> None:
-    """Noise on X'X[0, 1] and X'y[0]: Laplace of the stated scale (KS test)."""
+@pytest.mark.parametrize("share", [None, "auto"])
+def test_noise_has_the_stated_law(share: str | None) -> None:
+    """Noise on X'X[0, 1] and X'y[0]: Laplace of the stated scale (KS test); with the
+    default two blocks (rho = 0.5; box of x with d = 3, B = B_y = 1, substitute) the scale
+    of each block is 1 / eps over its weight, Delta_Q = (3^2 + 3) / 2 = 6 over 1 - rho and
+    Delta_L = 2 * 3 + 1 = 7 over rho (PROOF.md §3b, from its formulas)."""
     from scipy import stats
 
     x, y = linear_data(50)
     model = linear_model(clip="box")
     exact = model.statistics((x, y))
-    plan = plan_release(model, (x, y), mechanism="ssp", epsilon=2.0)
+    plan = plan_release(model, (x, y), mechanism="ssp", epsilon=2.0, first_order_share=share)
     src = noise_source(5)
     noise = np.array(
         [
@@ -258,8 +276,11 @@ def test_noise_has_the_stated_law() -> None:
         ]
     )
     scale = plan.guarantee.details["scale"]
-    for col in noise.T:
-        assert stats.kstest(col, stats.laplace(scale=scale).cdf).pvalue > 1e-3
+    scales = [scale, scale] if share is None else [scale * 6 / 0.5, scale * 7 / 0.5]
+    if share is not None:
+        assert plan.guarantee.sensitivity == pytest.approx(1.0, rel=1e-4)
+    for col, sc in zip(noise.T, scales, strict=True):
+        assert stats.kstest(col, stats.laplace(scale=sc).cdf).pvalue > 1e-3
 
 
 def test_two_block_gaussian_noise_has_the_law_of_the_proof() -> None:
@@ -316,6 +337,7 @@ def test_user_level_scales_the_sensitivity_by_k() -> None:
         delta=0.0,
         neighbours=Neighbours.ADD_REMOVE,
         rows_per_user=3,
+        first_order_share=None,
     ).guarantee
     assert g.details["sensitivity_exact"] == pytest.approx(30.0)
     assert g.details["rows_per_user"] == 3

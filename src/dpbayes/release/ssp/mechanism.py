@@ -25,8 +25,9 @@ With b the coordinate bounds of v, S_b = sum b_j and R^2 = sum b_j^2 (PROOF.md):
   sqrt(2) R^2 and sqrt(R^4 - 1));
 * user level (k rows per user, add/remove): k times these (triangle inequality).
 
-That is the joint release (``first_order_share=None``; the default for Laplace noise). By
-default for Gaussian noise (``first_order_share="auto"``: rho = 0.5) the entries are
+That is the joint release (``first_order_share=None``; the default for logistic regression
+with Laplace noise). By default (``first_order_share="auto"``: rho = 0.5) for Gaussian
+noise, and for linear regression with Laplace noise too, the entries are
 split into two blocks, the second-order block Q = upper triangle of X'X and the
 first-order block L = the last row (X'y and y'y; t1), each divided by its own sensitivity
 and multiplied by sqrt(1 - rho), sqrt(rho) (Gaussian) or 1 - rho, rho (Laplace), so
@@ -80,8 +81,9 @@ __all__ = [
 ]
 
 NOISES = ("laplace", "gaussian")
-#: Default share rho of the budget spent on the first-order block (X'y, y'y; t1) of the
-#: Gaussian release (``first_order_share="auto"``); the Laplace release stays joint.
+#: Default share rho of the budget spent on the first-order block (X'y, y'y; t1)
+#: (``first_order_share="auto"``): for Gaussian noise, and for linear regression with
+#: Laplace noise; the logistic Laplace release stays joint (docs/regression.md).
 FIRST_ORDER_SHARE = 0.5
 
 
@@ -300,7 +302,9 @@ def entry_noise_sd(kind: str, sigma_or_scale: float, m: int) -> np.ndarray:
     return out
 
 
-def _share(first_order_share: Any, kind: str) -> float | None:
+def _share(first_order_share: Any, kind: str, joint_laplace: bool) -> float | None:
+    """rho, or None for one joint release. ``"auto"``: :data:`FIRST_ORDER_SHARE`, except
+    for Laplace noise where ``joint_laplace`` (logistic regression)."""
     if first_order_share is None:
         return None
     if isinstance(first_order_share, str):
@@ -308,7 +312,7 @@ def _share(first_order_share: Any, kind: str) -> float | None:
             raise ValueError(
                 f"first_order_share must be in (0, 1), 'auto' or None, got {first_order_share!r}"
             )
-        return FIRST_ORDER_SHARE if kind == "gaussian" else None
+        return None if kind == "laplace" and joint_laplace else FIRST_ORDER_SHARE
     rho = float(first_order_share)
     if not 0.0 < rho < 1.0:
         raise ValueError(
@@ -350,7 +354,7 @@ class _QuadraticRelease:
         self.rows, self.cols = upper_triangle(self.m, constant_last=constant_last)
         factor, self.user = user_level(rows_per_user, neighbours)
         self.kind = kind
-        rho = _share(first_order_share, kind)
+        rho = _share(first_order_share, kind, joint_laplace=constant_last)  # logistic
         first = self.cols == self.m - 1  # the last row: the first-order block L
         # Frobenius weights: off-diagonal entries count twice in ||.||_F^2 (Gaussian only)
         frob = np.where(self.rows == self.cols, 1.0, math.sqrt(2.0))
