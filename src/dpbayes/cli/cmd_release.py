@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from typing import Any
 
 from dpbayes.cli.common import (
@@ -148,17 +149,33 @@ def build_model(args: argparse.Namespace) -> tuple[Any, Any, str]:
     return model, args.data, args.column
 
 
+# a decimal number as a category label (no "nan", "inf" or "1_000", which float() takes)
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
 def _categories_as_column(model: Any, data: str, column: str) -> Any:
-    """``--categories`` arrive as text; on a numeric column (codes 1 2 3) they are the
-    numbers they spell (as ``dpbayes query`` reads them), or no record ever matched."""
+    """``--categories`` arrive as text; on a column of numbers (codes 1 2 3) they are the
+    numbers they spell (as ``dpbayes query`` reads them), or no record ever matched.
+
+    Whether they are numbers is decided from what is public, never from the values: for
+    a CSV file (no column types; the engine would guess them from the values, and one
+    record with a letter would turn a column of codes into text) from the labels
+    themselves -- all of them decimal numbers: numbers, else text (the model then reads
+    the column as text); for a typed file (Parquet) from its schema.
+    """
     from dpbayes import models
     from dpbayes.data import open_table
+    from dpbayes.data.readers import is_csv_path
 
-    table = open_table(data)
-    if table.column_types().get(column) != "numeric":
+    labels = list(model.categories)
+    if is_csv_path(data):
+        spelled = all(_NUMBER.fullmatch(label.strip()) for label in labels)
+        if not (spelled and all(math.isfinite(float(label)) for label in labels)):
+            return model
+    elif open_table(data).column_types().get(column) != "numeric":
         return model
     numbers = []
-    for label in model.categories:
+    for label in labels:
         try:
             x = float(label)
         except ValueError:
@@ -167,7 +184,7 @@ def _categories_as_column(model: Any, data: str, column: str) -> Any:
             ) from None
         numbers.append(int(x) if x.is_integer() else x)
     if len(set(numbers)) != len(numbers):
-        raise ValueError(f"--categories name the same number twice: {list(model.categories)}")
+        raise ValueError(f"--categories name the same number twice: {labels}")
     return models.DirichletCategorical(alpha=model.alpha.tolist(), categories=numbers)
 
 

@@ -26,13 +26,31 @@ from dpbayes.data.spark import SparkTable, is_spark_dataframe
 from dpbayes.data.sql import ColumnSource, DuckDBTable, SQLTable, _one_line
 from dpbayes.data.sqlalchemy_table import SQLAlchemyTable, is_database_url
 
-__all__ = ["CSV_SUFFIXES", "PARQUET_SUFFIXES", "as_source", "open_table"]
+__all__ = [
+    "CSV_SUFFIXES",
+    "PARQUET_SUFFIXES",
+    "as_source",
+    "guesses_types",
+    "is_csv_path",
+    "open_table",
+]
 
 CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.zst", ".tsv", ".tsv.gz")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
 # CSV fields read as NULL (besides NaN in float columns, which every source treats so).
 _CSV_NULLS = ["", "NA", "NULL"]
+
+# A CSV file has no column types: DuckDB's sniffer guesses them from the values. By
+# default it looks at a sample of rows only (20,480), so a value further down that does
+# not fit the guess (a letter in a column of numbers) fails the whole read, with an error
+# that tells the value's line: whether the data can be read at all would depend on one
+# record's value, in any column. With ``sample_size=-1`` the sniffer reads every row:
+# each column's type then fits all its values (a column with one letter is text), and no
+# read fails because of a value. The type is still a function of the values; where that
+# matters the type is fixed by what is public instead (``text_columns``: the columns
+# whose declared categories are text, and the user column of contribution bounding).
+_CSV_SAMPLE_ROWS = -1
 
 
 _DATABASE: Any = None
@@ -101,6 +119,29 @@ def _file_kind(path: Path) -> str:
     )
 
 
+def is_csv_path(data: Any) -> bool:
+    """Whether ``data`` is the path of a CSV file (by its name: a public fact), whose
+    column types the engine guesses from the values (see ``text_columns``)."""
+    if not isinstance(data, str | os.PathLike) or is_database_url(data):
+        return False
+    return Path(data).name.lower().endswith(CSV_SUFFIXES)
+
+
+def guesses_types(data: Any) -> bool:
+    """Whether the engine guesses the column types of ``data`` from its values: a CSV
+    path, or a :class:`~dpbayes.data.table.Table` made from one (public facts)."""
+    return is_csv_path(data) or bool(getattr(data, "reads_csv", False))
+
+
+def _read_csv(con: Any, path: Path, dtype: dict[str, str] | None = None) -> Any:
+    """A DuckDB relation scanning a CSV file: header row, ``_CSV_NULLS`` as NULL, types
+    sniffed from every row (``_CSV_SAMPLE_ROWS``) except those fixed by ``dtype``."""
+    options: dict[str, Any] = {"dtype": dtype} if dtype else {}
+    return con.read_csv(
+        str(path), header=True, na_values=_CSV_NULLS, sample_size=_CSV_SAMPLE_ROWS, **options
+    )
+
+
 def _open_file(path: Path, name: str | None, text_columns: Sequence[str] = ()) -> DuckDBTable:
     import duckdb
 
@@ -113,10 +154,10 @@ def _open_file(path: Path, name: str | None, text_columns: Sequence[str] = ()) -
     con = _connection()
     try:
         if kind == "csv":
-            rel = con.read_csv(str(path), header=True, na_values=_CSV_NULLS)
+            rel = _read_csv(con, path)
             text = {c: "VARCHAR" for c in text_columns if c in rel.columns}
             if text:  # read as the file's text, not as the type the values suggest
-                rel = con.read_csv(str(path), header=True, na_values=_CSV_NULLS, dtype=text)
+                rel = _read_csv(con, path, dtype=text)
         else:
             rel = con.read_parquet(str(path))
     except duckdb.Error as exc:
@@ -144,7 +185,10 @@ def open_table(
     ``text_columns``: columns of a CSV file read as text, as the file holds them (the
     engine otherwise reads a column of numbers-looking text as numbers, a type chosen by
     the values of all records: "1.50" becomes 1.5 when no record holds a letter); other
-    sources have typed columns and ignore it.
+    sources have typed columns and ignore it. A :class:`~dpbayes.data.table.Table` made
+    from a CSV path is read again with them. The ``user_column`` of a CSV file is always
+    read as text: which rows are one user's must not depend on the other users' values
+    (as numbers, "1" and "1.0" would be one user unless some id held a letter).
 
     Raises ``ValueError`` for a missing/unreadable file, an unknown file type or a
     table without columns, and ``TypeError`` for anything that is not a table. A table
@@ -153,6 +197,10 @@ def open_table(
     """
     if (user_column is None) != (max_rows_per_user is None):
         raise TypeError("user_column and max_rows_per_user must be given together")
+    if isinstance(text_columns, str):
+        raise TypeError("text_columns must be a sequence of column names, not a string")
+    if user_column is not None and is_csv_path(data):
+        text_columns = (*text_columns, user_column)
     out = _open_table(data, name, table=table, schema=schema, text_columns=text_columns)
     if user_column is not None:
         out = bound_contributions(out, user_column, max_rows_per_user)
@@ -185,7 +233,8 @@ def _open_table(
         )
     backend = getattr(data, "backend", None)  # a dpbayes.data.Table (front of an SQLTable)
     if isinstance(backend, SQLTable):
-        return backend
+        reread = getattr(data, "read_as_text", None)  # a Table over a CSV file reads it again
+        return reread(text_columns) if text_columns and reread is not None else backend
     if isinstance(data, SQLTable):
         table_ = data
     elif is_database:
@@ -225,6 +274,7 @@ def as_source(
     schema: str | None = None,
     user_column: str | None = None,
     max_rows_per_user: int | None = None,
+    text: bool = False,
 ) -> Source:
     """The :class:`~dpbayes.data.source.Source` for one column of ``data``.
 
@@ -248,6 +298,12 @@ def as_source(
         Keep at most ``max_rows_per_user`` rows per value of ``user_column`` (chosen in
         the engine, see :mod:`dpbayes.data.contributions`); the source's
         ``rows_per_user_bound`` then tells releases to protect a user, not a row.
+    text:
+        Read the column of a CSV file (a path, or a ``Table`` made from one) as text, as
+        the file holds it, instead of as the type its values suggest (``text_columns``
+        of :func:`open_table`). Models whose declared categories are text pass it, so
+        the column's type follows the declaration, never the data. Typed sources
+        (Parquet, frames, databases) and ready-made sources ignore it.
 
     Files and frames are aggregated by DuckDB (streamed, never loaded into Python);
     arrays by numpy. Sums are correctly rounded, so both give identical results.
@@ -287,6 +343,7 @@ def as_source(
             schema=schema,
             user_column=user_column,
             max_rows_per_user=max_rows_per_user,
+            text_columns=(column,) if text else (),
         )
         return ColumnSource(opened, column, name=name)
     if isinstance(data, list | tuple | np.ndarray):

@@ -6,10 +6,11 @@ each other in one direction only: ``table`` -> ``readers``/``contributions`` -> 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dpbayes.data.contributions import bound_contributions
-from dpbayes.data.readers import open_table
+from dpbayes.data.readers import is_csv_path, open_table
 from dpbayes.data.sql import ColumnSource, SQLTable
 
 __all__ = ["Table"]
@@ -23,6 +24,12 @@ class Table:
     ``Table(data).column(name)`` is the :class:`ColumnSource` that ``as_source(data,
     column=name)`` gives; ``value_counts_joint(columns)`` (alias ``count_table``) is
     the contingency table computed by GROUP BY in the engine.
+
+    A CSV file has no column types: the engine guesses them from the values. A table
+    made from a CSV path therefore remembers the path and its options, and a model whose
+    declared categories are text reads the file again with those columns as text
+    (:meth:`read_as_text`), so that no column's type, and no refusal, depends on the
+    values of the records.
     """
 
     def __init__(self, data: Any, *, name: str | None = None, **options: Any) -> None:
@@ -32,6 +39,33 @@ class Table:
             else open_table(data, name, **options)
         )
         self.name = self.backend.name
+        # (path, name, options) of a CSV file, and whether it was materialized
+        self._csv: tuple[Any, str | None, dict[str, Any]] | None = (
+            (data, name, dict(options)) if is_csv_path(data) else None
+        )
+        self._materialized = False
+
+    @property
+    def reads_csv(self) -> bool:
+        """Whether this table reads a CSV file (whose column types the engine guesses)."""
+        return self._csv is not None
+
+    def read_as_text(self, columns: Sequence[str]) -> SQLTable:
+        """The table (its :class:`SQLTable`) with ``columns`` read as the file's text.
+
+        For a table made from a CSV path, the file is read again with ``columns`` added
+        to its ``text_columns`` (then bounded and materialized as this table was): always,
+        whatever types the first reading guessed, so that nothing depends on them. Other
+        tables have typed columns and are returned as they are.
+        """
+        if self._csv is None:
+            return self.backend
+        data, name, options = self._csv
+        text = tuple(dict.fromkeys([*options.get("text_columns", ()), *columns]))
+        backend = open_table(data, name, **{**options, "text_columns": text})
+        if self._materialized:
+            backend = backend.materialize()  # type: ignore[attr-defined]
+        return backend
 
     @property
     def columns(self) -> list[str]:
@@ -53,7 +87,13 @@ class Table:
 
         See :func:`~dpbayes.data.contributions.bound_contributions`.
         """
-        return Table(bound_contributions(self.backend, user_column, max_rows_per_user))
+        out = Table(bound_contributions(self.backend, user_column, max_rows_per_user))
+        if self._csv is not None and not self._materialized:
+            data, name, options = self._csv
+            bounded = {"user_column": user_column, "max_rows_per_user": max_rows_per_user}
+            # read again as Table(path, user_column=..., ...) (the user column as text)
+            out = Table(data, name=name, **{**options, **bounded})
+        return out
 
     def materialize(self) -> Table:
         """This table computed once by its engine (DuckDB temporary table, cached Spark
@@ -61,7 +101,9 @@ class Table:
         mat = getattr(self.backend, "materialize", None)
         if mat is None:
             raise TypeError(f"{type(self.backend).__name__} tables cannot be materialized")
-        return Table(mat())
+        out = Table(mat())
+        out._csv, out._materialized = self._csv, self._csv is not None
+        return out
 
     def column(self, name: str) -> ColumnSource:
         """The source for one column."""

@@ -99,8 +99,29 @@ class DirichletCategorical:
         }
 
     def statistics(self, data: Any, column: str | None = None) -> CountStatistics:
-        """Counts per category, in the order of ``categories`` (exact, non-private)."""
-        src = read_source(data, column)
+        """Counts per category, in the order of ``categories`` (exact, non-private).
+
+        The column's type follows the declared categories, never the data: a CSV file
+        (whose types the engine would guess from the values) is read as text when the
+        categories are text, so ``["1", "2", "x"]`` matches the file's ``1`` and ``2``
+        whether or not some record holds an ``x``. Numeric categories match a column of
+        numbers; a value that is not one (a letter) is outside the declared domain and
+        refused like any other such value. Categories that mix text and other labels
+        cannot be matched to a CSV column faithfully (one type per column, guessed from
+        the values) and are refused for one, before any data are read.
+        """
+        from dpbayes.data import as_source
+        from dpbayes.data.readers import guesses_types
+
+        text = all(isinstance(c, str) for c in self.categories)
+        if not text and any(isinstance(c, str) for c in self.categories):
+            if guesses_types(data):
+                raise ValueError(  # public: the declaration and the kind of container
+                    f"categories {list(self.categories)!r} mix text and other labels, which "
+                    "a CSV column (one type, guessed from the values) cannot match "
+                    "faithfully: declare categories of one type (all text, or all numbers)"
+                )
+        src = read_source(as_source(data, column=column, text=text), None)
         counts = np.zeros(self.m, dtype=np.int64)
         for value, count in src.value_counts().items():
             try:

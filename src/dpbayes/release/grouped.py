@@ -110,6 +110,109 @@ def _groups(data: Any, by: Any, groups: Any) -> list[Any]:
     return out
 
 
+def _as_column_value(dtype: Any, group: Any, by: str) -> Any:
+    """``group`` as the value of the column's dtype it equals exactly (a public
+    function of the listed value and the column's schema, never of the rows).
+
+    pandas' ``==`` converts a listed value to the column's type before comparing --
+    ``"2020-01-01"`` and ``"2020-01-01 00:00"`` both equal midnight in a datetime column,
+    the ints 2**53 and 2**53 + 1 both equal 2.0**53 in a float column -- so values that
+    are distinct in Python could select the same row. Converting first, exactly (a value
+    that no element of the dtype equals is refused), makes "distinct" mean distinct in the
+    column, where equality is exact: a row then equals at most one listed value.
+    """
+    import math
+    import numbers
+
+    import numpy as np
+    import pandas as pd
+
+    bad = ValueError(
+        f"group {group!r} is not a value of column {by!r} (dtype {dtype}): list each group "
+        "as a value of the column's type"
+    )
+    if isinstance(group, float | np.floating) and np.isnan(group):
+        raise bad  # NaN is missing and equals nothing
+    kind = getattr(dtype, "kind", None)
+    if isinstance(dtype, pd.DatetimeTZDtype) or kind == "M":
+        try:
+            stamp = pd.Timestamp(group)
+        except (TypeError, ValueError):
+            raise bad from None
+        tz = getattr(dtype, "tz", None)
+        if stamp is pd.NaT or (stamp.tz is None) != (tz is None):
+            raise bad  # a naive time against an aware column (or back) has no one instant
+        return stamp if tz is None else stamp.tz_convert(tz)
+    if kind == "m":
+        try:
+            delta = pd.Timedelta(group)
+        except (TypeError, ValueError):
+            raise bad from None
+        if delta is pd.NaT:
+            raise bad
+        return delta
+    if kind in ("b", "i", "u", "f"):
+        if isinstance(group, str | bytes) or not isinstance(group, numbers.Real):
+            raise bad
+        if kind == "b":
+            if group not in (0, 1):
+                raise bad
+            return bool(group)
+        numpy_dtype = getattr(dtype, "numpy_dtype", dtype)  # of a nullable pandas dtype
+        if kind in ("i", "u"):
+            info = np.iinfo(numpy_dtype)
+            if not (math.isfinite(group) and group == math.trunc(group)):
+                raise bad
+            whole: int = math.trunc(group)  # type: ignore[assignment]
+            if not info.min <= whole <= info.max:
+                raise bad
+            return whole
+        try:
+            as_float = float(np.array(group, dtype=numpy_dtype)[()])
+        except (OverflowError, TypeError, ValueError):
+            raise bad from None
+        if as_float != group:  # Python compares a float with an int or Fraction exactly
+            raise bad  # rounds to a float that another listed value may also round to
+        return as_float
+    return group  # object, string, category: compared as the Python values they are
+
+
+def _group_masks(data: Any, by: str, groups: list[Any]) -> dict[Any, Any]:
+    """Each listed group's rows (boolean masks), disjoint by construction.
+
+    The listed values are converted to the column's dtype (:func:`_as_column_value`)
+    and refused if two are then equal -- a decision on the list and the schema only.
+    Each row is then compared with the converted values by exact equality in the column's
+    type, which is an equivalence there, so a row equal to two listed values would make
+    them equal, and they are not. As a second line for columns of Python objects, whose
+    ``==`` need not be an equivalence, a row is given to the first listed group it
+    equals and to no later one: a row lies in at most one group, whatever its value.
+    """
+    import numpy as np
+
+    column = data[by]
+    values = [_as_column_value(column.dtype, g, by) for g in groups]
+    for i, a in enumerate(values):
+        for b in values[i + 1 :]:
+            try:
+                same = bool(a == b)
+            except (TypeError, ValueError):
+                same = False
+            if same:
+                raise ValueError(
+                    f"groups must list distinct values of column {by!r}, got {groups!r} "
+                    f"({a!r} twice, as a value of dtype {column.dtype})"
+                )
+    taken = np.zeros(len(column), dtype=bool)
+    masks: dict[Any, Any] = {}
+    for g, v in zip(groups, values, strict=True):
+        equal = (column == v).to_numpy(dtype=bool, na_value=False)
+        mask = equal & ~taken
+        taken |= mask
+        masks[g] = mask
+    return masks
+
+
 def release_grouped(
     model: Any,
     data: Any,
@@ -134,11 +237,12 @@ def release_grouped(
         raise ValueError(
             "allow_non_private releases are experiments and cannot be charged to an accountant"
         )
+    masks = _group_masks(data, by, values)
     src = noise_source(rng)
     plans = {
         g: plan(
             model,
-            data[data[by] == g],
+            data[masks[g]],
             mechanism=mechanism,
             epsilon=epsilon,
             delta=delta,
