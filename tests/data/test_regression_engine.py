@@ -124,10 +124,14 @@ def test_a_release_from_a_file_at_user_level(tmp_path) -> None:
     df = frame()
     path = tmp_path / "rows.parquet"
     df.to_parquet(path)
-    record = dpb.release(linear("box"), str(path), mechanism="ssp", epsilon=1.0, rng=0)
+    joint = {"mechanism": "ssp", "epsilon": 1.0, "rng": 0, "first_order_share": None}
+    record = dpb.release(linear("box"), str(path), **joint)
     bounded = Table(str(path), user_column="person", max_rows_per_user=2)
-    user = dpb.release(linear("box"), bounded, mechanism="ssp", epsilon=1.0, rng=0)
+    user = dpb.release(linear("box"), bounded, **joint)
     assert user.guarantee.details["rows_per_user"] == 2
+    # the default two blocks: each block's sensitivity k times the record level's
+    blocks = dpb.release(linear("box"), bounded, mechanism="ssp", epsilon=1.0, rng=0)
+    assert blocks.guarantee.details["sensitivity_exact"] == 2.0
     # k times the record-level sensitivity; the allowance for the one rounding of each
     # entry is added once (PROOF.md §3c)
     rounding = record.guarantee.details["sensitivity_rounding"]
