@@ -191,9 +191,14 @@ def test_auto_moves_to_pc_when_a_level_near_one_needs_too_many_nodes() -> None:
     169 tiny ones. ``auto`` chose the inversion, whose nodes for |z| <= 3 sd were fine;
     a 0.99999 requirement needed them out to 11 sd, past the inversion's limit, and the
     request failed (the service refused it as beyond its numerics). ``auto`` now moves
-    to PC there; ``exact`` asked for by name still raises."""
+    to PC there; ``exact`` asked for by name still raises. (With its default
+    ``max_scales`` ``auto`` rounds the 171 scales up to a few distinct ones and the
+    inversion copes: the move is checked with the rounding off.)"""
     scales = np.r_[1.0, 1e-4, np.geomspace(1e-9, 1e-5, 169)]
-    d = LaplaceSum(scales, accuracy=1e-6)
+    rounded = LaplaceSum(scales, accuracy=1e-6)
+    assert rounded.rounding_ratio > 1.0 and np.unique(rounded.scales).size <= 48
+    assert rounded.half_width(0.99999) == pytest.approx(-math.log(1e-5), abs=1e-3)
+    d = LaplaceSum(scales, accuracy=1e-6, max_scales=None)
     assert d.method == "exact"
     h = d.half_width(0.99999)
     assert d.method == "pc" and d.details["moved_to_pc_at"] > 3 * d.std

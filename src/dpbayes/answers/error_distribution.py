@@ -57,9 +57,106 @@ from dpbayes.privacy.validation import (
     check_probability,
 )
 
-__all__ = ["METHODS", "LaplaceSum"]
+__all__ = ["MAX_SCALES", "METHODS", "LaplaceSum", "round_up_scales"]
 
 METHODS = ("auto", "exact", "pc", "pc-direct", "mc")
+#: ``method="auto"`` rounds the Laplace scales up to at most this many distinct values.
+MAX_SCALES = 48
+# The finest grid: 64 points per octave (scales at most 1.1 % larger).
+_MAX_PER_OCTAVE = 64
+
+
+def _round_in_octaves(r: np.ndarray, octave: np.ndarray, per: np.ndarray) -> np.ndarray:
+    """r rounded up to 2^-(o + j / m) (o the octave of r, m = per[o], j = 0..m-1)."""
+    m = per[octave].astype(float)
+    frac = -np.log2(r) - octave  # in [0, 1)
+    j = np.clip(np.floor(frac * m), 0.0, m - 1.0)
+    up = np.exp2(-(octave + j / m))
+    # rounding could leave a grid point a hair below r: one step up (never down)
+    up = np.where(up < r, np.exp2(-(octave + (j - 1.0) / m)), up)
+    return np.minimum(np.maximum(up, r), 1.0)
+
+
+def round_up_scales(r: np.ndarray, max_distinct: int) -> tuple[np.ndarray, float]:
+    """Laplace scales ``r`` (sorted ascending, in (0, 1]) rounded UP to at most
+    ``max_distinct`` distinct values; ``(r, 1.0)`` if ``r`` has no more than that already.
+    Returns (the rounded scales, sorted ascending; the largest ratio rounded/original
+    allowed, an upper bound on r'_i / r_i).
+
+    The grid: each octave (2^-(o+1), 2^-o] gets 2^-(o + j / m_o), j = 0..m_o - 1, with m_o
+    a power of two up to 64. Starting from one point per octave, the octave whose
+    doubling of m_o removes the most added variance sum_i (r'_i^2 - r_i^2) per extra
+    distinct value is refined while the total stays within ``max_distinct``: the large
+    scales, which carry the variance, get a fine grid and the tiny ones a coarse one. When
+    the octaves are more than ``max_distinct``, several octaves share a point (the grid
+    2^-(2^a j)).
+
+    Why the result is conservative. Write E = sum_i r_i L_i (+ s G) and E' for the same sum
+    with each r_i replaced by r'_i >= r_i. Each term r_i L_i is symmetric and unimodal
+    (a Laplace density, log-concave), and r_i L_i is more peaked than r'_i L_i:
+    P(|r_i L_i| <= t) = 1 - e^{-t / r_i} >= 1 - e^{-t / r'_i} for every t >= 0. By
+    Birnbaum's theorem (Ann. Math. Stat. 19, 1948: if X_1, X_2 are independent, symmetric
+    and unimodal, and likewise Y_1, Y_2, with X_i more peaked than Y_i, then X_1 + X_2 is
+    more peaked than Y_1 + Y_2; a sum of independent symmetric unimodal variables is again
+    symmetric unimodal, so it extends to any number of terms by induction, and an
+    unchanged term such as s G is trivially as peaked as itself), E is more peaked than E':
+    P(|E| <= d) >= P(|E'| <= d) for every d >= 0. So a coverage computed for E' (less its
+    error bound) is a lower bound on the true coverage, a half-width computed for E' at
+    level p is at least the true one, and any accuracy promise made from E' holds for E.
+    Every rounded scale stays <= 1 (1 is the grid point j = 0 of octave 0), so the
+    normalisation of :class:`LaplaceSum` (largest scale or Normal sd = 1) still bounds it.
+
+    Cost: O(k) per refinement, at most 7 per octave (and O(k log) when octaves merge).
+    """
+    if r.size == 0 or np.unique(r).size <= max_distinct:
+        return r, 1.0
+    octave = np.minimum(np.floor(-np.log2(r)), 1100.0).astype(int)
+    octave = np.where(np.exp2(-octave.astype(float)) < r, octave - 1, octave)
+    octave = np.maximum(octave, 0)
+    occupied = np.unique(octave)
+    if occupied.size > max_distinct:
+        # merge octaves: the grid 2^-(w j), w = 2, 4, 8, ... octaves per point
+        w = 2
+        while True:
+            up = np.minimum(np.exp2(-w * np.floor(-np.log2(r) / w)), 1.0)
+            up = np.maximum(up, r)
+            if np.unique(up).size <= max_distinct:
+                return np.sort(up), float(2.0**w)
+            w *= 2
+    per = np.ones(int(octave.max()) + 1, dtype=int)
+    up = _round_in_octaves(r, octave, per)
+    sq = r * r
+    members = {int(o): octave == o for o in occupied}
+    count = {o: int(np.unique(up[mask]).size) for o, mask in members.items()}
+    added = {o: float(np.sum(up[mask] ** 2 - sq[mask])) for o, mask in members.items()}
+    total = sum(count.values())
+    while True:
+        best, best_gain = None, 0.0
+        trial: dict[int, tuple[np.ndarray, int, float]] = {}
+        for o, mask in members.items():
+            if per[o] >= _MAX_PER_OCTAVE or added[o] <= 0.0:
+                continue
+            per2 = per.copy()
+            per2[o] *= 2
+            cand = _round_in_octaves(r[mask], octave[mask], per2)
+            c2 = int(np.unique(cand).size)
+            a2 = float(np.sum(cand**2 - sq[mask]))
+            if total - count[o] + c2 > max_distinct:
+                continue
+            gain = (added[o] - a2) / max(c2 - count[o], 1)
+            trial[o] = (cand, c2, a2)
+            if best is None or gain > best_gain:
+                best, best_gain = o, gain
+        if best is None:
+            break
+        cand, c2, a2 = trial[best]
+        up[members[best]] = cand
+        total += c2 - count[best]
+        count[best], added[best] = c2, a2
+        per[best] *= 2
+    ratio = float(np.max(np.exp2(1.0 / per[occupied])))
+    return np.sort(up), ratio
+
 
 # Extending a distribution's inversion nodes (rare: a requirement far in the tails) is
 # done under this lock, shared by all distributions so that they stay picklable.
@@ -100,6 +197,15 @@ class LaplaceSum:
         Sample size for ``mc`` (default: enough for ``accuracy``, at most 10^7).
     rng:
         Randomness for ``mc`` (None, an int seed or a numpy Generator).
+    max_scales:
+        With ``method="auto"``, more than this many distinct Laplace scales (after the
+        smallest are dropped) are rounded up to a geometric grid with at most this many
+        points (:func:`round_up_scales`), so that the cost of every method is bounded in
+        the number of distinct scales, not of terms. Conservative: the distribution is
+        then that of a sum at least as spread out, so ``prob_within`` (minus ``error``) is
+        a lower bound on the true P(|E| <= d), and ``half_width`` an upper bound on the
+        true one. :attr:`rounding_ratio` is the grid's ratio (1.0: nothing rounded).
+        ``None``: never round. Other methods never round.
     """
 
     def __init__(
@@ -112,6 +218,7 @@ class LaplaceSum:
         grid_step: float | None = None,
         n_samples: int | None = None,
         rng: Any = None,
+        max_scales: int | None = MAX_SCALES,
     ) -> None:
         check_time()
         b = check_array(scales, "scales", ndim=1, min_size=0)
@@ -151,9 +258,20 @@ class LaplaceSum:
         )
         keep_from = int(np.searchsorted(np.cumsum(r), 0.02 * acc / bound, side="right"))
         dropped = float(r[:keep_from].sum())
-        self.scales = b[keep_from:]
+        kept = r[keep_from:]
+        self.rounding_ratio = 1.0
+        if method == "auto" and max_scales is not None:
+            kept, self.rounding_ratio = round_up_scales(
+                kept, check_int(max_scales, "max_scales", minimum=1)
+            )
+        if self.rounding_ratio > 1.0:
+            # the distribution is now that of the rounded-up sum (see round_up_scales):
+            # its variance, and the Chernoff bound below, are those of the larger scales
+            var_lap = float(2.0 * (np.sum(kept * kept) + np.sum(r[:keep_from] ** 2)))
+            var_n = var_lap + g * g
+        self.scales = kept * self._unit
         self.gaussian_sd = g_sd
-        self._b = r[keep_from:]
+        self._b = kept
         self._g = g
         self.accuracy = acc
         # the bound M of what is kept (the largest scale may itself have been dropped)
@@ -211,6 +329,8 @@ class LaplaceSum:
         self.error += self._dropped_error
         self.details["seconds"] = time.perf_counter() - t0
         self.details["dropped_scales"] = keep_from
+        if self.rounding_ratio > 1.0:
+            self.details["scales_rounded_up_to_ratio"] = self.rounding_ratio
 
     # ------------------------------------------------------------------ choice
     def _init_auto(self) -> None:

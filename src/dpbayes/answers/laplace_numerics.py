@@ -249,6 +249,7 @@ def gil_pelaez_nodes(
     # phi_Lap(T) e^{-g^2 t^2 / 2} and int_T^inf e^{-g^2 t^2/2} / t dt <=
     # int_T^inf t e^{-g^2 t^2/2} / T^2 dt = e^{-g^2 T^2/2} / (g T)^2.
     target = math.log(accuracy * 0.05 * math.pi)
+
     # T is the first point where log phi <= target: phi decreases in t, so both steps
     # are vectorised (one call of log_phi each). Doubling from 1 / max(bmax, g) = 1 (the
     # normalisation): log phi(t) <= -min(log(1 + t^2), t^2 / 2) and target >=
@@ -256,18 +257,29 @@ def gil_pelaez_nodes(
     # powers 2^0 .. 2^63 contain the first that does. Then the first of 2048 evenly
     # spaced points of (hi / 2, hi] (of (0, hi] if hi is the start) that meets it: within
     # 1e-3 hi of the crossing. Any T > 0 is valid; the tail bound is computed at it.
+    # The criterion is on the tail bound itself, phi(T) x factor(T) (both decrease in T):
+    # with many scales phi falls below the target at T well under 1 / bmax, where the
+    # factor 1 + 1 / (bmax T)^2 is large, and a criterion on phi alone left a tail bound
+    # above the accuracy (then ``auto`` fell back to PC, at far greater cost).
+    def log_factor(t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t, dtype=float)
+        out = np.log1p(1.0 / (bmax * t) ** 2)
+        if g > 0:
+            out = np.minimum(out, np.log(2.0 / (g * t) ** 2))
+        return out
+
+    def log_bound(t: np.ndarray) -> np.ndarray:
+        return log_phi(t) + log_factor(t)
+
     start = 1.0 / max(bmax, g)
     powers = start * 2.0 ** np.arange(64)
-    below = log_phi(powers) <= target
+    below = log_bound(powers) <= target
     hi = float(powers[int(below.argmax())] if below.any() else powers[-1])
     lo = hi / 2.0 if hi > start else 0.0
     grid = lo + (hi - lo) * np.arange(1, 2049) / 2048.0
-    below = log_phi(grid) <= target
+    below = log_bound(grid) <= target
     big_t = float(grid[int(below.argmax())]) if below.any() else hi
-    factor = 1 + 1 / (bmax * big_t) ** 2
-    if g > 0:
-        factor = min(factor, 2.0 / (g * big_t) ** 2)
-    tail = math.exp(log_phi(np.array([big_t]))[0]) * factor / math.pi
+    tail = math.exp(log_bound(np.array([big_t]))[0]) / math.pi
     # Panels: half periods of sin(t zmax), refined geometrically where phi bends.
     n_osc = math.ceil(big_t * zmax / math.pi) + 1
     if (n_osc + 16) * CC_NODES.size * n_scales > 3e7:

@@ -18,7 +18,7 @@ from contextvars import ContextVar
 
 from dpbayes.privacy.validation import check_finite
 
-__all__ = ["TimeLimitExceeded", "check_time", "time_limit"]
+__all__ = ["TimeLimitExceeded", "check_time", "own_time_limit", "time_limit"]
 
 _DEADLINE: ContextVar[float] = ContextVar("dpbayes_answers_deadline", default=math.inf)
 
@@ -40,6 +40,24 @@ def time_limit(seconds: float | None) -> Iterator[None]:
     s = check_finite(seconds, "seconds")
     deadline = min(_DEADLINE.get(), time.monotonic() + s)
     token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+@contextlib.contextmanager
+def own_time_limit(seconds: float | None) -> Iterator[None]:
+    """Run the block with a time limit of ``seconds`` from now that replaces any enclosing
+    one (``None``: no limit), and restore the enclosing one after it.
+
+    For shared work that many callers wait for (a service's plan of a query): it gets its
+    whole limit whatever the deadline of the caller that happens to run it."""
+    if seconds is None:
+        token = _DEADLINE.set(math.inf)
+    else:
+        s = check_finite(seconds, "seconds")
+        token = _DEADLINE.set(time.monotonic() + s)
     try:
         yield
     finally:

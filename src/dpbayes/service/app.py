@@ -14,7 +14,9 @@ import contextlib
 import gc
 import hashlib
 import json
+import logging
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +28,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dpbayes.answers.limits import TimeLimitExceeded
@@ -161,6 +164,56 @@ def _first_error(exc: RequestValidationError) -> tuple[int, str]:
     return 422, msg if e.get("type") == "value_error" else f"body: {msg}"
 
 
+def _parse_error(cause: BaseException | None) -> str:
+    """One line for a body the JSON parser gave up on (FastAPI chains the cause)."""
+    if isinstance(cause, RecursionError):
+        return "malformed request body: JSON nested too deeply (arrays or objects)"
+    if isinstance(cause, UnicodeError):
+        return "malformed request body: not JSON text in UTF-8"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        # Python's int parsing limit
+        return "malformed request body: a number written with more than 4300 digits"
+    return (
+        "malformed request body: not JSON text in UTF-8, JSON nested too deeply, or a "
+        "number written with more than 4300 digits"
+    )
+
+
+#: What a database failure is answered (503): nothing reached the ledger or the client.
+DB_FAILURE = "the database failed ({}); nothing was spent or released: retry later"
+_DB_ERRORS: tuple[type[Exception], ...] = (sa_exc.SQLAlchemyError, sqlite3.Error)
+try:  # pragma: no cover - psycopg is installed with the PostgreSQL extra
+    import psycopg
+
+    _DB_ERRORS = (*_DB_ERRORS, psycopg.Error)
+except ImportError:  # pragma: no cover
+    pass
+
+
+def _db_failure(exc: BaseException) -> JSONResponse:
+    """503 for a database error, in one line (its class, never its SQL or parameters).
+
+    Nothing was spent or released: a commit that fails rolls the transaction back (the
+    answer's row and the budget's version with it), the in-memory state is marked stale
+    and rebuilt from the database before the next request (so the accountant forgets
+    the charge), and the failed request's noisy value is never handed to the HTTP layer
+    (commits.py: the job's error is raised to its owner instead of an answer)."""
+    logging.getLogger("dpbayes.service").error("database failure", exc_info=exc)
+    return JSONResponse(
+        {"detail": DB_FAILURE.format(type(exc).__name__)},
+        status_code=503,
+        headers={"Retry-After": "5"},
+    )
+
+
+class _DBFailure(Exception):
+    """A database error met on a query thread (answered by :func:`_db_failure`)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(type(cause).__name__)
+        self.cause = cause
+
+
 def create_app(
     engine_config: EngineConfig | None,
     db_url: str,
@@ -184,6 +237,11 @@ def create_app(
     )
     admin_sha = hashlib.sha256(admin_key.encode()).hexdigest()
     pool = ThreadPoolExecutor(max_workers=query_threads, thread_name_prefix="dpbayes-query")
+    # Requests whose plan is known (cached for the current state, or carried over) are
+    # served on threads of their own, never queued behind eps searches on ``pool``.
+    fast = ThreadPoolExecutor(
+        max_workers=max(2, query_threads // 2), thread_name_prefix="dpbayes-cached"
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -198,6 +256,7 @@ def create_app(
             yield
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+            fast.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(
         title="dpbayes query service",
@@ -212,12 +271,19 @@ def create_app(
     async def _http_error(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail
         if exc.status_code == 400 and detail == "There was an error parsing the body":
-            # also a number written with more than 4,300 digits (Python's int parsing limit)
-            detail = (
-                "malformed request body: not JSON text in UTF-8, or a number written with "
-                "more than 4300 digits"
-            )
+            detail = _parse_error(exc.__cause__)
         return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(_DB_ERRORS[0])
+    async def _db_error(_req: Request, exc: Exception) -> JSONResponse:
+        return _db_failure(exc)
+
+    for extra in _DB_ERRORS[1:]:
+        app.add_exception_handler(extra, _db_error)
+
+    @app.exception_handler(_DBFailure)
+    async def _db_failed(_req: Request, exc: _DBFailure) -> JSONResponse:
+        return _db_failure(exc.cause)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
@@ -261,10 +327,13 @@ def create_app(
             raise _unauthorised("missing or invalid admin key")
         return "admin"
 
-    async def _in_pool(fn: Any) -> Any:
-        """Run ``fn`` on the query threads; 503 when it runs out of time or retries."""
+    async def _in_pool(fn: Any, on: ThreadPoolExecutor = pool) -> Any:
+        """Run ``fn`` on the query threads (or ``on``); 503 when it runs out of time or
+        retries, or the database fails."""
         try:
-            return await asyncio.get_running_loop().run_in_executor(pool, fn)
+            return await asyncio.get_running_loop().run_in_executor(on, fn)
+        except _DB_ERRORS as exc:
+            raise _DBFailure(exc) from None
         except (TimeLimitExceeded, Busy) as exc:
             raise HTTPException(
                 503, str(exc).splitlines()[0], headers={"Retry-After": "1"}
@@ -282,7 +351,9 @@ def create_app(
         """The attributes and their values (the cube's cells); no counts."""
         return svc.schema()
 
-    def _ask(body: QueryIn, token: str | None, deadline: float | None) -> Reply:
+    def _ask(
+        body: QueryIn, token: str | None, deadline: float | None, cached_only: bool = False
+    ) -> Reply | None:
         who = _analyst(token)  # here, on the query's thread: one hop per request
         q = svc.make_query(body.where, body.coefficients)
         return svc.ask(
@@ -292,6 +363,7 @@ def create_app(
             confidence=body.confidence,
             density=body.density,
             deadline=deadline,
+            cached_only=cached_only,
         )
 
     @app.post(
@@ -311,7 +383,11 @@ def create_app(
     async def query(body: QueryIn, token: Annotated[str | None, Depends(analyst)]) -> Any:
         """Answer within +-half_width with probability >= confidence (free if the history
         can; else one fresh noisy answer, or a refusal that spends nothing)."""
-        r: Reply = await _in_pool(partial(_ask, body, token, _deadline()))
+        deadline = _deadline()
+        r: Reply | None = await _in_pool(partial(_ask, body, token, deadline, True), fast)
+        if r is None:  # not planned yet on this state: an eps search, on the query threads
+            r = await _in_pool(partial(_ask, body, token, deadline))
+        assert r is not None
         if r.answer.status == "refused":
             return JSONResponse(
                 {
@@ -324,10 +400,15 @@ def create_app(
             )
         return JSONResponse(_reply_json(r))
 
-    def _quote(body: QuoteIn, deadline: float | None) -> Quote:
+    def _quote(body: QuoteIn, deadline: float | None, cached_only: bool = False) -> Quote | None:
         q = svc.make_query(body.where, body.coefficients)
         return quote(
-            svc, q, half_width=body.half_width, confidence=body.confidence, deadline=deadline
+            svc,
+            q,
+            half_width=body.half_width,
+            confidence=body.confidence,
+            deadline=deadline,
+            cached_only=cached_only,
         )
 
     @app.post(
@@ -338,7 +419,11 @@ def create_app(
     async def price(body: QuoteIn, _who: Annotated[str, Depends(reader)]) -> dict[str, Any]:
         """What the query would cost now: free from the history, eps for one fresh answer,
         or refused. Spends nothing and draws no noise."""
-        got: Quote = await _in_pool(partial(_quote, body, _deadline()))
+        deadline = _deadline()
+        got: Quote | None = await _in_pool(partial(_quote, body, deadline, True), fast)
+        if got is None:
+            got = await _in_pool(partial(_quote, body, deadline))
+        assert got is not None
         return {
             "query": got.query,
             "status": got.status,

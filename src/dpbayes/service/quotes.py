@@ -46,8 +46,10 @@ def quote(
     half_width: float,
     confidence: float,
     deadline: float | None = None,
-) -> Quote:
-    """What ``svc.ask(query, half_width=..., confidence=...)`` would spend now."""
+    cached_only: bool = False,
+) -> Quote | None:
+    """What ``svc.ask(query, half_width=..., confidence=...)`` would spend now.
+    ``cached_only``: ``None`` unless the plan is known without an eps search."""
     d = check_positive(half_width, "half_width")
     p = check_probability(confidence, "confidence", open_interval=True)
     if deadline is None and svc.time_limit is not None:
@@ -55,7 +57,10 @@ def quote(
     with time_limit(None if deadline is None else deadline - time.monotonic()):
         check_time()
         snap = svc._current()
-        plan = svc._plan(snap, query, d, p).plan
+        got = svc.cached_plan(snap, query, d, p) if cached_only else svc._plan(snap, query, d, p)
+    if got is None:
+        return None
+    plan = got.plan
     remaining = svc.accountant.remaining[0]
     text = query.text
     if plan.status == "history":

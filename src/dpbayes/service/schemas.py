@@ -128,11 +128,18 @@ class AnswerOut(BaseModel):
     free_from_history: bool = Field(description="true: no budget spent (status history)")
     estimate: float = Field(description="the answer (posterior mean of the true answer)")
     interval: list[float] = Field(
-        min_length=2, max_length=2, description="[estimate - d, estimate + d]"
+        min_length=2,
+        max_length=2,
+        description="the credible interval at confidence_required: estimate +- its "
+        "half-width at that level (at most half_width: the requirement is met; narrower "
+        "when the answer is more precise than asked)",
     )
     half_width: float
     confidence_required: float
-    confidence_reached: float = Field(description="posterior probability of the interval")
+    confidence_reached: float = Field(
+        description="P(|true answer - estimate| <= half_width) under the posterior (a lower "
+        "bound on it when the error distribution was computed conservatively)"
+    )
     epsilon_spent: float = Field(description="eps this answer spent (0 when free)")
     noise: Literal["laplace", "gaussian"] | None = Field(
         None, description="the noise of a fresh answer (null when free)"

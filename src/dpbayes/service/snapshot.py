@@ -51,6 +51,9 @@ class _Planned:
     plan: Plan
     state: tuple[int, int, tuple[float, float]]  # version, last_id, total of the snapshot
     density: tuple[list[float], list[float]] | None = None
+    # a refusal of the planner itself (numerics, time limit): holds for this state only
+    # (never carried over to a later one, where the query's BLUE may differ)
+    final: bool = False
 
 
 _COMPOSITION_NAMES = {

@@ -30,6 +30,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ import sqlalchemy as sa
 from dpbayes.answers import AnswerRecord, History, Query
 from dpbayes.answers.blue import check_coefficients
 from dpbayes.answers.engine import check_record, fresh_reason, history_guarantee
-from dpbayes.answers.limits import check_time, time_limit
+from dpbayes.answers.limits import TimeLimitExceeded, check_time, own_time_limit, time_limit
 from dpbayes.answers.planning import (
     Answer,
     Plan,
@@ -82,7 +83,15 @@ _MAX_ATTEMPTS = 8  # plans of one request redone because another answer was comm
 _METHOD_ACCURACY = 1e-6
 _NUMERICAL_LIMIT = (
     "the service cannot compute this query's error distribution to its accuracy (its "
-    "coefficients or the requirement are too extreme); nothing spent"
+    "coefficients or the requirement are too extreme); retrying will not help until the "
+    "history changes; nothing spent"
+)
+#: The default cap on answers x cells of the history (2^25: 256 MiB per dense array).
+MAX_HISTORY_ENTRIES = 2**25
+_TOO_SLOW = (
+    "planning this query took longer than the time limit on the current history, with "
+    "the whole limit to itself; retrying will not help until the history changes (another "
+    "answer is released or the budget changes); nothing spent"
 )
 
 
@@ -92,6 +101,9 @@ class QueryService:
     ``digest_key``: the key of the cube's digest (:func:`~dpbayes.service.config.digest_key`
     of the admin key; never stored). ``time_limit``: seconds a query may spend planning
     (``None``: no limit). ``cache_size``: plans kept per history version.
+    ``max_history_entries``: the most answers x cells the history may hold (it keeps a
+    dense coefficient row per answer, and each fresh answer copies the history): a fresh
+    answer beyond it is refused, nothing spent (``None``: no cap).
     """
 
     def __init__(
@@ -102,6 +114,7 @@ class QueryService:
         digest_key: bytes,
         time_limit: float | None = 10.0,
         cache_size: int = 4096,
+        max_history_entries: int | None = MAX_HISTORY_ENTRIES,
     ) -> None:
         if not isinstance(config, EngineConfig):
             raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
@@ -121,6 +134,10 @@ class QueryService:
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], _Planned] = OrderedDict()
         self._cache_size = cache_size
+        self.max_history_entries = max_history_entries
+        # plans being computed, per cache key: one planner per key at a time, the other
+        # requests for it wait for its result (single flight)
+        self._inflight: dict[tuple[Any, ...], tuple[tuple[Any, ...], threading.Event]] = {}
         self._queries: OrderedDict[str, Query] = OrderedDict()  # parsed predicates
         self.keys = AnalystKeys(self.db, self.reader)
         self._stale = False
@@ -249,12 +266,16 @@ class QueryService:
         )
         return Query(c, "coefficients")
 
-    def _plan(self, snap: _Snapshot, q: Query, d: float, p: float) -> _Planned:
-        """The plan for (query, requirement) on ``snap``: cached per history version, and
-        carried over to a later version when the query's BLUE did not change (the answers
-        committed since read other cells or other directions), so the eps search runs
-        once per query, requirement and BLUE."""
-        key = (q.text, hashlib.blake2b(q.coefficients.tobytes(), digest_size=16).digest(), d, p)
+    @staticmethod
+    def _key(q: Query, d: float, p: float) -> tuple[Any, ...]:
+        return (q.text, hashlib.blake2b(q.coefficients.tobytes(), digest_size=16).digest(), d, p)
+
+    def cached_plan(self, snap: _Snapshot, q: Query, d: float, p: float) -> _Planned | None:
+        """The plan for (query, requirement) on ``snap`` if it is known without an eps
+        search: cached for this state (a refusal for the numerics or the time limit
+        included), or carried over from an earlier state (a BLUE, no error distribution).
+        ``None``: it must be planned."""
+        key = self._key(q, d, p)
         state = (snap.version, snap.last_id, snap.total)
         with self._cache_lock:
             hit = self._cache.get(key)
@@ -262,40 +283,117 @@ class QueryService:
                 self._cache.move_to_end(key)
         if hit is not None and hit.state == state:
             return hit
-        if hit is not None and hit.state[2] == snap.total and hit.state[:2] < state[:2]:
+        if (
+            hit is not None
+            and not hit.final
+            and hit.state[2] == snap.total
+            and hit.state[:2] < state[:2]
+        ):
             carried = carry_over(hit.plan, snap.history)
             if carried is not None:
                 planned = _Planned(carried, state, hit.density)
                 self._remember(key, planned)
                 return planned
+        return None
+
+    def _plan(self, snap: _Snapshot, q: Query, d: float, p: float) -> _Planned:
+        """The plan for (query, requirement) on ``snap``: cached per history version, and
+        carried over to a later version when the query's BLUE did not change (the answers
+        committed since read other cells or other directions), so the eps search runs
+        once per query, requirement and BLUE.
+
+        One request plans a key at a time; others asking for it meanwhile wait for its
+        plan (within their own deadline: else 503, retry). The eps search has the whole
+        ``time_limit`` from its own start, whatever its request waited before (so time
+        spent queueing never cuts it short): a search that runs out of it is refused for
+        this state (``_TOO_SLOW``, cached like a numerical refusal), so that asking again
+        answers at once instead of redoing it."""
+        key = self._key(q, d, p)
+        state = (snap.version, snap.last_id, snap.total)
+        while True:
+            got = self.cached_plan(snap, q, d, p)
+            if got is not None:
+                return got
+            with self._cache_lock:
+                running = self._inflight.get(key)
+                if running is None or running[0] != state:
+                    event = threading.Event()
+                    self._inflight[key] = (state, event)
+                    break
+            # another request plans it: wait (checking this request's deadline), then
+            # take its plan from the cache, or plan it here if it remembered none
+            while not running[1].wait(timeout=0.05):
+                check_time()
+        try:
+            return self._plan_now(snap, q, d, p, key, state)
+        finally:
+            with self._cache_lock:
+                if self._inflight.get(key, (None, None))[1] is event:
+                    del self._inflight[key]
+            event.set()
+
+    def _plan_now(
+        self,
+        snap: _Snapshot,
+        q: Query,
+        d: float,
+        p: float,
+        key: tuple[Any, ...],
+        state: tuple[int, int, tuple[float, float]],
+    ) -> _Planned:
+        """The eps search for ``key`` on ``snap`` (see :meth:`_plan`)."""
         total, budget_delta = snap.total
         sens = q.sensitivity * self._sens_factor
         noises = self._noises(budget_delta)
         if not noises:
             why = "the budget has no delta for a Gaussian answer (noise='gaussian'); nothing spent"
             return _Planned(Plan(q, d, p, sens, "refused", reason=why), state)
+        own = None if self.time_limit is None else time.monotonic() + self.time_limit
         try:
-            plans = plan_candidates(
-                snap.history,
-                q,
-                d,
-                p,
-                sensitivity=sens,
-                accuracy=_METHOD_ACCURACY,
-                max_epsilon=self.config.max_epsilon,
-                cap=total * (1 + _TOLERANCE),
-                cap_reason=f"budget exceeded: the total budget is eps={total:.6g}",
-                noises=noises,
-                delta=budget_delta,
-                min_epsilon=self.config.min_epsilon_fraction * total,
-            )
+            with own_time_limit(self.time_limit):
+                plans = plan_candidates(
+                    snap.history,
+                    q,
+                    d,
+                    p,
+                    sensitivity=sens,
+                    accuracy=_METHOD_ACCURACY,
+                    max_epsilon=self.config.max_epsilon,
+                    cap=total * (1 + _TOLERANCE),
+                    cap_reason=f"budget exceeded: the total budget is eps={total:.6g}",
+                    noises=noises,
+                    delta=budget_delta,
+                    min_epsilon=self.config.min_epsilon_fraction * total,
+                )
             plan = plans[0]
             if len(plans) > 1:
                 plan = cheapest(plans, self.accountant, simulation=False, user=self._user)
+        except TimeLimitExceeded:
+            if own is None or time.monotonic() < own:  # pragma: no cover - defensive
+                raise
+            planned = _Planned(Plan(q, d, p, sens, "refused", reason=_TOO_SLOW), state, final=True)
+            self._remember(key, planned)
+            return planned
         except (ValueError, ArithmeticError):
             # the arguments were checked: what is left are the engine's numerical limits
-            # (an error distribution it cannot compute to its accuracy); refuse, spend nothing
-            return _Planned(Plan(q, d, p, sens, "refused", reason=_NUMERICAL_LIMIT), state)
+            # (an error distribution it cannot compute to its accuracy); refuse, spend
+            # nothing, and remember it for this state (planning it again gives the same)
+            planned = _Planned(
+                Plan(q, d, p, sens, "refused", reason=_NUMERICAL_LIMIT), state, final=True
+            )
+            self._remember(key, planned)
+            return planned
+        cap = self.max_history_entries
+        if plan.status == "fresh" and cap is not None:
+            entries = (len(snap.history) + 1) * self.cube.n_cells
+            if entries > cap:
+                plan = replace(
+                    plan,
+                    status="refused",
+                    reason=f"the history holds {len(snap.history)} answers over "
+                    f"{self.cube.n_cells} cells, the most this server keeps (answers x "
+                    f"cells <= {cap}); no fresh answer can be added; nothing spent",
+                )
         planned = _Planned(plan, state)
         self._remember(key, planned)
         return planned
@@ -337,13 +435,17 @@ class QueryService:
         confidence: float,
         density: bool = False,
         deadline: float | None = None,
-    ) -> Reply:
+        cached_only: bool = False,
+    ) -> Reply | None:
         """Answer within +-half_width with probability >= confidence: from the history, with
         one fresh answer (committed before this returns), or a refusal.
 
         ``deadline`` (``time.monotonic()``): planning stops with TimeLimitExceeded once it
         has passed (default: ``time_limit`` seconds from now); the commit itself is short
-        and never cut.
+        and never cut (an eps search that started has ``time_limit`` of its own: see
+        :meth:`_plan`). ``cached_only``: answer only if the plan is known without an eps
+        search (:meth:`cached_plan`), else return ``None`` (the HTTP layer serves those on
+        threads of their own); never ``None`` otherwise.
         """
         d = check_positive(half_width, "half_width")
         p = check_probability(confidence, "confidence", open_interval=True)
@@ -353,7 +455,14 @@ class QueryService:
             with time_limit(None if deadline is None else deadline - time.monotonic()):
                 check_time()
                 snap = self._current()
-                planned = self._plan(snap, query, d, p)
+                got = (
+                    self.cached_plan(snap, query, d, p)
+                    if cached_only
+                    else self._plan(snap, query, d, p)
+                )
+                if got is None:
+                    return None
+                planned = got
                 plan = planned.plan
                 if density and planned.density is None and plan.status != "refused":
                     planned.density = _density(plan)
