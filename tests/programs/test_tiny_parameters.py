@@ -111,6 +111,7 @@ KL_CASES = [
     ([1.0, 2.0, 3.0], [1e-300, 2.0, 1e-250]),  # Dirichlet
     ([1e-300, 1e-310 * 1e10, 0.5], [1.0, 2.0, 1e-300]),  # alpha_0 < 1
     ([1e-300, 2e-300, 3e-300], [3e-300, 1e-300, 1.0]),
+    ([TINY, TINY], [5.0, 1.0]),  # 3 / TINY = 1.35e308: was inf (y / x overflowed first)
 ]
 
 
@@ -179,6 +180,29 @@ def test_subnormal_beta_or_dirichlet_constant_refused_when_built() -> None:
     with pytest.raises(ValueError, match="Dirichlet parameter"):
         T.const(Dirichlet(np.array([1.0, 1e-320, 2.0])))
     T.const(Beta(TINY, 1.0))  # the smallest normal double is in the domain
+
+
+def test_beta_or_dirichlet_constant_of_huge_concentration_refused_when_built() -> None:
+    """From a concentration of about 4e15 the TV to a Beta was 0 for a true 1: with the
+    candidate Beta(4.79e38, 9.25e36) the run's score was 1.0 on one posterior and 0.0 on
+    its neighbour, whose TV is 2.5e-4 (a review). Such constants are refused, alike for
+    every data set; the largest allowed keeps its TV right."""
+    from dpbayes.programs.interpreter import divergence
+    from dpbayes.programs.terms import MAX_CONCENTRATION
+
+    with pytest.raises(ValueError, match="candidate: a Beta's parameters must sum to at most"):
+        T.exp_mech(
+            1.0, lambda r: T.total_variation(T.beta(1.0, 1.0), r),
+            [Beta(4.794176673545116e38, 9.253974101477992e36)],
+        )  # fmt: skip
+    for big in (Beta(6e15, 4e15), Dirichlet(np.array([1e14, 1e14, 1.0]))):
+        with pytest.raises(ValueError, match="must sum to at most"):
+            T.const(big)
+    edge = Beta(0.6 * MAX_CONCENTRATION, 0.4 * MAX_CONCENTRATION)
+    T.const(edge)
+    for a, b in ((3.0, 2.0), (119.44722575775451, 0.03443215956660753), (0.5, 0.5)):
+        tv = divergence("tv", Beta(a, b), edge)
+        assert 0.999 < tv <= 1.0, (a, b, tv)
 
 
 def test_dist_parameter_of_unknown_shape_refused() -> None:

@@ -17,7 +17,20 @@ cancellation:
 both computed in :mod:`dpbayes.models.lgamma_differences` so that nothing of size
 ``x log x`` is subtracted. The vectorised functions (``hellinger_beta``,
 ``hellinger_dirichlet``, ``kl_beta``, ``kl_dirichlet``) broadcast over leading axes with
-no Python loops; they serve the exponential mechanism over many candidates.
+no Python loops; they serve the exponential mechanism over many candidates. Where the
+Bregman form loses the smaller argument of a gap (a parameter far below its counterpart,
+or a total below 1: KL(Beta(1, 11) || Beta(1e-300, 1e-300)) was NaN), the KLs take those
+elements from the scalar functions of :mod:`dpbayes.models.divergence_exact`, one by one.
+
+Domain: Beta and Dirichlet parameters are positive finite doubles; nothing here raises on
+a parameter value (a function of private posterior parameters must not fail on some data
+sets only). KL and the TV of Betas (and 2-category Dirichlets) are checked against mpmath
+for parameters in [TINY, DBL_MAX], TINY = 2.2e-308 the smallest normal double, which is
+where programs keep their parameters; below TINY (subnormal) the TV of Betas finds the
+crossings past the doubles (at log x ~ -1/a) from their asymptotic tail masses, and KL is
+finite or inf, never NaN, but loses digits (a subnormal has fewer than 52). A KL whose
+sum of parameters passes DBL_MAX is NaN. The exponential mechanism's TV priors are at least
+1e-250 and its counts non-negative (``TV_PRIOR_RANGE`` of ``dpbayes.release.expmech``).
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from dpbayes.models import divergence_exact as _exact
 from dpbayes.models.distributions import Beta, Dirichlet, Distribution, Normal
 from dpbayes.models.lgamma_differences import (
     betaln,
@@ -204,31 +218,71 @@ def hellinger_dirichlet(alpha1: Any, alpha2: Any) -> Any:
     return _scalar(_hellinger_from_log_affinity(log_bc))
 
 
+#: KL elements from the scalar functions: a total below this, or a parameter below this
+#: share of its counterpart (the closed form's error there is about 2e-16 / share)
+_EXACT_BELOW = 1e-6
+
+
+def _exact_where(out: Any, hard: np.ndarray, fn: Callable[[int], float]) -> np.ndarray:
+    """``out`` with its elements where ``hard`` (flat index i) replaced by ``fn(i)``; NaN
+    where that overflows (a sum of parameters past DBL_MAX: ``math.fsum`` raises)."""
+    out = np.array(out, dtype=float)  # a contiguous copy: its flat view writes through
+    if np.any(hard):
+        flat = out.reshape(-1)
+        for i in np.flatnonzero(hard):
+            try:
+                flat[i] = fn(int(i))
+            except OverflowError:
+                flat[i] = math.nan
+    return out
+
+
 def _kl_beta_core(a1: np.ndarray, b1: np.ndarray, a2: np.ndarray, b2: np.ndarray) -> Any:
     da, db = a2 - a1, b2 - b1
-    out = bregman_lgamma(a1, da) + bregman_lgamma(b1, db) - bregman_lgamma(a1 + b1, da + db)
-    return np.maximum(out, 0.0)
+    x0, y0 = a1 + b1, a2 + b2
+    with np.errstate(invalid="ignore"):
+        out = np.maximum(
+            bregman_lgamma(a1, da) + bregman_lgamma(b1, db) - bregman_lgamma(x0, da + db), 0.0
+        )
+        # where x + delta loses the smaller argument's digits, terms of size 1/x0 cancel,
+        # or the closed form failed (a Python loop: only these, for speed)
+        hard = (x0 < _EXACT_BELOW) | (a2 < _EXACT_BELOW * a1) | (b2 < _EXACT_BELOW * b1)
+        hard |= (y0 < _EXACT_BELOW * x0) | ~np.isfinite(out)
+    p1, q1, p2, q2 = (np.ravel(v) for v in (a1, b1, a2, b2))
+    return _exact_where(out, hard, lambda i: _exact.kl_beta(p1[i], q1[i], p2[i], q2[i]))
 
 
 def kl_beta(a1: Any, b1: Any, a2: Any, b2: Any) -> Any:
-    """KL(Beta(a1, b1) || Beta(a2, b2)), broadcasting, >= 0.
+    """KL(Beta(a1, b1) || Beta(a2, b2)), broadcasting, >= 0 (inf past DBL_MAX, never NaN).
 
     ``log B(a2,b2) - log B(a1,b1) + (a1-a2) psi(a1) + (b1-b2) psi(b1)
-    + (a2-a1+b2-b1) psi(a1+b1)``, assembled from lgamma Bregman divergences.
+    + (a2-a1+b2-b1) psi(a1+b1)``, assembled from lgamma Bregman divergences; elements with
+    a parameter below 1e-6 of its counterpart, or a1 + b1 < 1e-6, from
+    :func:`dpbayes.models.divergence_exact.kl_beta` (a Python loop over those only).
     """
     return _scalar(_elementwise_chunked(_kl_beta_core, a1, b1, a2, b2))
 
 
 def _kl_dirichlet_core(x1: np.ndarray, x2: np.ndarray) -> Any:
     d = x2 - x1
-    out = np.sum(bregman_lgamma(x1, d), axis=-1) - bregman_lgamma(
-        np.sum(x1, axis=-1), np.sum(d, axis=-1)
-    )
-    return np.maximum(out, 0.0)
+    x0, y0 = np.sum(x1, axis=-1), np.sum(x2, axis=-1)
+    with np.errstate(invalid="ignore"):
+        out = np.sum(bregman_lgamma(x1, d), axis=-1) - bregman_lgamma(x0, np.sum(d, axis=-1))
+        out = np.maximum(out, 0.0)
+        # the rows the closed form may lose (see _kl_beta_core)
+        hard = (x0 < _EXACT_BELOW) | np.any(x2 < _EXACT_BELOW * x1, axis=-1)
+        hard |= (y0 < _EXACT_BELOW * x0) | ~np.isfinite(out)
+    k = x1.shape[-1]
+    r1, r2 = x1.reshape(-1, k), x2.reshape(-1, k)
+    return _exact_where(out, hard, lambda i: _exact.kl_dirichlet(r1[i], r2[i]))
 
 
 def kl_dirichlet(alpha1: Any, alpha2: Any) -> Any:
-    """KL(Dirichlet(alpha1) || Dirichlet(alpha2)); last axis = categories, broadcasting."""
+    """KL(Dirichlet(alpha1) || Dirichlet(alpha2)); last axis = categories, broadcasting.
+
+    As :func:`kl_beta`: rows with a parameter below 1e-6 of its counterpart, or a total
+    of alpha1 below 1e-6, from :func:`dpbayes.models.divergence_exact.kl_dirichlet`.
+    """
     return _scalar(_rowwise_chunked(_kl_dirichlet_core, alpha1, alpha2))
 
 
@@ -431,18 +485,24 @@ def total_variation(p: Distribution, q: Distribution) -> float:
     """Total variation distance sup_A |P(A) - Q(A)| = (1/2) int |p - q|, in [0, 1].
 
     Beta and Normal: exact up to root finding, as sums of tail-mass differences between
-    the (at most two) points where the densities cross. Dirichlet: m = 2 reduces to the
-    Beta of the first component; m = 3 by 1-d quadrature of an exact inner integral (a
-    fraction of a second to a few seconds); m >= 4 raises ValueError.
+    the (at most two) points where the densities cross; Betas by
+    :func:`dpbayes.models.divergence_exact.tv_beta`, which finds crossings down to
+    log x ~ -4.5e307. Dirichlet: m = 2 is the TV of Beta(alpha_0, alpha_1) (read
+    directly: sum(alpha) - alpha_0 rounds away an alpha_1 below an ulp of alpha_0); m = 3
+    by 1-d quadrature of an exact inner integral (a fraction of a second to a few seconds;
+    not accurate at parameters far below 0.01); m >= 4 raises ValueError. Every positive
+    finite parameter is taken, subnormals included (module docstring).
     """
     _same_family(p, q)
     if isinstance(p, Beta) and isinstance(q, Beta):
-        return min(max(0.5 * _weighted_beta_l1(0.0, p.a, p.b, 0.0, q.a, q.b), 0.0), 1.0)
+        return _exact.tv_beta(float(p.a), float(p.b), float(q.a), float(q.b))
     if isinstance(p, Normal) and isinstance(q, Normal):
         return _tv_normal(p, q)
     assert isinstance(p, Dirichlet) and isinstance(q, Dirichlet)
     if p.m == 2:
-        return total_variation(p.marginal(0), q.marginal(0))
+        a1, b1 = (float(v) for v in p.alpha)
+        a2, b2 = (float(v) for v in q.alpha)
+        return _exact.tv_beta(a1, b1, a2, b2)
     if p.m == 3:
         return _tv_dirichlet3(p, q)
     raise ValueError(

@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 
 from dpbayes.models import Beta, Dirichlet, Normal
+from dpbayes.models import divergence_exact as _divs
 from dpbayes.models import hellinger as _hellinger
 from dpbayes.models import kl as _kl
 from dpbayes.models import total_variation as _tv
-from dpbayes.programs import divergences as _divs
 from dpbayes.programs.terms import Term
 
 __all__ = [
@@ -412,7 +412,7 @@ def _own_divergence(name: str, p: Any, q: Any) -> Any:
 
     The models' KL was NaN and their TV 0 (or 1) at parameters far below 0.01, where a
     density crossing or the smaller argument of a Bregman gap is lost in doubles
-    (:mod:`dpbayes.programs.divergences`, accurate down to TINY, against mpmath).
+    (:mod:`dpbayes.models.divergence_exact`, accurate down to TINY, against mpmath).
     """
     if isinstance(p, Beta) and isinstance(q, Beta):
         if name == "kl":

@@ -1,14 +1,18 @@
-"""KL and total variation of Betas and Dirichlets as a run computes them (``PROOF.md`` §4).
+"""Exact scalar KL and total variation of Betas and Dirichlets at tiny parameters.
 
-Every Beta or Dirichlet a program handles has its parameters in [TINY, DBL_MAX] (runs
-project onto it, constants below TINY are refused when the term is built, ``terms``), and
-the exponential mechanism's sensitivity bound for a TV score holds only if the run's TV is
-the true one there. The models' closed forms lose the tiny parameters:
+The domain is every parameter in [TINY, DBL_MAX], TINY = 2.2e-308 the smallest normal
+double; the results agree with mpmath at 420 digits there
+(``tests/programs/test_tiny_parameters.py``, ``tests/models/test_divergence_exact.py``).
+They serve :func:`dpbayes.models.divergence.total_variation` (Betas, 2-category
+Dirichlets), the fallback of the vectorised ``kl_beta``/``kl_dirichlet`` of
+:mod:`dpbayes.models.divergence` where their closed form loses digits, and the private
+programs' runs (``dpbayes/programs/PROOF.md`` §4). The vectorised closed forms alone lose
+the tiny parameters:
 
-* KL: the models' Bregman form D(x, x + delta) rebuilds the smaller argument as
-  x + delta, which rounds to 0 (or loses all its digits) once it is below an ulp of x:
-  KL(Beta(1, 11) || Beta(1e-300, 1e-300)) was inf - inf = NaN (a run read 0).
-* TV: the models find the density crossings only for x in [expit(-745), expit(745)]; for a
+* KL: the Bregman form D(x, x + delta) rebuilds the smaller argument as x + delta, which
+  rounds to 0 (or loses all its digits) once it is below an ulp of x:
+  KL(Beta(1, 11) || Beta(1e-300, 1e-300)) was inf - inf = NaN.
+* TV: the crossings were searched only for x in [expit(-745), expit(745)]; for a
   parameter far below 0.01 the crossing is at log x ~ -1/a (down to -4.5e307 at TINY), and
   TV(Beta(1e-300, 1), Beta(2e-300, 1)) was 0 instead of 1/4.
 
@@ -19,6 +23,9 @@ as sum_i (beta_i / alpha_i)(1 - alpha_i / alpha_0) >= 0, so nothing of size 1/x 
 TV: the crossings are found on the whole real line of logit coordinates (compressed by
 v = sign(u) log1p|u|), and the tail masses at a crossing whose x is below 1e-304 are
 x^a / (a B(a, b)) (series, where b x < 1e-17) or the Gamma(a, rate b) cdf (b above 1e286).
+Below TINY (subnormal parameters, which programs refuse) a crossing can lie at
+log x ~ -1/a past the doubles; :func:`tv_beta` takes its tail masses from their asymptotic
+form (:func:`_deep_tail`), so the models' ``total_variation`` takes every positive double.
 """
 
 from __future__ import annotations
@@ -31,10 +38,9 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import optimize, special
 
-from dpbayes.models import hellinger_beta
 from dpbayes.models.lgamma_differences import betaln, bregman_lgamma, gammaln, stirling_tail
 
-__all__ = ["kl_beta", "kl_dirichlet", "tv_beta"]
+__all__ = ["TINY", "kl_beta", "kl_dirichlet", "tv_beta"]
 
 _Vector = Sequence[float] | np.ndarray
 TINY = sys.float_info.min
@@ -112,9 +118,12 @@ def kl_dirichlet(alpha1: _Vector, alpha2: _Vector) -> float:
     else:
         shifted = [_breg(x + 1.0, dl) for x, dl in zip(a, d, strict=True)]
         logs = [math.log(y) - math.log(x) for x, y in zip(a, b, strict=True)]
+        # y (rest / a0) / x: the share rest / a0 <= 1 first, so the term overflows only where
+        # it passes DBL_MAX (y / x first overflowed at KL(Dir(TINY, TINY) || Dir(5, 1)) =
+        # 3 / TINY = 1.35e308, and at a subnormal x against a y of 1)
         with np.errstate(over="ignore"):
             big = [
-                (y / x) * (math.fsum(a[:i] + a[i + 1 :]) / a0)
+                y * (math.fsum(a[:i] + a[i + 1 :]) / a0) / x
                 for i, (x, y) in enumerate(zip(a, b, strict=True))
             ]
         out = (
@@ -179,14 +188,26 @@ def _to_u(v: float) -> float:
     return math.copysign(math.expm1(abs(v)), v)
 
 
+def _deep_tail(a: float, b: float, const: float, da: float) -> float:
+    """P(X <= x*) for X ~ Beta(a, b) at the crossing log x* = L = -const / da past the
+    doubles (|L| > 1.6e308, a subnormal parameter): x*^a / (a B(a, b)), with a L formed as
+    -const (a / da) (L itself overflows)."""
+    a_l = -const * (a / da)
+    return math.exp(min(a_l - math.log(a) - betaln(a, b), 0.0))
+
+
 def tv_beta(a1: float, b1: float, a2: float, b2: float) -> float:
-    """TV(Beta(a1, b1), Beta(a2, b2)) in [0, 1] for parameters in [TINY, DBL_MAX].
+    """TV(Beta(a1, b1), Beta(a2, b2)) in [0, 1] for every positive finite parameter.
 
     log(p / q) = C + (a1 - a2) log x + (b1 - b2) log(1 - x) has at most two zeros; they are
     found (Brent) in v = sign(u) log1p|u| of the logit u, over all of u's doubles, so a
     crossing at log x ~ -4.5e307 is found; TV = (1/2) sum |G(c_j+1) - G(c_j)| with
-    G = P(X <= c) - Q(X <= c) (upper tails above 1/2). The result is kept within Le Cam's
-    H^2 <= TV <= H sqrt(2 - H^2) of the models' Hellinger distance.
+    G = P(X <= c) - Q(X <= c) (upper tails above 1/2). With a subnormal parameter (below
+    TINY) a crossing can lie past u's doubles, at log x ~ -1/a down to -2e323: it is
+    there if h at the end of u's range has not yet the sign of its limit, and its tail
+    masses are x^a / (a B(a, b)) (:func:`_deep_tail`; log(1 - x) there is 0). With every
+    parameter at least TINY the result is kept within Le Cam's H^2 <= TV <= H sqrt(2 - H^2)
+    of the models' Hellinger distance.
     """
     if (a1, b1) == (a2, b2):
         return 0.0
@@ -218,10 +239,22 @@ def tv_beta(a1: float, b1: float, a2: float, b2: float) -> float:
             gs.append(_lower_tail(a1, b1, u) - _lower_tail(a2, b2, u))
         else:  # P(X > x) = P(1 - X < 1 - x), 1 - X ~ Beta(b, a)
             gs.append(_lower_tail(b2, a2, -u) - _lower_tail(b1, a1, -u))
+    if da != 0 and min(a1, a2) < TINY:  # h -> -sign(da) inf as log x -> -inf
+        hl = h(-_VMAX)
+        if not math.isnan(hl) and hl != 0 and (hl > 0) == (da > 0):
+            gs.insert(1, _deep_tail(a1, b1, const, da) - _deep_tail(a2, b2, const, da))
+    if db != 0 and min(b1, b2) < TINY:  # the mirror: log(1 - x) -> -inf, 1 - X ~ Beta(b, a)
+        hh = h(_VMAX)
+        if not math.isnan(hh) and hh != 0 and (hh > 0) == (db > 0):
+            gs.append(_deep_tail(b2, a2, const, db) - _deep_tail(b1, a1, const, db))
     gs.append(0.0)
     tv = 0.5 * math.fsum(abs(g1 - g0) for g0, g1 in itertools.pairwise(gs))
+    from dpbayes.models.divergence import hellinger_beta  # it imports this module
+
     hel = float(hellinger_beta(a1, b1, a2, b2))
-    if math.isfinite(hel):
+    # not below TINY: a subnormal midpoint (a1 + a2) / 2 loses its digits (at 5e-324
+    # against 1e-323 H came out 0, and the clamp made the TV of 1/4 zero)
+    if math.isfinite(hel) and min(a1, b1, a2, b2) >= TINY:
         hel = min(max(hel, 0.0), 1.0)
         tv = min(max(tv, hel * hel), hel * math.sqrt(2.0 - hel * hel))
     return min(max(tv, 0.0), 1.0)
