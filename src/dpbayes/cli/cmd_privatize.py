@@ -86,12 +86,42 @@ def _read_column(path: Path, column: str, *, as_text: bool) -> Any:
 
 
 def _write_both(frame: Any, out: Path, sidecar: Path, text: str) -> None:
+    """:func:`_publish`, with SIGTERM (where it would end the process at once) turned into
+    Ctrl+C: a stop from outside also ends with the pair published or put back, and said."""
+    import signal
+    import threading
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        _publish(frame, out, sidecar, text)
+        return
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        _publish(frame, out, sidecar, text)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _publish(frame: Any, out: Path, sidecar: Path, text: str) -> None:
     """The values and their guarantee are published together or not at all. Both are
     written to temporaries next to them, the previous pair (if any) is set aside, then both
     are moved into place. Whatever stops that (a full disk, a failed move, Ctrl+C), the
     temporaries are removed and the previous pair is put back: new values never stand
     without their guarantee, nor beside an old one. The guarantee is printed and the one
-    error line says what is on disk (where putting things back failed too, exactly what)."""
+    error line says what is on disk (where putting things back failed too, exactly what).
+
+    The moves, and their undoing, run with Ctrl+C and SIGTERM deferred: one that lands as
+    a move completes (Python acts on it right after the call, before the next line notes
+    the move) waits until the pair is published or put back in full, then ends the command
+    with a line saying which (a publication that completed is not undone)."""
+    from dpbayes.privacy.accountant import interrupts_deferred
+
     tag = f"{os.getpid()}.tmp"
     tmp_out, tmp_side = (
         out.with_name(f".{out.name}.{tag}"),
@@ -99,49 +129,83 @@ def _write_both(frame: Any, out: Path, sidecar: Path, text: str) -> None:
     )
     old_out = out.with_name(f".{out.name}.{os.getpid()}.old")
     old_side = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.old")
-    kept_out = kept_side = published = False
     failed = f"--out {out}"
     try:
         frame.to_csv(tmp_out, index=False)
         failed = f"--out's guarantee {sidecar}"
         tmp_side.write_text(text)
-        if os.path.lexists(sidecar):  # the old guarantee goes first, kept aside
-            os.replace(sidecar, old_side)
-            kept_side = True
-        failed = f"--out {out}"
-        if os.path.lexists(out):  # a second name, so that --out is there all along
-            try:
-                os.link(out, old_out, follow_symlinks=False)
-            except OSError:  # no hard links here (some network or FAT file systems)
-                os.replace(out, old_out)
-            kept_out = True
-        os.replace(tmp_out, out)
-        published = True
-        failed = f"--out's guarantee {sidecar}"
-        os.replace(tmp_side, sidecar)
-    except BaseException as exc:
-        left = _put_back(
-            out, sidecar, old_out if kept_out else None, old_side if kept_side else None, published
-        )
-        for tmp in (tmp_out, tmp_side):
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+    except BaseException as exc:  # nothing moved yet: nothing published
+        with interrupts_deferred():
+            _remove(tmp_out, tmp_side)
         if not isinstance(exc, OSError):
-            if left:  # interrupted (Ctrl+C): the one line is main's; what is where goes first
-                print(text, end="")
-                print(f"dpbayes: {left}; the guarantee is printed on stdout", file=sys.stderr)
             raise
         print(text, end="")
-        why = f"could not write {failed} ({exc.strerror or exc})"
         raise OSError(
-            f"{why}, nor undo it: {left}; the guarantee is printed above"
-            if left
-            else f"{why}; nothing was published (a previous --out and its guarantee file are "
-            "kept as they were), the guarantee is printed above, the values are not kept"
+            f"could not write {failed} ({exc.strerror or exc}); nothing was published (a "
+            "previous --out and its guarantee file are kept as they were), the guarantee is "
+            "printed above, the values are not kept"
         ) from None
-    for old in (old_out, old_side):  # published: the previous pair is no longer needed
+    kept_out = kept_side = published = False
+    outcome = ""  # what is on disk, said when a deferred interrupt ends the command
+    try:
+        with interrupts_deferred():
+            try:
+                if os.path.lexists(sidecar):  # the old guarantee goes first, kept aside
+                    os.replace(sidecar, old_side)
+                    kept_side = True
+                failed = f"--out {out}"
+                if os.path.lexists(out):  # a second name, so that --out is there all along
+                    try:
+                        os.link(out, old_out, follow_symlinks=False)
+                    except OSError:  # no hard links here (some network or FAT file systems)
+                        os.replace(out, old_out)
+                    kept_out = True
+                os.replace(tmp_out, out)
+                published = True
+                failed = f"--out's guarantee {sidecar}"
+                os.replace(tmp_side, sidecar)
+            except BaseException as exc:
+                left = _put_back(
+                    out,
+                    sidecar,
+                    old_out if kept_out else None,
+                    old_side if kept_side else None,
+                    published,
+                )
+                _remove(tmp_out, tmp_side)
+                outcome = (
+                    f"{left}; the guarantee is printed on stdout"
+                    if left
+                    else "nothing was published (a previous --out and its guarantee file are "
+                    "kept as they were)"
+                )
+                if not isinstance(exc, OSError):
+                    if left:  # the one line is main's; what is where goes first
+                        print(text, end="")
+                        print(f"dpbayes: {outcome}", file=sys.stderr)
+                        outcome = ""
+                    raise
+                print(text, end="")
+                why = f"could not write {failed} ({exc.strerror or exc})"
+                raise OSError(
+                    f"{why}, nor undo it: {left}; the guarantee is printed above"
+                    if left
+                    else f"{why}; nothing was published (a previous --out and its guarantee "
+                    "file are kept as they were), the guarantee is printed above, the values "
+                    "are not kept"
+                ) from None
+            outcome = f"--out {out} and its guarantee {sidecar} were written (published)"
+            _remove(old_out, old_side)  # published: the previous pair is no longer needed
+    except KeyboardInterrupt:  # deferred to here: the pair is published, or put back
+        if outcome:
+            print(f"dpbayes: {outcome}", file=sys.stderr)
+        raise
+
+
+def _remove(*paths: Path) -> None:
+    for path in paths:
         with contextlib.suppress(OSError):
-            old.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
 
 
 def _put_back(

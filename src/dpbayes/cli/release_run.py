@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from dpbayes.cli.cmd_release import build_model, build_model_only
@@ -173,17 +174,19 @@ def _dry_run(args: argparse.Namespace, user: str | None, k: int | None) -> int:
 
 
 def _noise_aware(
-    rel: Any, quiet: bool, made: str, level: float
+    rel: Any, quiet: bool, made: str, level: float, deliver: Callable[[], None] = lambda: None
 ) -> tuple[Any, dict | None, str | None, bool]:
     """(posterior, its summary, why they are missing, interrupted). Runs after the
     charge: whatever stops it (an error, Ctrl+C or SIGTERM, memory), the release that was
     paid for is still printed. The summary (quantiles: slow too) is computed here, under
-    the same guard. SIGTERM is already turned into Ctrl+C by :func:`run_release`."""
+    the same guard. SIGTERM is already turned into Ctrl+C by :func:`run_release`; one held
+    since the charge (``deliver``) is delivered here, under the guard."""
     from dpbayes.release.display import slow_reason, summarise
 
     slow = slow_reason(rel)
     label = "noise-aware posterior" + (f" ({slow})" if slow else "")
     try:
+        deliver()
         if slow:  # a kill (SIGKILL) during a long computation cannot be caught: say it first
             print(f"dpbayes: {made}: {json.dumps(rel.released)}", file=sys.stderr)
         with progress(label, quiet=quiet):
@@ -301,6 +304,7 @@ def run_release(args: argparse.Namespace) -> int:
     import dpbayes as dpb
     from dpbayes.data import Table
     from dpbayes.privacy import Accountant
+    from dpbayes.privacy.accountant import interrupts_held
 
     level = _check_flags(args)
     user, k = privacy_unit(args, bundled=args.data is None)
@@ -325,32 +329,43 @@ def run_release(args: argparse.Namespace) -> int:
             raise ValueError(str(exc).replace("user_column ", "--user-column ", 1)) from None
     previous = _on_sigterm(_interrupt)  # from before the charge to the end: no window
     try:
-        rel = dpb.release(
-            model,
-            data,
-            column=column,
-            mechanism=args.mechanism,
-            epsilon=args.epsilon,
-            delta=args.delta,
-            neighbours=args.neighbours,
-            accountant=accountant,
-            rng=args.seed,
-            allow_non_private=args.allow_non_private,
-            **_options(args),
-        )
-        return _after_charge(rel, model, column, level, accountant, args)
+        # a Ctrl+C or SIGTERM from the ledger's save on waits until the release is in
+        # hand (delivered by _noise_aware, where it ends like one during the posterior):
+        # a charge on disk is never an interrupt that loses its release
+        with interrupts_held() as deliver:
+            rel = dpb.release(
+                model,
+                data,
+                column=column,
+                mechanism=args.mechanism,
+                epsilon=args.epsilon,
+                delta=args.delta,
+                neighbours=args.neighbours,
+                accountant=accountant,
+                rng=args.seed,
+                allow_non_private=args.allow_non_private,
+                **_options(args),
+            )
+            return _after_charge(rel, model, column, level, accountant, args, deliver)
     finally:
         _on_sigterm(previous)
 
 
 def _after_charge(
-    rel: Any, model: Any, column: str, level: float, accountant: Any, args: argparse.Namespace
+    rel: Any,
+    model: Any,
+    column: str,
+    level: float,
+    accountant: Any,
+    args: argparse.Namespace,
+    deliver: Callable[[], None] = lambda: None,
 ) -> int:
     """Charged from here on: whatever fails or interrupts below (a write, a closed pipe,
     Ctrl+C or SIGTERM), the release is shown (on stdout, else on stderr), never lost. The
-    record is shown before the figure is drawn (the slow step)."""
+    record is shown before the figure is drawn (the slow step). ``deliver`` delivers a
+    Ctrl+C or SIGTERM held since the charge."""
     made = _made(rel, args)
-    aware, summary, why, interrupted = _noise_aware(rel, args.quiet, made, level)
+    aware, summary, why, interrupted = _noise_aware(rel, args.quiet, made, level, deliver)
     failures: list[str] = []
     if interrupted:
         failures.append("interrupted during the noise-aware posterior")

@@ -82,9 +82,10 @@ import hashlib
 import json
 import os
 import re
+import signal
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,105 @@ _FORMAT = "dpbayes-ledger"
 _VERSION = 2
 _READS = (1, 2)  # ledger versions this code opens (1: before composition was recorded)
 _TOLERANCE = 1e-9  # relative slack so that 10 x 0.1 fits in a budget of 1
+
+
+# ------------------------------------------------------------------ interrupts
+# A step that must not be cut in two (the ledger's save with the spend it records; the
+# CLI's renames that publish a file with its guarantee) runs with SIGINT and SIGTERM
+# deferred: a signal that arrives meanwhile is caught and delivered again, as it would have
+# been, when the step is over. CPython runs a signal's Python handler in the main thread
+# right after the C call in progress (a rename that has just completed), so without this a
+# KeyboardInterrupt could land between an operation and the note that it was done. The
+# handlers are swapped rather than the signals masked (pthread_sigmask): a mask holds in
+# one thread only, and a process-directed signal then goes to another thread (numpy's BLAS
+# threads), whose C handler still has the main thread run the Python handler at once.
+_INTERRUPTS = ("SIGINT", "SIGTERM")
+
+
+class _Deferral:
+    """SIGINT and SIGTERM caught, not acted on, until :meth:`deliver`."""
+
+    def __init__(self) -> None:
+        self.caught: list[int] = []
+        self.previous: dict[int, Any] = {}
+        for name in _INTERRUPTS:
+            sig = getattr(signal, name, None)
+            current = None if sig is None else signal.getsignal(sig)
+            # a handler not set from Python (None) cannot be put back; an ignored signal
+            # stays ignored
+            if sig is not None and current is not None and current is not signal.SIG_IGN:
+                self.previous[sig] = signal.signal(sig, self._catch)
+
+    def _catch(self, signum: int, frame: Any) -> None:
+        self.caught.append(signum)
+
+    def deliver(self) -> None:
+        """The handlers put back, then what was caught raised again under them (so
+        KeyboardInterrupt from Python's and the CLI's handlers, an ended process under
+        SIG_DFL)."""
+        previous, self.previous = self.previous, {}
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        caught, self.caught = self.caught, []
+        for sig in dict.fromkeys(caught):
+            signal.raise_signal(sig)
+
+
+_deferring: _Deferral | None = None  # the deferral in force (main thread only)
+_holding: list[_Deferral] | None = None  # see interrupts_held
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Run the block with SIGINT and SIGTERM deferred to its end (then delivered: a
+    KeyboardInterrupt raised there, with the block's work done or undone in full). Inside
+    :func:`interrupts_held`, a block that completes keeps them deferred until the hold
+    delivers them. Nested blocks defer to the outermost; outside the main thread (where no
+    Python signal handler runs) this does nothing."""
+    global _deferring
+    if _deferring is not None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    deferral = _deferring = _Deferral()
+    completed = False
+    try:
+        yield
+        completed = True
+    finally:
+        if completed and _holding is not None:
+            _holding.append(deferral)
+        else:
+            _deferring = None
+            deferral.deliver()
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[Callable[[], None]]:
+    """Within the block, an :func:`interrupts_deferred` step that completes (a charge saved
+    to its ledger) keeps SIGINT and SIGTERM deferred until the yielded function is called
+    (at the latest, at the end of the block): a caller that must show what it was charged
+    for (``dpbayes release``) gets the release in hand first, then the interrupt."""
+    global _holding
+    if _holding is not None or threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    kept: list[_Deferral] = []
+    _holding = kept
+
+    def deliver() -> None:
+        global _holding, _deferring
+        if _holding is kept:
+            _holding = None
+        while kept:
+            deferral = kept.pop()
+            if _deferring is deferral:
+                _deferring = None
+            deferral.deliver()
+
+    try:
+        yield deliver
+    finally:
+        deliver()
 
 
 _SEP = "\x1f"  # between the parts of a unit key; a column name is JSON-quoted in it
@@ -277,7 +377,8 @@ class Accountant:
                         f"ledger file {self._path} already exists; "
                         "use Accountant.open to continue it"
                     )
-                self._save(created=True)
+                with interrupts_deferred():  # created, or not, in full
+                    self._save(created=True)
 
     def _init_state(
         self,
@@ -647,14 +748,18 @@ class Accountant:
                     yield
                 finally:
                     self._pending.pop()
-                self._spends.append(spend)
-                if self._path is not None:
-                    try:
-                        self._save()
-                    except BaseException:
-                        self._spends.pop()
-                        raise
-                self._totals.add(spend)
+                # the spend recorded in memory and on disk together: SIGINT or SIGTERM
+                # during the save waits for its end, so that a save that completed is a
+                # charge (the file holds it) and one that did not is none
+                with interrupts_deferred():
+                    self._spends.append(spend)
+                    if self._path is not None:
+                        try:
+                            self._save()
+                        except BaseException:
+                            self._spends.pop()
+                            raise
+                    self._totals.add(spend)
 
     def spend(
         self,
