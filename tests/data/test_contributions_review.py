@@ -257,6 +257,21 @@ def test_postgres_hard_values_nan_ids_and_new_kinds(postgres_engine, tmp_path):
     odd = open_table(url, table="dpb_review_odd", user_column="uid", max_rows_per_user=1)
     kept = _kept_rids(odd)  # no failure on NaN/+-inf/1e400 NUMERIC, infinite dates
     assert len(kept) == 2 and kept <= {0, 1, 2, 3}  # NaN and NULL ids dropped
+    # timestamps past 292277 AD (PostgreSQL allows 294276): their microseconds overflow
+    # a BIGINT; bounding used to fail for the whole table on such a row
+    with postgres_engine.begin() as con:
+        con.exec_driver_sql("DROP TABLE IF EXISTS dpb_review_late")
+        con.exec_driver_sql(
+            "CREATE TABLE dpb_review_late (uid BIGINT, rid BIGINT, ts TIMESTAMP, tsz TIMESTAMPTZ)"
+        )
+        con.exec_driver_sql(
+            "INSERT INTO dpb_review_late VALUES "
+            "(0, 0, '2000-01-01', '2000-01-01 00:00:00+00'), "
+            "(1, 1, '294276-12-31 23:59:59.999999', '294276-12-31 23:59:59.999999+00'), "
+            "(1, 2, '4713-01-01 00:00:00 BC', '2000-01-02 00:00:00+00')"
+        )
+    late = open_table(url, table="dpb_review_late", user_column="uid", max_rows_per_user=1)
+    assert len(_kept_rids(late)) == 2
 
 
 # ------------------------------------------------------------------------------ Spark

@@ -34,6 +34,16 @@ row's values as tie-breakers, so:
   guarded cast failed on one NaN anywhere in a float column (a release that failed on a
   data set and ran on its neighbour). See ``_float_code_sql``.
 
+A CSV file has no column types: the engine guesses them from every record's values, so
+one person's letter in a column of numbers (one no release reads) makes the column text,
+and a digest of the typed values would change for every other person's rows (1.5 as its
+floor code, then as the text "1.5"): one person would change which rows are kept for
+many, far beyond k rows (measured: a clamped sum moved by 47.7 where k = 1 bounded it by
+10). A CSV file's rows are therefore hashed by the file's text (``_bounded_by_text``): the
+file read again with every column as text, each field as the file holds it, and the rows
+chosen there kept from the typed read by their row number in the file. Other sources keep
+the digest above: their types come from a schema, which is public.
+
 Rows whose user is NULL or NaN belong to no user and are dropped (a test of each row
 alone). Bounding them together as one "user" would not protect the people behind them:
 removing one such person's rows changes which k rows of the NULL group are kept, up to 2k
@@ -294,8 +304,13 @@ def _field_sql(table: SQLTable, column: str, kind: str, dialect: str) -> str:
         if dialect == "spark":
             return table.as_text(f"unix_micros({q})")
         if dialect == "postgresql":
-            us = f"CAST(FLOOR(EXTRACT(EPOCH FROM {q}) * 1000000) AS BIGINT)"
-            return table.as_text(f"(CASE WHEN isfinite({q}) THEN {us} END)")
+            # PostgreSQL's timestamps reach 294276 AD; microseconds since 1970 overflow a
+            # BIGINT after 292277 AD ("bigint out of range" for the whole table): NULL
+            # beyond 9.2e12 seconds (about 291,500 years) either side
+            sec = f"EXTRACT(EPOCH FROM {q})"
+            us = f"CAST(FLOOR({sec} * 1000000) AS BIGINT)"
+            ok = f"isfinite({q}) AND abs({sec}) < 9200000000000"
+            return table.as_text(f"(CASE WHEN {ok} THEN {us} END)")
         return table.as_text(f"epoch_us({q})")  # DuckDB: NULL for +-infinity
     if kind == "timestamp_ntz":  # Spark: the wall clock, whatever the session time zone
         epoch = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
@@ -334,7 +349,8 @@ def bound_contributions(table: SQLTable, user_column: str, max_rows_per_user: An
     tables) is then computed over the bounded rows, in the engine. Rows with a NULL or NaN
     user belong to no user and are dropped (module docstring). Privacy: the rows kept for a
     user depend on that user's rows only, so adding or removing one user changes at most
-    ``k`` bounded rows.
+    ``k`` bounded rows. A table read from a CSV file (``csv_text_rows``, set by
+    :mod:`dpbayes.data.readers`) is bounded by the digest of the file's text instead.
     """
     if not isinstance(table, SQLTable):
         raise TypeError(f"table must be an SQLTable, got {type(table).__name__}")
@@ -349,6 +365,23 @@ def bound_contributions(table: SQLTable, user_column: str, max_rows_per_user: An
             f"user_column {user_column!r} not found in {table.name}; available: {table.columns}"
         )
     k = check_int(max_rows_per_user, "max_rows_per_user", minimum=1)
+    text_rows = _csv_text_rows(table)
+    if text_rows is not None:
+        relation = _bounded_by_text(table, user_column, k, *text_rows)
+    else:
+        relation = _bounded_by_values(table, user_column, k)
+    bounded = copy.copy(table)
+    bounded.relation = relation
+    bounded.rows_per_user_bound = k
+    bounded.user_column = user_column
+    bounded.name = f"{table.name} (at most {k} rows per {user_column!r})"
+    # keep the original alive: its finaliser owns the engine's resources (view, connection)
+    bounded._dpb_parent = table  # type: ignore[attr-defined]
+    return bounded
+
+
+def _bounded_by_values(table: SQLTable, user_column: str, k: int) -> str:
+    """SQL relation: ``table``'s rows, at most ``k`` per user, by the digest of their values."""
     q = table.quote
     columns = table.columns
     kinds = digest_kinds(table)
@@ -358,17 +391,55 @@ def bound_contributions(table: SQLTable, user_column: str, max_rows_per_user: An
     order = [f"{key}{collate} ASC"] + [f"{q(c)} ASC NULLS LAST" for c in columns]
     select = ", ".join(q(c) for c in columns)
     has_user = _user_present(table, user_column)
-    relation = (
+    return (
         f"(SELECT {select} FROM (SELECT {select}, ROW_NUMBER() OVER "
         f"(PARTITION BY {q(user_column)} ORDER BY {', '.join(order)}) AS dpb_rn "
         f"FROM {table.relation} AS dpb_src WHERE {has_user}) AS dpb_ranked "
         f"WHERE dpb_rn <= {k}) AS dpb_bounded"
     )
-    bounded = copy.copy(table)
-    bounded.relation = relation
-    bounded.rows_per_user_bound = k
-    bounded.user_column = user_column
-    bounded.name = f"{table.name} (at most {k} rows per {user_column!r})"
-    # keep the original alive: its finaliser owns the engine's resources (view, connection)
-    bounded._dpb_parent = table  # type: ignore[attr-defined]
-    return bounded
+
+
+#: The row number of a CSV file's row in both of its reads (typed, and as text).
+_ROW_NUMBER = "dpb_csv_row"
+
+
+def _csv_text_rows(table: SQLTable) -> tuple[str, str] | None:
+    """``(typed relation, text relation)`` of a DuckDB table read from a CSV file whose
+    rows are still the file's rows (not yet bounded or materialized), else None."""
+    pair = getattr(table, "csv_text_rows", None)
+    if _dialect(table) != "duckdb" or not isinstance(pair, tuple) or len(pair) != 2:
+        return None
+    typed, text = pair
+    if typed != table.relation or _ROW_NUMBER in table.columns:
+        return None
+    return str(typed), str(text)
+
+
+def _bounded_by_text(table: SQLTable, user_column: str, k: int, typed: str, text: str) -> str:
+    """SQL relation: the rows of a CSV file, at most ``k`` per user, chosen by the digest
+    of the file's text: every column's field as the file holds it (NULL as ``<NULL>``),
+    whatever type the engine guessed for it (a guess made from every record's values).
+
+    The user is the user field's text (rows whose user field is NULL are dropped); ties
+    are broken by the fields' text, then by the row's place in the file (identical texts
+    are identical rows). The kept rows are then taken, by their row number, from the typed
+    read ``typed``; ``text`` is the same file read with every column as text.
+    """
+    q = table.quote
+    columns = table.columns
+    hashed = [user_column, *(c for c in columns if c != user_column)]
+    parts = [f"COALESCE({q(c)}, '{NULL_TEXT}')" for c in hashed]
+    key = table.md5("(" + f" || '{SEPARATOR}' || ".join(parts) + ")")
+    order = [f"{key} ASC", *(f"{q(c)} ASC NULLS LAST" for c in columns), f"{_ROW_NUMBER} ASC"]
+    numbered = "SELECT ROW_NUMBER() OVER () AS {rn}, * FROM {rel}"
+    kept = (
+        f"SELECT {_ROW_NUMBER} FROM (SELECT {_ROW_NUMBER}, ROW_NUMBER() OVER "
+        f"(PARTITION BY {q(user_column)} ORDER BY {', '.join(order)}) AS dpb_rn "
+        f"FROM ({numbered.format(rn=_ROW_NUMBER, rel=text)}) AS dpb_text "
+        f"WHERE {q(user_column)} IS NOT NULL) AS dpb_ranked WHERE dpb_rn <= {k}"
+    )
+    select = ", ".join(q(c) for c in columns)
+    return (
+        f"(SELECT {select} FROM ({numbered.format(rn=_ROW_NUMBER, rel=typed)}) AS dpb_typed "
+        f"WHERE {_ROW_NUMBER} IN ({kept})) AS dpb_bounded"
+    )

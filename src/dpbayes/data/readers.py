@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -133,10 +134,15 @@ def guesses_types(data: Any) -> bool:
     return is_csv_path(data) or bool(getattr(data, "reads_csv", False))
 
 
-def _read_csv(con: Any, path: Path, dtype: dict[str, str] | None = None) -> Any:
+def _read_csv(
+    con: Any, path: Path, dtype: dict[str, str] | None = None, *, all_varchar: bool = False
+) -> Any:
     """A DuckDB relation scanning a CSV file: header row, ``_CSV_NULLS`` as NULL, types
-    sniffed from every row (``_CSV_SAMPLE_ROWS``) except those fixed by ``dtype``."""
+    sniffed from every row (``_CSV_SAMPLE_ROWS``) except those fixed by ``dtype``, or
+    every column as the file's text (``all_varchar``)."""
     options: dict[str, Any] = {"dtype": dtype} if dtype else {}
+    if all_varchar:
+        options["all_varchar"] = True
     return con.read_csv(
         str(path), header=True, na_values=_CSV_NULLS, sample_size=_CSV_SAMPLE_ROWS, **options
     )
@@ -163,7 +169,43 @@ def _open_file(path: Path, name: str | None, text_columns: Sequence[str] = ()) -
     except duckdb.Error as exc:
         con.close()
         raise ValueError(f"cannot read {kind} file {str(path)!r}: {_one_line(exc)}") from None
-    return DuckDBTable(rel, name or path.name, connection=con)
+    out = DuckDBTable(rel, name or path.name, connection=con)
+    if kind == "csv":
+        _pair_with_text(out, con, path)
+    return out
+
+
+def _drop_view(connection: Any, view: str) -> None:
+    try:
+        connection.execute(f"DROP VIEW IF EXISTS {view}")
+    except Exception:  # interpreter shutdown, or the connection is closed already
+        pass
+
+
+def _pair_with_text(table: DuckDBTable, con: Any, path: Path) -> None:
+    """Give ``table`` (a typed read of the CSV file ``path``) the same file read with every
+    column as text, as ``table.csv_text_rows = (typed relation, text view)``.
+
+    Contribution bounding hashes a CSV file's rows by their text
+    (:func:`~dpbayes.data.contributions.bound_contributions`): the types the engine guesses
+    depend on every record (one letter makes a column of numbers text), so a digest of
+    the typed values would let one person change which rows are kept for everyone else.
+    Both reads scan the file in its order, so a row is the same row in both: its number
+    (``ROW_NUMBER() OVER ()``, a streaming window that keeps the scan's order).
+    """
+    import duckdb
+
+    try:
+        text = _read_csv(con, path, all_varchar=True)
+        if list(text.columns) != list(table.columns):
+            return  # not the same columns: the typed digest stays (never expected)
+        view = f"dpb_text_{next(DuckDBTable._counter)}"
+        text.create_view(view, replace=True)
+    except duckdb.Error:
+        return
+    quoted = DuckDBTable.quote(view)
+    weakref.finalize(table, _drop_view, con, quoted)
+    table.csv_text_rows = (table.relation, quoted)  # type: ignore[attr-defined]
 
 
 def open_table(
@@ -201,6 +243,12 @@ def open_table(
         raise TypeError("text_columns must be a sequence of column names, not a string")
     if user_column is not None and is_csv_path(data):
         text_columns = (*text_columns, user_column)
+    bound = getattr(data, "bound_contributions", None)
+    if user_column is not None and getattr(data, "reads_csv", False) and bound is not None:
+        # a Table made from a CSV path: read the file again, bounded (its rows hashed by
+        # their text, the user column as text), whether or not it was materialized
+        bounded = bound(user_column, max_rows_per_user)
+        return bounded.read_as_text(text_columns) if text_columns else bounded.backend
     out = _open_table(data, name, table=table, schema=schema, text_columns=text_columns)
     if user_column is not None:
         out = bound_contributions(out, user_column, max_rows_per_user)

@@ -88,11 +88,14 @@ class Table:
         See :func:`~dpbayes.data.contributions.bound_contributions`.
         """
         out = Table(bound_contributions(self.backend, user_column, max_rows_per_user))
-        if self._csv is not None and not self._materialized:
+        if self._csv is not None:
             data, name, options = self._csv
             bounded = {"user_column": user_column, "max_rows_per_user": max_rows_per_user}
-            # read again as Table(path, user_column=..., ...) (the user column as text)
+            # read again as Table(path, user_column=..., ...): the user column as text,
+            # and the rows hashed by the file's text, not by the guessed types
             out = Table(data, name=name, **{**options, **bounded})
+            if self._materialized:
+                out = out.materialize()
         return out
 
     def materialize(self) -> Table:
