@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 # argv: the signal's name, which os.replace calls send it (1-based, comma-separated), which
-# ones fail with ENOSPC instead of moving anything (0: none), then the dpbayes arguments
+# one fails with ENOSPC instead of moving anything (0: none; a call that fails and sends
+# sends first), then the dpbayes arguments
 _SIGNAL_AFTER_A_RENAME = """
 import errno, os, signal, sys
 name, send, fail = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -23,6 +24,8 @@ real, calls = os.replace, []
 def replace(src, dst, *args, **kwargs):
     calls.append(dst)
     if len(calls) == fail:
+        if len(calls) in send:  # the signal arrives, then the rename fails
+            os.kill(os.getpid(), getattr(signal, name))
         raise OSError(errno.ENOSPC, "No space left on device", str(dst))
     real(src, dst, *args, **kwargs)
     if len(calls) in send:
@@ -121,3 +124,28 @@ def test_release_interrupted_as_the_ledger_lands_shows_the_charged_release(
     rec = json.loads(record.read_text())
     assert rec["budget"]["spends"] == 1 and "released" in rec, rec
     assert "interrupted" in out.stderr and "charged to --budget-file" in out.stderr, out
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_release_interrupted_as_the_ledger_save_fails_says_nothing_was_spent(
+    tmp_path: Path, name: str
+) -> None:
+    """The signal arrives during the save, which then fails: the interrupt (deferred to the
+    save's end) used to replace the failure's message, so the user was not told that
+    nothing was spent."""
+    ledger = tmp_path / "ledger.json"
+    init = ["budget", "init", str(ledger), "--epsilon", "5"]
+    subprocess.run([sys.executable, "-m", "dpbayes.cli", *init], check=True, timeout=300)
+    before = ledger.read_text()
+    data = tmp_path / "data.csv"
+    data.write_text("x\n" + "".join(f"{i % 2}\n" for i in range(30)))
+    out = _run(
+        name, "1", 1, "release", "--data", str(data), "--column", "x", "--model",
+        "beta-bernoulli", "--epsilon", "1", "--budget-file", str(ledger),
+    )  # fmt: skip
+    assert out.returncode == 130, out
+    assert ledger.read_text() == before
+    assert out.stdout == "", out
+    lines = out.stderr.splitlines()
+    assert lines[-1] == "dpbayes: interrupted", out
+    assert lines[-2].startswith("dpbayes: error: ledger") and "nothing was spent" in lines[-2]

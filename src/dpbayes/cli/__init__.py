@@ -187,13 +187,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(handler: Any, args: argparse.Namespace) -> int:
     try:
         return int(handler(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        # a signal deferred through a step that then failed (the ledger's save: "nothing
+        # was spent") is raised as that failure propagates; its message must not be lost
+        failed = exc.__context__
+        if isinstance(failed, _SHOWN):
+            print(f"dpbayes: error: {_first_line(failed)}", file=sys.stderr)
         print("dpbayes: interrupted", file=sys.stderr)
         return 130
-    except (ValueError, TypeError, OSError, LookupError, ImportError) as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"dpbayes: error: {message}", file=sys.stderr)
+    except _SHOWN as exc:
+        print(f"dpbayes: error: {_first_line(exc)}", file=sys.stderr)
         return 2
+
+
+_SHOWN = (ValueError, TypeError, OSError, LookupError, ImportError)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 if __name__ == "__main__":  # pragma: no cover
