@@ -133,9 +133,11 @@ def test_the_projections_fix_the_domain_and_map_everything_else_into_it():
 
     assert RUN_TINY == TINY
 
-    big = sys.float_info.max
+    from dpbayes.programs.terms import MAX_CONCENTRATION
+
     assert make_distribution("beta", [-4.0, 1.0]).a == TINY
-    assert make_distribution("beta", [2.0, float("inf")]).b == big
+    # a Beta's two parameters sum to at most MAX_CONCENTRATION (PROOF.md §4)
+    assert make_distribution("beta", [2.0, float("inf")]).b == MAX_CONCENTRATION / 2
     assert make_distribution("bernoulli", [1.5]).p == 1.0
     assert make_distribution("bernoulli", [-0.5]).p == 0.0
     assert make_distribution("bernoulli", [float("nan")]).p == 0.0

@@ -54,30 +54,35 @@ def test_const_stores_plain_floats_and_read_only_float_arrays() -> None:
         const(np.array(["a"]))
 
 
-def test_prior_parameters_that_reach_2_to_53_are_refused() -> None:
+def test_prior_parameters_that_reached_2_to_53_are_projected() -> None:
     """Beta(2^62, 1): a count of one moved the posterior's a by 0 or 1024 (rounding), far
-    beyond the certified sensitivity of 1."""
-    from dpbayes.programs import NotPrivate, categorical, dirichlet, private_categories
+    beyond the certified sensitivity of 1. A run (and the checker, which evaluates the
+    prior by the run's code) now projects a Beta's parameters onto [TINY,
+    MAX_CONCENTRATION / 2] (PROOF.md §4), where counts are exact: the posterior's a moves
+    by exactly the count. (The checker's refusal at 2^53, `_check_counts_exact`, stays as a
+    second line of defence; no prior reaches it.)"""
+    from dpbayes.programs import categorical, dirichlet, private_categories
+    from dpbayes.programs.interpreter import Runtime
+    from dpbayes.programs.terms import MAX_CONCENTRATION
 
     def build(db, prior):
         return lap_mech(1.0, get_params(infer(learn(db, ran(prior), bernoulli)))[0], 1.0)
 
-    with pytest.raises(NotPrivate, match=r"prior Beta.*2\^53"):
-        program("big", private_bools("db", 600), lambda db: build(db, beta(2.0**62, 1.0))).check()
-    # just below 2^53 with the counts: certified
-    ok = program("ok", private_bools("db", 600), lambda db: build(db, beta(2.0**53 - 601, 1.0)))
-    assert ok.check().epsilon == 1.0
-    with pytest.raises(NotPrivate, match=r"2\^53"):
-        program(
-            "edge", private_bools("db", 600), lambda db: build(db, beta(2.0**53 - 600, 1.0))
-        ).check()
+    for a in (2.0**62, 2.0**53 - 600):
+        prog = program("big", private_bools("db", 600), lambda db, a=a: build(db, beta(a, 1.0)))
+        assert prog.check().epsilon == 1.0
+        post_a = prog.body.args[0]  # the posterior's a, the Laplace input
+        got = []
+        for k in (0, 1):
+            data = np.array([True] * k + [False] * (600 - k))
+            got.append(Runtime(data, None, None, prog.db.uid).value(post_a))
+        assert got == [MAX_CONCENTRATION / 2, MAX_CONCENTRATION / 2 + 1]
 
     def build_dir(db):
         post = infer(learn(db, ran(dirichlet(np.array([1.0, 2.0**60, 1.0]))), categorical))
         return lap_mech(1.0, get_params(post)[0], 1.0)
 
-    with pytest.raises(NotPrivate, match="prior Dirichlet"):
-        program("dir", private_categories("db", 5, 3), build_dir).check()
+    assert program("dir", private_categories("db", 5, 3), build_dir).check().epsilon == 1.0
 
 
 def test_a_delta_budget_alone_is_tested() -> None:

@@ -42,13 +42,14 @@ from dpbayes.models import divergence_exact as _divs
 from dpbayes.models import hellinger as _hellinger
 from dpbayes.models import kl as _kl
 from dpbayes.models import total_variation as _tv
-from dpbayes.programs.terms import Term
+from dpbayes.programs.terms import MAX_CONCENTRATION, Term
 
 __all__ = [
     "TINY",
     "Bernoulli",
     "Categorical",
     "Runtime",
+    "concentration_cap",
     "finite",
     "make_distribution",
     "normal_variance",
@@ -335,6 +336,17 @@ def normal_variance(v: Any) -> float:
     return float(project(float(v), TINY, NORMAL_VAR_MAX))
 
 
+def concentration_cap(size: int) -> float:
+    """The largest parameter of a Beta (size 2) or Dirichlet of ``size`` a run builds.
+
+    ``size`` parameters each at most MAX_CONCENTRATION / size sum to at most
+    MAX_CONCENTRATION (``terms.MAX_CONCENTRATION``): the divergences are reliable there
+    (from a total of about 4e15 the Beta TV was 0 for a true 1). A fixed bound per
+    coordinate, so the projection onto [TINY, cap] is 1-Lipschitz per coordinate.
+    """
+    return MAX_CONCENTRATION / size
+
+
 def project_simplex(p: Any) -> np.ndarray:
     """p clipped to [0, 1]^k, then Euclidean-projected onto the probability simplex.
 
@@ -356,19 +368,23 @@ def project_simplex(p: Any) -> np.ndarray:
 def make_distribution(family: str, params: list[Any]) -> Any:
     """The run-time object of a symbolic distribution (normal takes mean and variance).
 
-    Every parameter is projected onto its closed domain (``PROOF.md`` §4): concentrations
-    onto [TINY, DBL_MAX], a Normal mean onto [-NORMAL_MEAN_MAX, NORMAL_MEAN_MAX] and its
-    variance onto [TINY, NORMAL_VAR_MAX], a Bernoulli p onto [0, 1], a categorical p onto
+    Every parameter is projected onto its closed domain (``PROOF.md`` §4): the m
+    concentrations of a Beta (m = 2) or Dirichlet each onto [TINY, MAX_CONCENTRATION / m]
+    (:func:`concentration_cap`: they sum to at most MAX_CONCENTRATION), a Normal mean
+    onto [-NORMAL_MEAN_MAX, NORMAL_MEAN_MAX] and its variance onto [TINY, NORMAL_VAR_MAX],
+    a Bernoulli p onto [0, 1], a categorical p onto
     the simplex. So a run never fails on a parameter value, on any data set, and every
     bound the checker proves on a parameter holds for the projected one.
     """
     if family == "beta":
-        return Beta(project(float(params[0]), TINY, _MAX), project(float(params[1]), TINY, _MAX))
+        cap = concentration_cap(2)
+        return Beta(project(float(params[0]), TINY, cap), project(float(params[1]), TINY, cap))
     if family == "normal":
         mean = project(float(params[0]), -NORMAL_MEAN_MAX, NORMAL_MEAN_MAX)
         return Normal(mean, math.sqrt(normal_variance(params[1])))
     if family == "dirichlet":
-        return Dirichlet(project(np.asarray(params[0], dtype=float), TINY, _MAX))
+        alpha = np.asarray(params[0], dtype=float)
+        return Dirichlet(project(alpha, TINY, concentration_cap(max(alpha.size, 1))))
     if family == "bernoulli":
         return Bernoulli(project(float(params[0]), 0.0, 1.0))
     if family == "categorical":

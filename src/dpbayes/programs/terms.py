@@ -246,13 +246,17 @@ def _freeze(value: Any, what: str) -> Any:
     )
 
 
-#: The largest total concentration of a Beta or Dirichlet constant. The total variation
-#: between Betas forms log densities from terms of the size of the parameters; from about
-#: 4e15 their rounding hides the crossing points of a density that narrow, and the score
-#: came out 0 for a true 1 (a run's score then moved by 1 between neighbours certified at
-#: 2.5e-4). Below 1e15 a search of 6,000 random neighbour/candidate triples found no such
-#: jump; 1e14 keeps a margin, with the counts (n <= 1e7) added to a prior.
-MAX_CONCENTRATION = 1e14
+#: The largest total concentration of a Beta or Dirichlet a program handles (before the
+#: counts of a posterior): constants above it are refused, and a run projects the
+#: parameters it builds onto [TINY, MAX_CONCENTRATION / m] (``interpreter.make_distribution``,
+#: ``PROOF.md`` §4). The H and TV to a Beta are computed with an absolute error that grows
+#: with the concentration, while the observe lemma's bound shrinks like its inverse square
+#: root: at a total of 1e11 a run's TV (H) score moved by 73 (20) times its certified
+#: sensitivity between neighbours, at 1e14 by 1e5 times, and from about 4e15 the TV was 0
+#: for a true 1. Up to a total of 1e10 no score of 2,400 random neighbour/candidate
+#: triples moved beyond the bound (``tests/programs/test_run_built_concentrations.py``);
+#: 1e9 keeps a margin of ten, with the counts (n <= 1e7) added to a prior.
+MAX_CONCENTRATION = 1e9
 
 
 def _check_concentrations(d: Any, what: str) -> None:
