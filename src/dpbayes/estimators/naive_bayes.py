@@ -33,7 +33,7 @@ from dpbayes.estimators._base import (
 from dpbayes.models.bayes_net import NaiveBayes
 from dpbayes.models.bayes_net_counts import mixed_types
 from dpbayes.privacy import Guarantee, Neighbours, PrivacyLeakWarning
-from dpbayes.privacy.validation import check_epsilon, check_positive
+from dpbayes.privacy.validation import check_category, check_epsilon, check_positive
 from dpbayes.release import release
 from dpbayes.release.bayes_net import fourier as _alg2  # noqa: F401
 from dpbayes.release.bayes_net import laplace as _alg1  # noqa: F401  (registers the mechanisms)
@@ -131,11 +131,8 @@ def _check_classes(classes: Any) -> np.ndarray:
         or (isinstance(classes, np.ndarray) and classes.ndim != 1)
     ):
         raise TypeError(f"classes must be a flat sequence of class labels, got {classes!r}")
-    items = [c.item() if isinstance(c, np.generic) else c for c in classes]
-    try:
-        distinct = len(set(items))
-    except TypeError:
-        raise TypeError(f"classes must be hashable labels, got {items!r}") from None
+    items = [check_category(c, "a label of classes") for c in classes]
+    distinct = len(set(items))
     if distinct != len(items):
         raise ValueError(f"classes has repeated labels: {items!r}")
     if distinct < 2:

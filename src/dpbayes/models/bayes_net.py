@@ -23,7 +23,7 @@ from dpbayes.models.bayes_net_posterior import (
     BayesNetPosterior,
     BayesNetStatistics,
 )
-from dpbayes.privacy.validation import check_positive
+from dpbayes.privacy.validation import check_category, check_positive
 
 __all__ = [
     "BayesNet",
@@ -37,7 +37,7 @@ __all__ = [
 def _check_categories(name: str, cats: Any) -> tuple[Any, ...]:
     if isinstance(cats, str | bytes) or not isinstance(cats, Iterable):
         raise TypeError(f"variables[{name!r}] must be a sequence of categories, got {cats!r}")
-    out = tuple(c.item() if isinstance(c, np.generic) else c for c in cats)
+    out = tuple(check_category(c, f"a category of variables[{name!r}]") for c in cats)
     if len(out) < 2:
         raise ValueError(f"variables[{name!r}] must have at least 2 categories, got {len(out)}")
     if len(set(out)) != len(out):

@@ -14,7 +14,7 @@ import numpy as np
 
 from dpbayes.models.distributions import Dirichlet
 from dpbayes.models.statistics import CountStatistics, read_source
-from dpbayes.privacy.validation import check_array, check_positive
+from dpbayes.privacy.validation import check_array, check_category, check_positive
 
 __all__ = ["DirichletCategorical"]
 
@@ -48,7 +48,7 @@ class DirichletCategorical:
         if cats is not None:
             if isinstance(cats, str | bytes) or not hasattr(cats, "__iter__"):
                 raise TypeError(f"categories must be a sequence of labels, got {cats!r}")
-            cats = tuple(_plain(c) for c in cats)
+            cats = tuple(check_category(c, "a category") for c in cats)
         if isinstance(self.alpha, numbers.Real) and not isinstance(self.alpha, bool):
             a = check_positive(self.alpha, "alpha")
             if cats is None:

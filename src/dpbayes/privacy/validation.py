@@ -17,6 +17,7 @@ import numpy as np
 
 __all__ = [
     "check_array",
+    "check_category",
     "check_delta",
     "check_epsilon",
     "check_finite",
@@ -34,6 +35,40 @@ def _real(value: Any, name: str) -> float:
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     return float(value)
+
+
+#: Numeric category labels must lie strictly inside (-2**53, 2**53) and be doubles exactly.
+#: A column of records that mixes ints with floats (or holds an int past int64) is coded in
+#: float64, which rounds the larger ints: a record's category would then depend on the other
+#: records (2**53 + 1 becomes 2**53, one declared category turns into another), and the
+#: counts' sensitivity would not hold. Inside the limit every int is a double and no rounded
+#: one can land on a label.
+CATEGORY_LIMIT = 2**53
+
+
+def check_category(value: Any, name: str) -> Any:
+    """A public category (or class) label: hashable, not missing (None, NaN, NA), and if a
+    number, real and exactly a double of magnitude below :data:`CATEGORY_LIMIT`. A numpy
+    scalar is returned as the Python value."""
+    v = value.item() if isinstance(value, np.generic) else value
+    if v is None or type(v).__name__ in ("NAType", "NaTType"):
+        raise ValueError(f"{name} must not be missing (None, NaN or NA), got {v!r}")
+    try:
+        hash(v)
+    except TypeError:
+        raise TypeError(f"{name} must be a hashable label, got {type(v).__name__}") from None
+    if isinstance(v, numbers.Number) and not isinstance(v, bool):
+        if not isinstance(v, numbers.Real):
+            raise TypeError(f"{name} must be a real number or a label, got {v!r}")
+        f = float(v)
+        if math.isnan(f):
+            raise ValueError(f"{name} must not be missing (None, NaN or NA), got {v!r}")
+        if not (abs(f) < CATEGORY_LIMIT and f == v):
+            raise ValueError(
+                f"{name} must be a double below 2**53 in magnitude, got {v!r} (larger "
+                "numbers round when records mix ints and floats: pass such ids as strings)"
+            )
+    return v
 
 
 def check_finite(value: Any, name: str) -> float:
