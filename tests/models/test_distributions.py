@@ -178,3 +178,39 @@ def test_bad_parameters_name_the_argument(make, name: str, exc: type) -> None:  
 def test_dirichlet_has_no_cdf_or_ppf() -> None:
     assert not hasattr(Dirichlet([1, 2]), "cdf")
     assert not hasattr(Dirichlet([1, 2]), "ppf")
+
+
+# Beta quantiles at large concentrations: scipy's inversion put both ends of the 95%
+# interval of Beta(1e3, 1e9) at 1.9e-6, where the cdf is 1 (the interval of a coin's
+# posterior after 1e9 records), and reversed the interval beyond a + b ~ 1e19.
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [(1e3, 1e9), (1e3, 1e10), (2.0, 1e12), (1e4, 1e13), (1e12, 3e12), (2e15, 1e15), (50, 60)],
+)
+def test_beta_intervals_hold_their_mass_at_large_concentrations(a: float, b: float) -> None:
+    from scipy import special
+
+    dist = Beta(a, b)
+    lo, hi = dist.interval(0.95)
+    assert 0 < lo < hi < 1
+    assert special.betainc(a, b, lo) == pytest.approx(0.025, rel=1e-7)
+    assert special.betaincc(a, b, hi) == pytest.approx(0.025, rel=1e-7)
+    assert dist.ppf(0.025) == pytest.approx(lo, rel=1e-9)
+    hlo, hhi = dist.interval(0.95, kind="hdi")
+    assert special.betainc(a, b, hhi) - special.betainc(a, b, hlo) == pytest.approx(0.95, 1e-7)
+    assert hhi - hlo <= (hi - lo) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(("a", "b"), [(2e17, 1e17), (2e19, 1e19), (1e19, 3e19)])
+def test_beta_intervals_beyond_the_incomplete_beta_function(a: float, b: float) -> None:
+    """Where betainc itself is not finite, the ends are the Normal quantiles to well within
+    a standard deviation (skewness ~ 1e-9 there), in order, and the HDI is the same."""
+    dist = Beta(a, b)
+    m, sd = dist.mean(), float(np.sqrt(dist.var()))
+    lo, hi = dist.interval(0.95)
+    assert lo < hi
+    assert (lo - m) / sd == pytest.approx(-1.959964, abs=1e-3)
+    assert (hi - m) / sd == pytest.approx(1.959964, abs=1e-3)
+    hlo, hhi = dist.interval(0.95, kind="hdi")
+    assert (hlo - m) / sd == pytest.approx(-1.959964, abs=1e-3)
+    assert (hhi - m) / sd == pytest.approx(1.959964, abs=1e-3)

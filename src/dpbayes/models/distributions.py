@@ -37,6 +37,72 @@ def _check_interval_args(level: Any, kind: Any) -> tuple[float, str]:
     return lvl, str(kind)
 
 
+def _beta_asymptotic_quantile(a: float, b: float, p: float) -> float:
+    """The lower ``p`` quantile of Beta(a, b) for large a + b, where scipy's inversion fails.
+
+    Both a, b >= 1e4: the Normal quantile with the Cornish-Fisher terms of the skewness and
+    excess kurtosis (error of order min(a, b)^-3/2 standard deviations). One of them
+    smaller: Beta(a, b) with b large is 1 - exp(-G / (b + (a - 1) / 2)) to order b^-2, G ~
+    Gamma(a), and its mirror image for a large.
+    """
+    from scipy import stats
+
+    s = a + b
+    if min(a, b) >= 1e4:
+        sd = math.sqrt(a * b / (s * s * (s + 1.0)))
+        g1 = 2.0 * (b - a) * math.sqrt(s + 1.0) / ((s + 2.0) * math.sqrt(a * b))
+        g2 = 6.0 * ((a - b) ** 2 * (s + 1.0) - a * b * (s + 2.0)) / (a * b * (s + 2.0) * (s + 3.0))
+        z = float(stats.norm.ppf(p))
+        w = z + (z * z - 1) * g1 / 6 + (z**3 - 3 * z) * g2 / 24 - (2 * z**3 - 5 * z) * g1**2 / 36
+        return min(1.0, max(0.0, a / s + sd * w))
+    if a <= b:
+        return -math.expm1(-float(stats.gamma.ppf(p, a)) / (b + (a - 1.0) / 2.0))
+    return math.exp(-float(stats.gamma.isf(p, b)) / (a + (b - 1.0) / 2.0))
+
+
+#: From a + b of about 1e17 scipy's regularised incomplete beta function is not finite or is
+#: wrong (0 at the 2.5% quantile of Beta(1e19, 3e19)); beyond this limit, far inside the
+#: asymptotic regime, the quantiles are the asymptotic ones.
+_BETAINC_LIMIT = 1e15
+
+
+def _beta_quantile(a: float, b: float, p: float, upper: bool = False) -> float:
+    """The lower ``p`` quantile of Beta(a, b) (``upper``: the upper one, isf).
+
+    scipy's inversion returns points whose cdf is 1 from a + b of about 1e9 with a
+    small a (Beta(1e3, 1e9): both ends of the 95% interval at 1.9e-6, where the cdf is 1),
+    and reversed intervals beyond 1e19. Its answer is kept when the regularised incomplete
+    beta function confirms it (to 1e-9); otherwise the root of that function is bracketed
+    around the asymptotic quantile (:func:`_beta_asymptotic_quantile`), which is the answer
+    from a + b = :data:`_BETAINC_LIMIT` on (its error is then below 1e-6 standard
+    deviations).
+    """
+    from scipy import optimize, stats
+
+    if not 0.0 < p < 1.0:
+        return float(stats.beta.isf(p, a, b) if upper else stats.beta.ppf(p, a, b))
+    tail = special.betaincc if upper else special.betainc
+
+    def miss(x: float) -> float:
+        return float(tail(a, b, x)) - p
+
+    x0 = _beta_asymptotic_quantile(a, b, 1.0 - p if upper else p)
+    if a + b >= _BETAINC_LIMIT:
+        return x0
+    x = float(stats.beta.isf(p, a, b) if upper else stats.beta.ppf(p, a, b))
+    if 0.0 <= x <= 1.0 and abs(miss(x)) <= 1e-9 * max(p, 1e-3):
+        return x
+    sd = math.sqrt(a * b / ((a + b) ** 2 * (a + b + 1.0)))
+    for k in (1.0, 10.0, 100.0):
+        lo, hi = max(0.0, x0 - k * sd), min(1.0, x0 + k * sd)
+        f_lo, f_hi = miss(lo), miss(hi)
+        if math.isfinite(f_lo) and math.isfinite(f_hi) and f_lo * f_hi < 0:
+            root = float(optimize.brentq(miss, lo, hi, xtol=1e-300, rtol=1e-15, maxiter=500))
+            if abs(miss(root)) <= 1e-9 * max(p, 1e-3):
+                return root
+    return x0
+
+
 def _beta_hdi(a: float, b: float, level: float) -> tuple[float, float]:
     """Narrowest interval of probability ``level`` under Beta(a, b).
 
@@ -54,14 +120,14 @@ def _beta_hdi(a: float, b: float, level: float) -> tuple[float, float]:
     tail = 1.0 - level
     if a <= 1.0 and b <= 1.0:
         if a == 1.0 and b == 1.0:
-            return float(dist.ppf(tail / 2)), float(dist.ppf(1 - tail / 2))
-        left = (0.0, float(dist.ppf(level)))
-        right = (float(dist.isf(level)), 1.0)
+            return tail / 2, 1 - tail / 2
+        left = (0.0, _beta_quantile(a, b, level))
+        right = (_beta_quantile(a, b, level, upper=True), 1.0)
         return left if left[1] - left[0] <= right[1] - right[0] else right
     if a <= 1.0:  # decreasing density, mode at 0
-        return 0.0, float(dist.ppf(level))
+        return 0.0, _beta_quantile(a, b, level)
     if b <= 1.0:  # increasing density, mode at 1
-        return float(dist.isf(level)), 1.0
+        return _beta_quantile(a, b, level, upper=True), 1.0
 
     if a > b:  # solve the mirror image so that the lower tail mass p is the small one
         lo, hi = _beta_hdi(b, a, level)
@@ -69,9 +135,17 @@ def _beta_hdi(a: float, b: float, level: float) -> tuple[float, float]:
 
     def gap(log_p: float) -> float:
         p = min(math.exp(log_p), tail)
-        lo = dist.ppf(p)
-        hi = dist.isf(tail - p)  # = ppf(p + level), accurate in the upper tail
-        g = float(dist.logpdf(lo) - dist.logpdf(hi))
+        lo = _beta_quantile(a, b, p)
+        hi = _beta_quantile(a, b, tail - p, upper=True)  # = ppf(p + level), in the upper tail
+        if 0.0 < lo < hi < 1.0:
+            # log f(lo) - log f(hi) without log B(a, b) or any large log: each term is a
+            # parameter times the log of a ratio near 1 (exact differences), so it keeps its
+            # digits at a + b ~ 1e19, where logpdf's terms cancel to nothing
+            r = (lo - hi) / hi
+            log_ratio = math.log(lo / hi) if r < -0.5 else math.log1p(r)
+            g = (a - 1.0) * log_ratio + (b - 1.0) * math.log1p((hi - lo) / (1.0 - hi))
+        else:
+            g = float(dist.logpdf(lo) - dist.logpdf(hi))
         return -1e300 if math.isnan(g) else float(np.clip(g, -1e300, 1e300))
 
     # The lower tail mass can be astronomically small (a close to 1, huge b), so search
@@ -82,10 +156,10 @@ def _beta_hdi(a: float, b: float, level: float) -> tuple[float, float]:
         if lo_lp < hi_lp and gap(lo_lp) < 0:
             break
     else:
-        return 0.0, float(dist.ppf(level))
+        return 0.0, _beta_quantile(a, b, level)
     log_p = optimize.brentq(gap, lo_lp, hi_lp, xtol=1e-12, rtol=1e-14, maxiter=500)
     p = min(math.exp(log_p), tail)
-    return float(dist.ppf(p)), float(dist.isf(tail - p))
+    return _beta_quantile(a, b, p), _beta_quantile(a, b, tail - p, upper=True)
 
 
 class Distribution(PosteriorDisplay, ABC):
@@ -179,20 +253,19 @@ class Beta(Distribution):
         return stats.beta.sf(x, self.a, self.b)
 
     def ppf(self, q: Any) -> Any:
-        from scipy import stats
-
-        return stats.beta.ppf(q, self.a, self.b)
+        qs = np.asarray(q, dtype=float)
+        out = np.vectorize(lambda v: _beta_quantile(self.a, self.b, float(v)), otypes=[float])(qs)
+        return float(out) if out.ndim == 0 else out
 
     def interval(self, level: float = 0.95, kind: str = "central") -> tuple[float, float]:
         """Credible interval of probability ``level``: equal-tailed or highest-density."""
-        from scipy import stats
 
         lvl, kind = _check_interval_args(level, kind)
         if kind == "hdi":
             return _beta_hdi(self.a, self.b, lvl)
         tail = (1.0 - lvl) / 2
-        return float(stats.beta.ppf(tail, self.a, self.b)), float(
-            stats.beta.isf(tail, self.a, self.b)
+        return _beta_quantile(self.a, self.b, tail), _beta_quantile(
+            self.a, self.b, tail, upper=True
         )
 
 
