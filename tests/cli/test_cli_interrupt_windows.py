@@ -149,3 +149,23 @@ def test_release_interrupted_as_the_ledger_save_fails_says_nothing_was_spent(
     lines = out.stderr.splitlines()
     assert lines[-1] == "dpbayes: interrupted", out
     assert lines[-2].startswith("dpbayes: error: ledger") and "nothing was spent" in lines[-2]
+
+
+def test_an_interrupt_while_an_error_is_handled_does_not_report_that_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Only a failure the deferred signal superseded is shown; an exception that code was
+    merely handling when Ctrl+C came is not the command's error."""
+    import argparse
+
+    from dpbayes.cli import _run
+
+    def handler(args: argparse.Namespace) -> int:
+        try:
+            int("optional-setting")
+        except ValueError:
+            raise KeyboardInterrupt from None
+        return 0
+
+    assert _run(handler, argparse.Namespace()) == 130
+    assert capsys.readouterr().err == "dpbayes: interrupted\n"

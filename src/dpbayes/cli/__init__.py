@@ -190,7 +190,8 @@ def _run(handler: Any, args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:
         # a signal deferred through a step that then failed (the ledger's save: "nothing
         # was spent") is raised as that failure propagates; its message must not be lost
-        failed = exc.__context__
+        # (only that one: an exception merely being handled when Ctrl+C came is not shown)
+        failed = getattr(exc, "superseded", None)
         if isinstance(failed, _SHOWN):
             print(f"dpbayes: error: {_first_line(failed)}", file=sys.stderr)
         print("dpbayes: interrupted", file=sys.stderr)

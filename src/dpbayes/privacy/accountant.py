@@ -163,15 +163,25 @@ def interrupts_deferred() -> Iterator[None]:
         return
     deferral = _deferring = _Deferral()
     completed = False
+    failed: BaseException | None = None
     try:
         yield
         completed = True
+    except BaseException as exc:
+        failed = exc
+        raise
     finally:
         if completed and _holding is not None:
             _holding.append(deferral)
         else:
             _deferring = None
-            deferral.deliver()
+            try:
+                deferral.deliver()
+            except KeyboardInterrupt as interrupt:
+                # the step failed and a deferred signal now replaces its exception: keep
+                # it on the interrupt for the caller to report (the CLI prints it)
+                interrupt.superseded = failed  # type: ignore[attr-defined]
+                raise
 
 
 @contextlib.contextmanager
