@@ -22,6 +22,8 @@ key from ``--admin-key-file``); the ledger is shared through the database. ``--t
 bounds how long one query may take to plan (then 503, nothing spent). ``--composition
 pld`` accounts the answers by the privacy-loss-distribution composition (several times as
 many answers from one budget as basic composition); it is recorded in the database.
+``--max-history-entries`` caps what the in-memory history of answers may store (then
+fresh answers are refused, nothing spent).
 There is no ``--seed``: the service spends a real budget, and every answer gets secure
 noise.
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import secrets
 import sys
@@ -119,6 +122,13 @@ def register(sub: Any) -> None:
         help="how long a client may leave a response it does not read before the connection "
         "is dropped (default 30)",
     )
+    p.add_argument(
+        "--max-history-entries",
+        metavar="N",
+        help="the most numbers the history of answers may store (its answers' non-zero "
+        "coefficients and its factorisation over the cells they read); past it a fresh "
+        "answer is refused, nothing spent (default 2^25 = 33554432, 256 MiB; 0: no cap)",
+    )
     # refused with a one-line error (a real ledger never gets simulated noise)
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     add_privacy_unit_arguments(p)
@@ -160,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--header-timeout must be > 0 seconds, got {args.header_timeout}")
     if not args.send_timeout > 0:
         raise ValueError(f"--send-timeout must be > 0 seconds, got {args.send_timeout}")
+    cap = max_history_entries(args.max_history_entries)
     if args.workers > 1 and not args.admin_key_file:
         raise ValueError("--workers needs --admin-key-file (each worker reads the key from it)")
     try:
@@ -198,7 +209,12 @@ def run(args: argparse.Namespace) -> int:
     _announce_when_listening(args.host, args.port, args.workers)
     if args.workers == 1:
         app = create_app(
-            config, args.db, key, time_limit=args.time_limit, body_timeout=args.body_timeout
+            config,
+            args.db,
+            key,
+            time_limit=args.time_limit,
+            body_timeout=args.body_timeout,
+            max_history_entries=cap,
         )
         set_timeouts(args.header_timeout, args.send_timeout)
         uvicorn.run(app, timeout_graceful_shutdown=5, **common)
@@ -209,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     from dpbayes.service.config import digest_key
     from dpbayes.service.state import QueryService
 
-    QueryService(config, args.db, digest_key=digest_key(key)).close()
+    QueryService(config, args.db, digest_key=digest_key(key), max_history_entries=cap).close()
     os.environ[WORKER_ENV] = json.dumps(
         {
             "config": worker_config(config),
@@ -219,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
             "body_timeout": args.body_timeout,
             "header_timeout": args.header_timeout,
             "send_timeout": args.send_timeout,
+            "max_history_entries": cap,
         }
     )
     uvicorn.run(
@@ -229,6 +246,27 @@ def run(args: argparse.Namespace) -> int:
         **common,
     )
     return 0
+
+
+def max_history_entries(text: str | None) -> int | None:
+    """``--max-history-entries``: a whole number >= 0 (0: no cap; ``None``: the default)."""
+    from dpbayes.service.state import MAX_HISTORY_ENTRIES
+
+    if text is None:
+        return MAX_HISTORY_ENTRIES
+    try:
+        n = int(text)
+    except ValueError:
+        try:
+            f = float(text)
+        except ValueError:
+            f = math.nan
+        n = int(f) if math.isfinite(f) and f.is_integer() else -1
+    if n < 0:
+        raise ValueError(
+            f"--max-history-entries must be a whole number >= 0 (0: no cap), got {text!r}"
+        )
+    return None if n == 0 else n
 
 
 def _announce_when_listening(host: str, port: int, workers: int, wait: float = 600.0) -> None:

@@ -48,7 +48,14 @@ from dpbayes.service.schemas import (
     SchemaOut,
     responses,
 )
-from dpbayes.service.state import Busy, Conflict, QueryService, Reply, check_admin
+from dpbayes.service.state import (
+    MAX_HISTORY_ENTRIES,
+    Busy,
+    Conflict,
+    QueryService,
+    Reply,
+    check_admin,
+)
 
 __all__ = ["BODY_TIMEOUT", "MAX_BODY_BYTES", "WORKER_ENV", "create_app", "worker_app"]
 
@@ -223,17 +230,23 @@ def create_app(
     time_limit: float | None = 10.0,
     query_threads: int = 8,
     body_timeout: float | None = BODY_TIMEOUT,
+    max_history_entries: int | None = MAX_HISTORY_ENTRIES,
 ) -> FastAPI:
     """The FastAPI app: opens (and migrates) the database, restores budget and history.
 
     ``time_limit``: seconds a query may take from its arrival to the end of its planning
     (then 503, nothing spent). ``body_timeout``: seconds a request's body may take to
-    arrive (then 408). Queries run on their own ``query_threads`` threads, so a
-    flood of slow ones cannot starve the page, the schema, the budget or the history.
+    arrive (then 408). ``max_history_entries``: the cap on what the history stores
+    (:class:`QueryService`; ``None``: none). Queries run on their own ``query_threads``
+    threads, so a flood of slow ones cannot starve the page, the schema, the budget or the history.
     """
     key = digest_key(admin_key)  # checks the admin key too
     svc: QueryService = service or QueryService(
-        engine_config or EngineConfig(), db_url, digest_key=key, time_limit=time_limit
+        engine_config or EngineConfig(),
+        db_url,
+        digest_key=key,
+        time_limit=time_limit,
+        max_history_entries=max_history_entries,
     )
     admin_sha = hashlib.sha256(admin_key.encode()).hexdigest()
     pool = ThreadPoolExecutor(max_workers=query_threads, thread_name_prefix="dpbayes-query")
@@ -508,4 +521,5 @@ def worker_app() -> FastAPI:
         key,
         time_limit=spec["time_limit"],
         body_timeout=spec.get("body_timeout", BODY_TIMEOUT),
+        max_history_entries=spec.get("max_history_entries", MAX_HISTORY_ENTRIES),
     )

@@ -57,6 +57,7 @@ from dpbayes.privacy.noise import prepare_secure_noise
 from dpbayes.privacy.validation import (
     check_delta,
     check_epsilon,
+    check_int,
     check_positive,
     check_probability,
 )
@@ -86,7 +87,9 @@ _NUMERICAL_LIMIT = (
     "coefficients or the requirement are too extreme); retrying will not help until the "
     "history changes; nothing spent"
 )
-#: The default cap on answers x cells of the history (2^25: 256 MiB per dense array).
+_CACHE_CELLS = 2**25  # coefficients the plan cache (and the predicate cache) may hold
+#: The default cap on the numbers the history stores (:attr:`History.entries`: its
+#: answers' non-zero coefficients and its factorisation; 2^25: 256 MiB).
 MAX_HISTORY_ENTRIES = 2**25
 _TOO_SLOW = (
     "planning this query took longer than the time limit on the current history, with "
@@ -100,10 +103,12 @@ class QueryService:
 
     ``digest_key``: the key of the cube's digest (:func:`~dpbayes.service.config.digest_key`
     of the admin key; never stored). ``time_limit``: seconds a query may spend planning
-    (``None``: no limit). ``cache_size``: plans kept per history version.
-    ``max_history_entries``: the most answers x cells the history may hold (it keeps a
-    dense coefficient row per answer, and each fresh answer copies the history): a fresh
-    answer beyond it is refused, nothing spent (``None``: no cap).
+    (``None``: no limit). ``cache_size``: plans kept per history version (fewer on a cube
+    of more than 8,192 cells: they hold 2^25 coefficients at most).
+    ``max_history_entries``: the most numbers the history may store
+    (:attr:`~dpbayes.answers.History.entries`: the answers' non-zero coefficients, and its
+    factorisation over the cells they read); a fresh answer beyond it is refused, nothing
+    spent (``None``: no cap). Snapshots share the history's storage (O(answers) each).
     """
 
     def __init__(
@@ -133,8 +138,14 @@ class QueryService:
         self._pending: list[FreshJob] = []  # fresh answers waiting for the write lock
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], _Planned] = OrderedDict()
-        self._cache_size = cache_size
-        self.max_history_entries = max_history_entries
+        # each cached plan and parsed predicate holds its query's coefficients over every
+        # cell: on a big cube, fewer of them (at most _CACHE_CELLS numbers in all)
+        self._cache_size = max(1, min(cache_size, _CACHE_CELLS // self.cube.n_cells))
+        self.max_history_entries = (
+            None
+            if max_history_entries is None
+            else check_int(max_history_entries, "max_history_entries", minimum=1)
+        )
         # plans being computed, per cache key: one planner per key at a time, the other
         # requests for it wait for its result (single flight)
         self._inflight: dict[tuple[Any, ...], tuple[tuple[Any, ...], threading.Event]] = {}
@@ -385,14 +396,14 @@ class QueryService:
             return planned
         cap = self.max_history_entries
         if plan.status == "fresh" and cap is not None:
-            entries = (len(snap.history) + 1) * self.cube.n_cells
+            entries = snap.history.entries_with(q.coefficients)
             if entries > cap:
                 plan = replace(
                     plan,
                     status="refused",
-                    reason=f"the history holds {len(snap.history)} answers over "
-                    f"{self.cube.n_cells} cells, the most this server keeps (answers x "
-                    f"cells <= {cap}); no fresh answer can be added; nothing spent",
+                    reason=f"the history of {len(snap.history)} answers would store {entries} "
+                    f"numbers with this one, more than the most this server keeps "
+                    f"(--max-history-entries {cap}); nothing spent",
                 )
         planned = _Planned(plan, state)
         self._remember(key, planned)
