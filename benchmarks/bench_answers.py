@@ -19,6 +19,13 @@
    Normal); achieved error against the exact method at 1e-10; the baseline is the exact
    method on the Laplace part alone (what the Normal part costs).
 
+5. ``big cube``: a history of 1,000 short range answers (1-9 cells) on a 100,000-cell
+   cube, as a service holds it: a snapshot (``copy``, one per fresh request and reload),
+   a snapshot plus one answer (how a fresh request is planned) and an answer from the
+   history (``blue``); the baseline (floor) is copying one dense query row over the
+   cube, so a ratio below 1 says the step no longer scales with answers x cells (a dense
+   history copied 1,000 such rows: about 220 ms and 1.6 GB held).
+
 Writes ``benchmark,k,scales,method,target_accuracy,achieved_error,seconds,cpu_seconds,
 baseline_seconds,ratio`` (ratio = seconds / baseline_seconds). Timings depend on the
 machine's load; compare ratios and CPU seconds, not absolute wall-clock numbers. Monte
@@ -247,6 +254,46 @@ def bench_mixed(
                 print(f"{head} {t:9.4f}s err={err:.2e} (Laplace part alone {t_lap:.4f}s)")
 
 
+def bench_big_cube(rows: list[dict[str, Any]], k: int, n: int, repeats: int) -> None:
+    gen = noise_source(3).generator()
+    h = History(n)
+    q = np.zeros(n)
+    for i in range(k):
+        q[:] = 0.0
+        lo = int(gen.integers(0, n - 10))
+        q[lo : lo + (1 if i % 2 == 0 else int(gen.integers(2, 10)))] = 1.0
+        h.add(q, float(gen.normal(100, 10)), 0.1)
+    answered = q.copy()
+    fresh = np.zeros(n)
+    fresh[7:10] = 1.0
+
+    def copy_and_add() -> None:
+        h.copy().add(fresh, 0.0, 0.1)
+
+    floor, _, _ = _median_time(lambda: answered.copy(), repeats)
+    for method, fn in (
+        ("snapshot (copy)", h.copy),
+        ("snapshot + one answer", copy_and_add),
+        ("answer from the history (blue)", lambda: h.blue(answered)),
+    ):
+        t, c, _ = _median_time(fn, repeats)
+        rows.append(
+            dict(
+                benchmark=f"big cube ({n:,} cells)",
+                k=k,
+                scales=0,
+                method=method,
+                target_accuracy=float("nan"),
+                achieved_error=float("nan"),
+                seconds=t,
+                cpu_seconds=c,
+                baseline_seconds=floor,
+                ratio=t / floor,
+            )
+        )
+        print(f"big cube, {method}: {t * 1e3:.2f} ms ({t / floor:.2f}x one dense row's copy)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
@@ -262,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     ks = [16, 64] if args.quick else [16, 64, 256, 1000]
     bench_methods(rows, ks, [1e-2, 1e-3], repeats=3)
     bench_mixed(rows, ks, [1e-3, 1e-6], repeats=3)
+    bench_big_cube(rows, 200 if args.quick else 1000, 100_000, repeats=5)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as fh:
