@@ -161,16 +161,20 @@ def _categories_as_column(model: Any, data: str, column: str) -> Any:
     a CSV file (no column types; the engine would guess them from the values, and one
     record with a letter would turn a column of codes into text) from the labels
     themselves -- all of them decimal numbers: numbers, else text (the model then reads
-    the column as text); for a typed file (Parquet) from its schema.
+    the column as text; also when one of them is 2**53 or more in magnitude, where not
+    every number is a double: 64-bit ids are matched as the file spells them); for a typed
+    file (Parquet) from its schema.
     """
     from dpbayes import models
     from dpbayes.data import open_table
     from dpbayes.data.readers import is_csv_path
+    from dpbayes.privacy.validation import CATEGORY_LIMIT
 
     labels = list(model.categories)
     if is_csv_path(data):
         spelled = all(_NUMBER.fullmatch(label.strip()) for label in labels)
-        if not (spelled and all(math.isfinite(float(label)) for label in labels)):
+        if not (spelled and all(abs(float(label)) < CATEGORY_LIMIT for label in labels)):
+            # text, or ids at or beyond 2**53 (not all doubles): matched as the file's text
             return model
     elif open_table(data).column_types().get(column) != "numeric":
         return model
