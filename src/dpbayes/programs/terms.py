@@ -265,8 +265,9 @@ def _check_concentrations(d: Any, what: str) -> None:
 
     A run projects each of the m parameters of a Beta/Dirichlet it builds onto
     [TINY, MAX_CONCENTRATION / m] (``interpreter.make_distribution``); a constant (a
-    candidate, a prior) is the one way to bring a smaller or larger one in, and at a subnormal a the tail of Beta(a, b) lies at
-    log x ~ -1/a, past the doubles, where its TV and KL are not computed (``PROOF.md`` §4).
+    candidate, a prior) is the one way to bring a smaller or larger one in, and at a
+    subnormal a the tail of Beta(a, b) lies at log x ~ -1/a, past the doubles, where its
+    TV and KL are not computed (``PROOF.md`` §4).
     Public input only: refused when the term is built, alike for every data set.
     """
     if not isinstance(d, Beta | Dirichlet):
