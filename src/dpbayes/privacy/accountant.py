@@ -213,6 +213,26 @@ def interrupts_held() -> Iterator[Callable[[], None]]:
         deliver()
 
 
+def _ledger_path(path: str | os.PathLike) -> Path:
+    """The ledger's own file: symlinks resolved, so that a save (which replaces the file)
+    and the lock file act on the file every name of it reaches. Opened through a link, a
+    save replaced the link itself with a new file and locked beside it: two processes then
+    kept two ledgers, and spent 1.5 of a budget of 1 between them. A file with other hard
+    links is refused for the same reason (a save would leave them on the old file)."""
+    p = Path(path).resolve()
+    try:
+        links = p.stat().st_nlink
+    except OSError:
+        return p  # not there yet (a new ledger), or an error reading it reports itself
+    if links > 1:
+        raise LedgerError(
+            f"ledger file {p} has {links - 1} other hard link(s): a save replaces the file "
+            "and would leave them on the old one (two ledgers); keep one name (a symlink "
+            "is fine)"
+        )
+    return p
+
+
 _SEP = "\x1f"  # between the parts of a unit key; a column name is JSON-quoted in it
 
 
@@ -377,7 +397,7 @@ class Accountant:
                 "experiments, not a budget ledger"
             )
         self._init_state(
-            total, [], Path(path) if path is not None else None, simulation, composition
+            total, [], _ledger_path(path) if path is not None else None, simulation, composition
         )
         if self._path is not None:
             with self._file_lock():
@@ -413,7 +433,7 @@ class Accountant:
     @classmethod
     def open(cls, path: str | os.PathLike) -> Accountant:
         """Continue the ledger saved at ``path``; a missing or damaged file is an error."""
-        p = Path(path)
+        p = _ledger_path(path)
         acc = cls.__new__(cls)
         total, spends, composition = cls._read(p)
         acc._init_state(total, spends, p, composition=composition)
@@ -791,6 +811,7 @@ class Accountant:
         budget like a charge (:class:`BudgetExceeded` if it does not fit)."""
         if not isinstance(spend, Spend):
             raise TypeError(f"spend must be a Spend, got {type(spend).__name__}")
+        spend = Spend.from_dict(spend.to_dict())  # checked as a ledger's spends are (eps > 0)
         with self._charging(spend):
             pass
 
@@ -878,7 +899,7 @@ class Accountant:
         return {"path": str(self._path)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        path = Path(state["path"])  # the copy is the ledger, read again
+        path = _ledger_path(state["path"])  # the copy is the ledger, read again
         total, spends, composition = self._read(path)
         self._init_state(total, spends, path, False, composition)
 

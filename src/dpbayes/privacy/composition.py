@@ -30,6 +30,18 @@ privacy loss, and the tight methods return the smaller of their bound and basic 
   converted at ``target_delta`` minus the deltas of the remaining (eps, delta) events,
   which are added by basic composition (their eps too).
 
+**Adaptive choices.** An accountant checks each spend against the budget when it is made,
+after the earlier outputs were seen, so a user may choose the next (eps, delta) from them
+(a privacy filter). That use is proven for basic composition (Rogers, Roth, Ullman &
+Vadhan 2016), for Rényi/zCDP composition (Feldman & Zrnic 2021; Whitehouse, Ramdas,
+Rogers & Wu 2023) and, for Gaussian events alone, for their PLD (the composition of
+Gaussians is Gaussian: the Gaussian-DP filter of Smith & Thakurta 2022). For ``"pld"``
+with other events the optimal composition is that of a sequence of guarantees fixed in
+advance; no result known to us makes it a valid filter when their parameters are chosen
+adaptively. Use ``"pld"`` for a plan of releases set beforehand, ``"rdp"`` or ``"basic"``
+when the parameters follow the outputs (an interactive analyst, the query service with
+Laplace answers).
+
 For the tight methods the reported delta is ``target_delta`` (the budget's delta): the
 accountant asks "what eps does the composition cost at the budget's delta". While basic
 composition is within 0.1% of that eps and within the budget's delta, basic composition's
@@ -133,7 +145,15 @@ def _pld_of(key: _Key) -> Any:
 
 
 def _pld_epsilon(key: _Key, target_delta: float) -> float:
-    return float(_pld_of(key).get_epsilon_for_delta(target_delta))
+    try:
+        return float(_pld_of(key).get_epsilon_for_delta(target_delta))
+    except OverflowError:  # an event's eps beyond ~709: the library takes exp(eps)
+        return math.inf  # no tight bound: basic composition is reported (_reported)
+
+
+#: A running PLD that could not be built (an event the library cannot represent): the
+#: tight eps is then infinite and basic composition is reported.
+_NO_PLD = object()
 
 
 def _rdp_epsilon(groups: Counter[Event], target_delta: float) -> float:
@@ -246,8 +266,14 @@ class Running:
         key = tuple(sorted(counts.items(), key=repr))
         pld = None
         if self.composition == "pld":
-            one = _one_pld(event)
-            pld = one if self._pld is None else self._pld.compose(one)
+            try:
+                one = _one_pld(event)
+            except OverflowError:
+                one = _NO_PLD
+            if one is _NO_PLD or self._pld is _NO_PLD:
+                pld = _NO_PLD
+            else:
+                pld = one if self._pld is None else self._pld.compose(one)
         out = Running(self.composition, self.target_delta, key, pld)
         with self._lock:
             if len(self._next) >= 4:
@@ -266,7 +292,9 @@ class Running:
         basic = _basic(evs)
         if self.composition == "basic" or not evs:
             return basic
-        if self.composition == "pld":
+        if self.composition == "pld" and self._pld is _NO_PLD:
+            eps = math.inf
+        elif self.composition == "pld":
             eps = _with_margin(float(self._pld.get_epsilon_for_delta(self.target_delta)))
         else:
             eps = _tight_epsilon(self.key, self.composition, self.target_delta)

@@ -1,0 +1,75 @@
+"""A ledger reached through a link stays one ledger; restored spends are checked; a pld
+budget takes spends whose eps the PLD library cannot represent (from a review)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from dpbayes.privacy import Accountant, BudgetExceeded, LedgerError
+from dpbayes.privacy.spend import Spend
+
+
+def test_a_ledger_opened_through_a_symlink_is_the_same_ledger(tmp_path: Path) -> None:
+    """The save replaced the link itself with a new file (and locked beside it): the two
+    names became two ledgers, and 1.5 of a budget of 1 was spent between them."""
+    real, link = tmp_path / "ledger.json", tmp_path / "shared.json"
+    a = Accountant(1.0, path=real)
+    os.symlink(real, link)
+    a.spend(0.3)
+    b = Accountant.open(link)
+    b.spend(0.6)
+    assert link.is_symlink()
+    with pytest.raises(BudgetExceeded):
+        a.spend(0.6)
+    assert [s.epsilon for s in Accountant.open(real).spends] == [0.3, 0.6]
+    assert Accountant.open(link).spent == pytest.approx((0.9, 0.0))
+
+
+def test_a_new_ledger_created_through_a_symlinked_folder_is_found_by_both_names(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "alias")
+    Accountant(1.0, path=tmp_path / "alias" / "ledger.json").spend(0.5)
+    assert Accountant.open(tmp_path / "real" / "ledger.json").spent == pytest.approx((0.5, 0))
+
+
+def test_a_hard_linked_ledger_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "ledger.json"
+    Accountant(1.0, path=real)
+    os.link(real, tmp_path / "other.json")
+    for name in (real, tmp_path / "other.json"):
+        with pytest.raises(LedgerError, match="other hard link"):
+            Accountant.open(name)
+
+
+@pytest.mark.parametrize("composition", ["basic", "pld"])
+def test_restore_checks_the_spend(composition: str) -> None:
+    """A Spend built directly with a negative eps lowered the recorded total, so later
+    charges overspent."""
+    acc = Accountant(1.0, composition=composition)
+    with pytest.raises(ValueError, match="epsilon must be > 0"):
+        acc.restore(Spend(epsilon=-1e9, delta=0.0))
+    with pytest.raises(BudgetExceeded):
+        acc.spend(5.0)
+    assert acc.spent == (0.0, 0.0)
+
+
+def test_pld_takes_spends_beyond_the_librarys_range() -> None:
+    """The library takes exp(eps): a spend of eps 800 raised OverflowError, so a pld budget
+    of about 700 or more could never be used. Such spends are composed by basic
+    composition (a valid bound)."""
+    acc = Accountant(2000.0, 1e-6, composition="pld")
+    acc.spend(1.0)
+    assert acc.can_spend(800.0)
+    acc.spend(800.0)
+    assert acc.spent[0] == pytest.approx(801.0)
+    with pytest.raises(BudgetExceeded):
+        acc.spend(1500.0)
+    small = Accountant(10.0, 1e-6, composition="pld")
+    assert not small.can_spend(800.0)
+    with pytest.raises(BudgetExceeded):
+        small.spend(800.0)
