@@ -349,8 +349,8 @@ def as_source(
     text:
         Read the column of a CSV file (a path, or a ``Table`` made from one) as text, as
         the file holds it, instead of as the type its values suggest (``text_columns``
-        of :func:`open_table`). Models whose declared categories are text pass it, so
-        the column's type follows the declaration, never the data. Typed sources
+        of :func:`open_table`). The categorical models pass it for every CSV file and
+        parse each field by itself, so the column's type never depends on the data. Typed sources
         (Parquet, frames, databases) and ready-made sources ignore it.
 
     Files and frames are aggregated by DuckDB (streamed, never loaded into Python);

@@ -129,7 +129,10 @@ def _from_objects(items: np.ndarray, name: str) -> tuple[np.ndarray, int]:
         return np.array(values, dtype=bool), nulls
     if all(isinstance(v, str) for v in values):
         return np.array(values, dtype=str), nulls
-    if all(isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_) for v in values):
+    # booleans among numbers are 0/1, each by its own value: whether a record is read
+    # must not depend on whether the other records are numbers or booleans
+    values = [int(v) if isinstance(v, bool | np.bool_) else v for v in values]
+    if all(isinstance(v, numbers.Real) for v in values):
         if all(isinstance(v, numbers.Integral) for v in values):
             try:
                 return np.array(values, dtype=np.int64), nulls

@@ -25,7 +25,10 @@ when it equals a declared category, whatever the other records hold (a column mi
 a database column does, would refuse ``1`` against the declared ``1`` in some data sets
 and not in others). The engine holds one type per column, so a model whose variable
 declares categories of mixed types (numbers and strings, say) is refused on the engine
-path before any value is read (:func:`mixed_type_variable`). A family table beyond
+path before any value is read (:func:`mixed_type_variable`). A CSV file has no column
+types (the engine would guess one per column from all the records): its model columns
+are read as text and every field is parsed by itself (:func:`text_value`). A family
+table beyond
 :data:`MAX_TABLE_CELLS` cells is refused first, from the model alone.
 """
 
@@ -33,8 +36,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,12 +50,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_TABLE_CELLS",
+    "category_code",
     "category_index",
     "check_table_sizes",
+    "column_codes",
     "family_counts",
+    "in_memory_column",
     "in_memory_columns",
     "mixed_type_variable",
     "mixed_types",
+    "text_value",
 ]
 
 _UNKNOWN, _MISSING = -1, -2
@@ -102,18 +110,65 @@ def check_table_sizes(model: BayesNet) -> None:
             )
 
 
+def category_code(categories: Sequence[Any], value: Any) -> int:
+    """Position of one record's ``value`` among ``categories`` by Python equality (booleans
+    as 0/1), -2 if it is missing (None, NaN, pandas NA/NaT), -1 if it is no category.
+
+    The record's own value alone decides: this is the rule of every path that matches
+    values one by one (pandas columns, lists, the engine's GROUP BY keys)."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return _MISSING
+    if isinstance(value, float | np.floating) and math.isnan(value):
+        return _MISSING
+    if isinstance(value, np.generic):  # a numpy scalar compares as its Python value
+        value = value.item()
+    value = int(value) if isinstance(value, bool) else value
+    try:
+        return list(categories).index(value)
+    except (ValueError, TypeError):
+        return _UNKNOWN
+
+
+#: A CSV field that spells a number: optional sign, digits with an optional fraction,
+#: an optional exponent (``1``, ``-2``, ``1.0``, ``.5``, ``1e3``).
+_NUMBER_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INTEGER_TEXT = re.compile(r"[+-]?\d+")
+
+
+def text_value(text: Any) -> Any:
+    """The value a CSV field denotes for categories that are not text, from the field alone.
+
+    A CSV file has no column types (the engine would guess one per column from all the
+    records), so such a column is read as text and every field is parsed by itself: a
+    field (surrounding spaces ignored) that spells a number (:data:`_NUMBER_TEXT`) is that
+    number (an int if it has no fraction or exponent, else a float), ``true``/``false``
+    (any letter case) are ``True``/``False``, anything else stays text (no number or
+    boolean category equals it). Matched by :func:`category_code`, ``true`` and ``1``
+    are both the category ``1`` (or ``True``) whatever the other records hold."""
+    if not isinstance(text, str):
+        return text
+    field = text.strip()
+    if _INTEGER_TEXT.fullmatch(field):
+        return int(field)
+    if _NUMBER_TEXT.fullmatch(field):
+        return float(field)
+    low = field.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    return text
+
+
 def category_index(model: BayesNet, name: str, value: Any) -> int:
     """Position of ``value`` among the categories of ``name``; ValueError if NULL or undeclared."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    code = category_code(model.variables[name], value)
+    if code == _MISSING:
         raise ValueError(f"data column {name!r} contains missing values")
-    value = int(value) if isinstance(value, bool | np.bool_) else value
-    try:
-        return model.variables[name].index(value)
-    except ValueError:
+    if code == _UNKNOWN:
         raise ValueError(  # the value itself is data: the message does not quote it
             f"data column {name!r} has a value that is not a category; "
             f"the model declares {list(model.variables[name])}"
-        ) from None
+        )
+    return code
 
 
 def family_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
@@ -161,6 +216,60 @@ def _mapping_column(value: Any) -> np.ndarray:
     return arr
 
 
+def _list_column(data: list[Any] | tuple[Any, ...], label: str) -> np.ndarray:
+    """A list's values as a 1-d array: typed when every value is of one numpy-native kind
+    (bools; strings; ints and floats, whose float64 rounding never reaches a category),
+    else its values as Python objects, matched one by one (numpy would turn a list of
+    numbers and strings into text, and ``"1"`` is not the category ``1``)."""
+    types = set(map(type, data))
+    if types and (
+        types <= {bool, np.bool_} or types <= {str} or types <= {int, float, np.int64, np.float64}
+    ):
+        try:
+            arr = np.asarray(data)
+        except (OverflowError, ValueError):
+            arr = None
+        if arr is not None and arr.ndim == 1 and arr.dtype.kind in "biufU":
+            return arr
+    out = np.empty(len(data), dtype=object)
+    try:
+        out[:] = data
+    except ValueError:
+        raise ValueError(f"{label} must be 1-dimensional (a flat list of values)") from None
+    return out
+
+
+def in_memory_column(data: Any, column: str | None) -> tuple[np.ndarray, str] | None:
+    """One column of in-memory ``data`` as a 1-d array and its description, or None.
+
+    A pandas Series (``column`` None), the string-named ``column`` of a pandas DataFrame
+    with string, distinct column names, a list or tuple, or a 1-d numpy array of numbers,
+    booleans, strings or objects: counted in Python, value by value
+    (:func:`column_codes`), so a record's category never depends on the other records.
+    None for anything else (read by the engine): public facts of the container only.
+    """
+    if sys.modules.get("pandas") is not None:
+        import pandas as pd
+
+        if isinstance(data, pd.Series) and column is None:
+            label = f"series {data.name!r}" if data.name is not None else "series"
+            return _frame_column(data), label
+        if _pandas_frame(data) and isinstance(column, str):
+            names = list(data.columns)
+            if all(isinstance(c, str) for c in names) and len(set(names)) == len(names):
+                if column in names:
+                    return _frame_column(data[column]), f"column {column!r} of DataFrame"
+            return None
+    if column is not None:
+        return None
+    if isinstance(data, list | tuple):
+        label = type(data).__name__
+        return _list_column(data, label), label
+    if isinstance(data, np.ndarray) and data.ndim == 1 and data.dtype.kind in "biufUO":
+        return data, "array"
+    return None
+
+
 def in_memory_columns(model: BayesNet, data: Any) -> dict[str, np.ndarray] | None:
     """The model's columns of in-memory ``data`` as 1-d arrays, or None for the engine path.
 
@@ -193,24 +302,24 @@ def in_memory_columns(model: BayesNet, data: Any) -> dict[str, np.ndarray] | Non
 
 
 def _present_codes(
-    model: BayesNet, name: str, codes: np.ndarray, uniques: Any, size: int
+    categories: Sequence[Any], codes: np.ndarray, uniques: Any, size: int
 ) -> np.ndarray:
     """Category index per row from codes into ``uniques``; only values present are looked up."""
     present = np.flatnonzero(np.bincount(codes, minlength=size))
     lut = np.full(size, _UNKNOWN, dtype=np.int64)
     for i in present.tolist():
-        try:
-            lut[i] = category_index(model, name, uniques(i))
-        except ValueError:
-            pass  # the error is raised in the engine's order by _raise_first_error
+        lut[i] = category_code(categories, uniques(i))
     return lut[codes]
 
 
-def _column_codes(model: BayesNet, name: str, values: np.ndarray) -> np.ndarray:
-    """Category index of every row; -1 for an undeclared value, -2 for a missing one."""
+def column_codes(categories: Sequence[Any], values: np.ndarray) -> np.ndarray:
+    """Category index of every row of a 1-d column (:func:`category_code` of each value):
+    -1 for an undeclared value, -2 for a missing one. A column of Python objects is
+    matched value by value, so a record's code never depends on the other records.
+    Raises TypeError for an unhashable value (a list, a dict: never a category)."""
     kind = values.dtype.kind
     if kind == "b":
-        return _present_codes(model, name, values.astype(np.int64), lambda i: bool(i), 2)
+        return _present_codes(categories, values.astype(np.int64), lambda i: bool(i), 2)
     if kind in "iuf" and values.size:
         if kind == "f":
             with np.errstate(invalid="ignore"):
@@ -224,18 +333,12 @@ def _column_codes(model: BayesNet, name: str, values: np.ndarray) -> np.ndarray:
             if hi - lo < _DENSE_RANGE:
                 as_value = float if kind == "f" else int
                 return _present_codes(
-                    model, name, whole - lo, lambda i: as_value(lo + i), hi - lo + 1
+                    categories, whole - lo, lambda i: as_value(lo + i), hi - lo + 1
                 )
     if kind == "O":
         import pandas as pd
 
-        try:
-            codes, uniq = pd.factorize(values, use_na_sentinel=True)
-        except TypeError:  # an unhashable value (a list, a dict): never a category
-            raise ValueError(
-                f"data column {name!r} has a value that is not a category; "
-                f"the model declares {list(model.variables[name])}"
-            ) from None
+        codes, uniq = pd.factorize(values, use_na_sentinel=True)  # TypeError: unhashable
         missing = codes < 0
         uniques = np.asarray(uniq, dtype=object)
     else:
@@ -243,9 +346,20 @@ def _column_codes(model: BayesNet, name: str, values: np.ndarray) -> np.ndarray:
         uniques, codes = np.unique(values, return_inverse=True)
     values_of = uniques.tolist()  # Python scalars, as the engine returns them
     safe = np.where(missing, 0, codes).astype(np.int64)
-    out = _present_codes(model, name, safe, values_of.__getitem__, max(len(values_of), 1))
+    out = _present_codes(categories, safe, values_of.__getitem__, max(len(values_of), 1))
     out[missing] = _MISSING
     return out
+
+
+def _column_codes(model: BayesNet, name: str, values: np.ndarray) -> np.ndarray:
+    """Category index of every row of the model's column ``name`` (:func:`column_codes`)."""
+    try:
+        return column_codes(model.variables[name], values)
+    except TypeError:  # an unhashable value (a list, a dict): never a category
+        raise ValueError(
+            f"data column {name!r} has a value that is not a category; "
+            f"the model declares {list(model.variables[name])}"
+        ) from None
 
 
 def _python_values(values: np.ndarray) -> list[Any]:
@@ -324,6 +438,7 @@ def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
     scales its sensitivity by k). Only the counts reach Python.
     """
     from dpbayes.data import open_table
+    from dpbayes.data.readers import guesses_types
 
     mixed = mixed_type_variable(model)
     if mixed is not None:  # public: the model and the kind of container, not the values
@@ -333,10 +448,15 @@ def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
             "per column) cannot match faithfully: declare categories of one type, or pass "
             "a pandas DataFrame or a mapping of columns"
         )
-    # a CSV file's text categories are read as the file's text: the engine would read a
-    # column as numbers when no record holds a letter, a type chosen by all the records
-    text = [v for v in model.nodes if all(isinstance(c, str) for c in model.variables[v])]
-    table = open_table(data, text_columns=text)
+    # a CSV file's columns are read as the file's text: the engine would read a column
+    # as numbers when no record holds a letter (or as booleans when every record spells
+    # true/false), a type chosen by all the records. Text categories match the text; the
+    # fields of other variables are parsed one by one (:func:`text_value`).
+    csv = guesses_types(data)
+    parsed = {
+        v for v in model.nodes if csv and not all(isinstance(c, str) for c in model.variables[v])
+    }
+    table = open_table(data, text_columns=list(model.nodes) if csv else [])
     columns = table.columns
     counts: dict[str, np.ndarray] = {}
     n = None
@@ -347,7 +467,10 @@ def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
             raise ValueError(f"data has no column {missing[0]!r} (model variable)")
         tab = np.zeros(model.table_shape(v), dtype=np.int64)
         for key, cnt in table.value_counts_joint(list(fam), dropna=False).items():
-            idx = tuple(category_index(model, c, val) for c, val in zip(fam, key, strict=True))
+            idx = tuple(
+                category_index(model, c, text_value(val) if c in parsed else val)
+                for c, val in zip(fam, key, strict=True)
+            )
             tab[idx] += int(cnt)
         counts[v] = tab
         n = int(tab.sum()) if n is None else n

@@ -18,6 +18,8 @@ from dpbayes.privacy.validation import check_positive
 
 __all__ = ["BetaBernoulli"]
 
+_NOT_BINARY = "data must be 0/1 or boolean for the beta-bernoulli model, got another value"
+
 
 def _binary(value: Any) -> int:
     """0 or 1 for a boolean, an integer 0/1 or a float 0.0/1.0; ValueError otherwise."""
@@ -25,9 +27,7 @@ def _binary(value: Any) -> int:
         return int(value)
     if isinstance(value, numbers.Real) and float(value) in (0.0, 1.0):
         return int(float(value))
-    raise ValueError(  # the value itself is data: the message does not quote it
-        "data must be 0/1 or boolean for the beta-bernoulli model, got another value"
-    )
+    raise ValueError(_NOT_BINARY)  # the value itself is data: the message does not quote it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,12 +50,38 @@ class BetaBernoulli:
         return {"name": self.name, "alpha": self.alpha, "beta": self.beta}
 
     def statistics(self, data: Any, column: str | None = None) -> CountStatistics:
-        """Counts ``[successes, failures]`` of the data (exact, non-private)."""
-        src = read_source(data, column)
+        """Counts ``[successes, failures]`` of the data (exact, non-private).
+
+        A record counts by its own value only: in-memory data (lists, arrays, pandas
+        columns, Python objects included) value by value, ``True``/``1``/``1.0`` a
+        success and ``False``/``0``/``0.0`` a failure; a CSV file is read as text and
+        every field parsed by itself (``1``, ``1.0``, ``true`` in any case are a success;
+        :func:`~dpbayes.models.bayes_net_counts.text_value`), whatever the other records
+        hold. Typed tables keep their schema's type.
+        """
+        from dpbayes.data import as_source
+        from dpbayes.data.readers import guesses_types
+        from dpbayes.models.bayes_net_counts import column_codes, in_memory_column, text_value
+
+        column_data = in_memory_column(data, column)
+        if column_data is not None:
+            values, name = column_data
+            try:
+                codes = column_codes((1, 0), values)  # [successes, failures]
+            except TypeError:  # an unhashable value (a list, a dict)
+                codes = np.full(values.shape, -1)
+            if bool(np.any(codes == -2)):  # the count is data: the message does not tell it
+                raise ValueError(f"{name} contains missing values (NaN/NULL); drop or impute them")
+            if bool(np.any(codes < 0)):
+                raise ValueError(f"{name}: {_NOT_BINARY}")
+            tally = np.bincount(codes, minlength=2).astype(np.int64)
+            return CountStatistics(counts=tally, n=int(values.shape[0]))
+        csv = guesses_types(data)
+        src = read_source(as_source(data, column=column, text=csv), None)
         counts = [0, 0]
         for value, count in src.value_counts().items():
             try:
-                counts[1 - _binary(value)] += int(count)
+                counts[1 - _binary(text_value(value) if csv else value)] += int(count)
             except ValueError as exc:
                 raise ValueError(f"{src.name}: {exc}") from None
         return CountStatistics(counts=np.array(counts, dtype=np.int64), n=int(src.n()))

@@ -101,38 +101,73 @@ class DirichletCategorical:
     def statistics(self, data: Any, column: str | None = None) -> CountStatistics:
         """Counts per category, in the order of ``categories`` (exact, non-private).
 
-        The column's type follows the declared categories, never the data: a CSV file
-        (whose types the engine would guess from the values) is read as text when the
-        categories are text, so ``["1", "2", "x"]`` matches the file's ``1`` and ``2``
-        whether or not some record holds an ``x``. Numeric categories match a column of
-        numbers; a value that is not one (a letter) is outside the declared domain and
-        refused like any other such value. Categories that mix text and other labels
-        cannot be matched to a CSV column faithfully (one type per column, guessed from
-        the values) and are refused for one, before any data are read.
+        A record's category depends on its own value only, never on the other records:
+
+        * in-memory data (a list, tuple, 1-d numpy array, pandas Series, or a column of a
+          pandas DataFrame) is matched value by value by Python equality (booleans as
+          0/1): a column of Python objects mixing ``1``, ``"1"`` and ``"x"`` counts each
+          record in its own category (:func:`~dpbayes.models.bayes_net_counts.column_codes`);
+        * a CSV file (whose column types the engine would guess from all the values) is
+          read as text and every field is taken by itself: text categories match the
+          field's text exactly (``"1.50"`` is not ``"1.5"``); number and boolean
+          categories match a field that spells a number (``1``, ``1.0``) or ``true`` /
+          ``false`` (any case) equal to them (``true`` and ``1`` are both ``1`` and
+          ``True``; :func:`~dpbayes.models.bayes_net_counts.text_value`);
+        * typed tables (Parquet, polars and Arrow frames, databases) keep their schema's
+          type, a public fact.
+
+        The engine holds one type per column, so categories that mix text and other
+        labels are refused for anything read by it, before any data are read.
         """
         from dpbayes.data import as_source
         from dpbayes.data.readers import guesses_types
+        from dpbayes.data.source import ArraySource
+        from dpbayes.models.bayes_net_counts import (
+            column_codes,
+            in_memory_column,
+            mixed_types,
+            text_value,
+        )
 
+        column_data = in_memory_column(data, column)
+        if column_data is not None:
+            return self._count_column(*column_data, column_codes)
+        if mixed_types(self.categories) and not isinstance(data, ArraySource):
+            raise ValueError(  # public: the declaration and the kind of container
+                f"categories {list(self.categories)!r} mix text and other labels, which "
+                "a table read by the engine (one type per column) cannot match "
+                "faithfully: declare categories of one type (all text, or all numbers), "
+                "or pass in-memory data (a list, array or pandas DataFrame)"
+            )
+        csv = guesses_types(data)
+        src = read_source(as_source(data, column=column, text=csv), None)
         text = all(isinstance(c, str) for c in self.categories)
-        if not text and any(isinstance(c, str) for c in self.categories):
-            if guesses_types(data):
-                raise ValueError(  # public: the declaration and the kind of container
-                    f"categories {list(self.categories)!r} mix text and other labels, which "
-                    "a CSV column (one type, guessed from the values) cannot match "
-                    "faithfully: declare categories of one type (all text, or all numbers)"
-                )
-        src = read_source(as_source(data, column=column, text=text), None)
         counts = np.zeros(self.m, dtype=np.int64)
         for value, count in src.value_counts().items():
             try:
-                i = self._index[_plain(value)]
+                i = self._index[_plain(text_value(value) if csv and not text else value)]
             except (KeyError, TypeError):
-                raise ValueError(  # the value itself is data: the message does not quote it
-                    f"{src.name} contains a value which is not one of the categories "
-                    f"{list(self.categories)!r}"
-                ) from None
+                raise self._not_a_category(src.name) from None
             counts[i] += int(count)
         return CountStatistics(counts=counts, n=int(src.n()))
+
+    def _not_a_category(self, name: str) -> ValueError:
+        return ValueError(  # the value itself is data: the message does not quote it
+            f"{name} contains a value which is not one of the categories {list(self.categories)!r}"
+        )
+
+    def _count_column(self, values: np.ndarray, name: str, codes_of: Any) -> CountStatistics:
+        """Counts of an in-memory column, matched value by value."""
+        try:
+            codes = codes_of(self.categories, values)
+        except TypeError:  # an unhashable value (a list, a dict): never a category
+            raise self._not_a_category(name) from None
+        if bool(np.any(codes == -2)):  # the count is data: the message does not tell it
+            raise ValueError(f"{name} contains missing values (NaN/NULL); drop or impute them")
+        if bool(np.any(codes < 0)):
+            raise self._not_a_category(name)
+        counts = np.bincount(codes, minlength=self.m).astype(np.int64)
+        return CountStatistics(counts=counts, n=int(values.shape[0]))
 
     def posterior_from(self, stats: CountStatistics) -> Dirichlet:
         """Dirichlet(alpha + counts); counts may be real (noisy) but must be >= 0."""
