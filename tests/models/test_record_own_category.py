@@ -128,15 +128,6 @@ def test_bayes_net_reads_a_csv_column_field_by_field(tmp_path: Path) -> None:
     assert diff == {"v": [0, 1], "w": [[0, 0], [1, 0]]}
 
 
-def test_the_text_rule() -> None:
-    from dpbayes.models.bayes_net_counts import text_value
-
-    assert [text_value(t) for t in ["1", "-0", " 1.0", "1e0", ".5", "TRUE", "false"]] == [
-        1, 0, 1.0, 1.0, 0.5, True, False,
-    ]  # fmt: skip
-    assert [text_value(t) for t in ["yes", "nan", "1,0", "0x1"]] == ["yes", "nan", "1,0", "0x1"]
-
-
 def test_number_categories_match_a_csv_field_that_spells_their_value(tmp_path: Path) -> None:
     path = _csv(tmp_path / "n.csv", ["1", "1.0", " 2", "2e0", "0.5"])
     model = DirichletCategorical(alpha=1.0, categories=[0.5, 1, 2])

@@ -15,12 +15,22 @@ User level: when a person may have several records, :meth:`Cube.from_table` with
 One person then changes at most k records, so ||x - x'||_1 <= k and a query's L1
 sensitivity is k max_j |H_j| (Lemma 2.1 and group privacy); ``rows_per_user_bound``
 tells the query engine to scale by k and to state the guarantee per user.
+
+A record's cell depends on its own value only (Lemma 2.1 needs one record to change one
+cell by one). Typed columns (Parquet, databases, typed frame columns: a public schema)
+are compared exactly. Text values are matched by one fixed rule that looks at the value
+alone (:func:`text_matches`), because a container whose types are guessed from the values
+would let one record change every other record's cell: a CSV file's column is read as
+the file's text (one record holding ``maybe`` would otherwise turn a column of booleans
+into text), and a pandas ``object`` column is mapped to cells value by value in Python
+(DuckDB would type it from a sample of its values).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +40,26 @@ import numpy as np
 from dpbayes.answers.queries import Query, make_query
 from dpbayes.privacy.validation import check_array, check_int
 
-__all__ = ["Axis", "Bins", "Cube"]
+__all__ = ["Axis", "Bins", "Cube", "text_matches"]
+
+
+def text_matches(category: Any, text: str) -> bool:
+    """Whether the text value ``text`` of a record is the category ``category``, by the
+    one rule for text fields (:func:`dpbayes.data.text_values.text_value`), applied to the
+    value alone: a text category matches the same text exactly; any other category the
+    value the text denotes, by Python equality (``"1"``, ``"1.0"``, ``"01"`` and
+    ``"true"`` are all 1, as 1, 1.0 and True are in a typed column)."""
+    from dpbayes.data.text_values import text_value  # not at import: the data layer is heavy
+
+    if isinstance(category, str):
+        return category == text
+    value = text_value(text)
+    if isinstance(value, str):
+        return False
+    try:
+        return bool(value == category)
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -59,7 +88,16 @@ class Bins:
             f"[{f(a)}, {f(b)})" for a, b in zip(self.edges[:-1], self.edges[1:], strict=True)
         )
 
-    def index(self, value: float) -> int | None:
+    def index(self, value: float | str) -> int | None:
+        """The bin of ``value``; text (a CSV field, a str in an ``object`` column) is read
+        by :func:`parse_number`, so a bin never depends on the other records' values."""
+        if isinstance(value, str):
+            from dpbayes.data.text_values import parse_number
+
+            parsed = parse_number(value)
+            if parsed is None:
+                return None
+            value = parsed
         if value is None or not isinstance(value, numbers.Real) or math.isnan(float(value)):
             return None
         j = int(np.searchsorted(self.edges, float(value), side="right")) - 1
@@ -89,19 +127,47 @@ class Axis:
         return len(self.values)
 
     def index(self, value: Any) -> int | None:
+        """The cell of ``value`` on this axis, or None. Text values are matched by
+        :func:`text_matches`; typed values (numbers, bools, ...) exactly."""
         if self.bins is not None:
             return self.bins.index(value)
         value = _scalar(value)
+        if isinstance(value, str):
+            for j, v in enumerate(self.values):
+                if text_matches(v, value):
+                    return j
+            return None
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return None
         for j, v in enumerate(self.values):
-            if v == value or (
-                isinstance(v, numbers.Real)
-                and isinstance(value, numbers.Real)
-                and float(v) == float(value)
-            ):
-                return j
-            if isinstance(value, str) and str(v) == value:
-                return j
+            if isinstance(v, str):
+                continue  # a text category matches text only (a typed value never)
+            try:
+                if v == value or (
+                    isinstance(v, numbers.Real)
+                    and isinstance(value, numbers.Real)
+                    and float(v) == float(value)
+                ):
+                    return j
+            except (TypeError, ValueError, OverflowError):
+                continue
         return None
+
+    def coded(self, values: Any) -> Any:
+        """Each value's cell (``index``), computed in Python one value at a time, as a
+        pandas nullable integer array (NA: in no cell)."""
+        import pandas as pd
+
+        memo: dict[tuple[type, Any], int | None] = {}
+        out: list[int | None] = []
+        for v in values:
+            try:
+                key = (type(v), v)
+                j = memo[key] if key in memo else memo.setdefault(key, self.index(v))
+            except TypeError:  # unhashable
+                j = self.index(v)
+            out.append(j)
+        return pd.array(out, dtype="Int64")
 
 
 def _axis(name: str, spec: Any) -> Axis:
@@ -119,6 +185,37 @@ def _axis(name: str, spec: Any) -> Axis:
     if len({str(v) for v in vals}) != len(vals):
         raise ValueError(f"attributes[{name!r}] has duplicate categories")
     return Axis(name, vals)
+
+
+def _code_object_columns(data: Any, axes: Sequence[Axis]) -> tuple[Any, set[str]]:
+    """A pandas DataFrame whose axis columns of ``object`` dtype hold each value's cell
+    (computed in Python one value at a time), and the names of those columns.
+
+    DuckDB types an ``object`` column from a sample of its values, so one record could
+    make every value text (or the cast fail); mapping each value here keeps a record's
+    cell a function of its own value. Other data are returned as they are.
+    """
+    pd = sys.modules.get("pandas")
+    if pd is None or not isinstance(data, pd.DataFrame):
+        return data, set()
+    coded = {}
+    for ax in axes:
+        if ax.name in data.columns and data[ax.name].dtype == object:
+            coded[ax.name] = ax.coded(data[ax.name].tolist())
+    if not coded:
+        return data, set()
+    out = data.copy(deep=False)
+    for name, codes in coded.items():
+        out[name] = codes
+    return out, set(coded)
+
+
+def _code(value: Any, size: int) -> int | None:
+    """The cell of a value coded by :func:`_code_object_columns`."""
+    value = _scalar(value)
+    if isinstance(value, numbers.Integral) and 0 <= int(value) < size:
+        return int(value)
+    return None
 
 
 class Cube:
@@ -199,20 +296,27 @@ class Cube:
             raise ValueError("attributes must map at least one column to its domain")
         axes = [_axis(n, s) for n, s in attributes.items()]
         from dpbayes.data import open_table
+        from dpbayes.data.readers import guesses_types
 
+        # A CSV file has no types: the engine would guess each column's type from every
+        # record's value, so one record could change every other record's cell. Every
+        # axis is read as the file's text and matched value by value (text_matches).
+        text_columns = [ax.name for ax in axes] if guesses_types(data) else []
+        data, coded = _code_object_columns(data, axes)
         table_ = open_table(
             data,
             table=table,
             schema=schema,
             user_column=user_column,
             max_rows_per_user=max_rows_per_user,
+            text_columns=text_columns,
         )
         joint = table_.value_counts_joint([ax.name for ax in axes])
         counts = np.zeros(tuple(ax.size for ax in axes), dtype=np.int64)
         for key, n in joint.items():
             idx = []
             for ax, v in zip(axes, key, strict=True):
-                j = ax.index(v)
+                j = _code(v, ax.size) if ax.name in coded else ax.index(v)
                 if j is None:
                     break
                 idx.append(j)

@@ -147,24 +147,31 @@ def parse_attributes(specs: list[str]) -> dict[str, dict[str, Any]]:
 
 def _cube(spec: dict[str, Any]) -> Any:
     """The cube of the data. Numeric bins over a column the table types as text are
-    refused (nothing spent): a schema fact, public. A record whose value is NULL, NaN/inf
-    or outside the domain falls in no cell and is in no answer ('all records in the
-    domain'); that is not checked against the data, since a refusal that depended on the
-    rows would publish, for free, whether (and how many) records lie outside a domain the
-    caller chose."""
+    refused (nothing spent): a schema fact, public (not for a CSV file, whose types are
+    guessed from the values: its fields are read as text, each by one fixed rule). A
+    record whose value is NULL, NaN/inf or outside the domain falls in no cell and is in
+    no answer ('all records in the domain'); that is not checked against the data, since
+    a refusal that depended on the rows would publish, for free, whether (and how many)
+    records lie outside a domain the caller chose."""
     from dpbayes.answers import Bins, Cube
     from dpbayes.data import open_table
+    from dpbayes.data.readers import guesses_types
 
     unit = spec.get("privacy_unit")  # absent: record level (and cubes made before units)
+    # a CSV file's column types are guessed from every record's value (one 'n/a' makes a
+    # column of numbers text): its attributes are read as the file's text and matched
+    # value by value (dpbayes.answers.cube.text_matches), and no refusal depends on them
+    csv = guesses_types(spec["data"])
     table = open_table(
         spec["data"],
         user_column=None if unit is None else unit["user_column"],
         max_rows_per_user=None if unit is None else unit["max_rows_per_user"],
+        text_columns=list(spec["attributes"]) if csv else (),
     )
     kinds = table.column_types()
     attrs: dict[str, Any] = {}
     for name, dom in spec["attributes"].items():
-        if "bins" in dom and kinds.get(name, "numeric") not in ("numeric", "bool"):
+        if "bins" in dom and not csv and kinds.get(name, "numeric") not in ("numeric", "bool"):
             raise ValueError(
                 f"--attribute {name}=bins:...: column {name!r} is not numeric "
                 f"({kinds[name]}); numeric bins need a numeric column (nothing was spent)"

@@ -27,7 +27,8 @@ and not in others). The engine holds one type per column, so a model whose varia
 declares categories of mixed types (numbers and strings, say) is refused on the engine
 path before any value is read (:func:`mixed_type_variable`). A CSV file has no column
 types (the engine would guess one per column from all the records): its model columns
-are read as text and every field is parsed by itself (:func:`text_value`). A family
+are read as text and every field is parsed by itself
+(:func:`dpbayes.data.text_values.text_value`). A family
 table beyond
 :data:`MAX_TABLE_CELLS` cells is refused first, from the model alone.
 """
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -59,7 +59,6 @@ __all__ = [
     "in_memory_columns",
     "mixed_type_variable",
     "mixed_types",
-    "text_value",
 ]
 
 _UNKNOWN, _MISSING = -1, -2
@@ -127,35 +126,6 @@ def category_code(categories: Sequence[Any], value: Any) -> int:
         return list(categories).index(value)
     except (ValueError, TypeError):
         return _UNKNOWN
-
-
-#: A CSV field that spells a number: optional sign, digits with an optional fraction,
-#: an optional exponent (``1``, ``-2``, ``1.0``, ``.5``, ``1e3``).
-_NUMBER_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_INTEGER_TEXT = re.compile(r"[+-]?\d+")
-
-
-def text_value(text: Any) -> Any:
-    """The value a CSV field denotes for categories that are not text, from the field alone.
-
-    A CSV file has no column types (the engine would guess one per column from all the
-    records), so such a column is read as text and every field is parsed by itself: a
-    field (surrounding spaces ignored) that spells a number (:data:`_NUMBER_TEXT`) is that
-    number (an int if it has no fraction or exponent, else a float), ``true``/``false``
-    (any letter case) are ``True``/``False``, anything else stays text (no number or
-    boolean category equals it). Matched by :func:`category_code`, ``true`` and ``1``
-    are both the category ``1`` (or ``True``) whatever the other records hold."""
-    if not isinstance(text, str):
-        return text
-    field = text.strip()
-    if _INTEGER_TEXT.fullmatch(field):
-        return int(field)
-    if _NUMBER_TEXT.fullmatch(field):
-        return float(field)
-    low = field.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    return text
 
 
 def category_index(model: BayesNet, name: str, value: Any) -> int:
@@ -439,6 +409,7 @@ def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
     """
     from dpbayes.data import open_table
     from dpbayes.data.readers import guesses_types
+    from dpbayes.data.text_values import text_value
 
     mixed = mixed_type_variable(model)
     if mixed is not None:  # public: the model and the kind of container, not the values
@@ -451,7 +422,7 @@ def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
     # a CSV file's columns are read as the file's text: the engine would read a column
     # as numbers when no record holds a letter (or as booleans when every record spells
     # true/false), a type chosen by all the records. Text categories match the text; the
-    # fields of other variables are parsed one by one (:func:`text_value`).
+    # fields of other variables are parsed one by one (data.text_values.text_value).
     csv = guesses_types(data)
     parsed = {
         v for v in model.nodes if csv and not all(isinstance(c, str) for c in model.variables[v])

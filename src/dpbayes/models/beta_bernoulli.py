@@ -56,12 +56,13 @@ class BetaBernoulli:
         columns, Python objects included) value by value, ``True``/``1``/``1.0`` a
         success and ``False``/``0``/``0.0`` a failure; a CSV file is read as text and
         every field parsed by itself (``1``, ``1.0``, ``true`` in any case are a success;
-        :func:`~dpbayes.models.bayes_net_counts.text_value`), whatever the other records
+        :func:`~dpbayes.data.text_values.text_value`), whatever the other records
         hold. Typed tables keep their schema's type.
         """
         from dpbayes.data import as_source
         from dpbayes.data.readers import guesses_types
-        from dpbayes.models.bayes_net_counts import column_codes, in_memory_column, text_value
+        from dpbayes.data.text_values import text_value
+        from dpbayes.models.bayes_net_counts import column_codes, in_memory_column
 
         column_data = in_memory_column(data, column)
         if column_data is not None:

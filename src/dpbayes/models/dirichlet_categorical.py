@@ -112,7 +112,7 @@ class DirichletCategorical:
           field's text exactly (``"1.50"`` is not ``"1.5"``); number and boolean
           categories match a field that spells a number (``1``, ``1.0``) or ``true`` /
           ``false`` (any case) equal to them (``true`` and ``1`` are both ``1`` and
-          ``True``; :func:`~dpbayes.models.bayes_net_counts.text_value`);
+          ``True``; :func:`~dpbayes.data.text_values.text_value`);
         * typed tables (Parquet, polars and Arrow frames, databases) keep their schema's
           type, a public fact.
 
@@ -122,11 +122,11 @@ class DirichletCategorical:
         from dpbayes.data import as_source
         from dpbayes.data.readers import guesses_types
         from dpbayes.data.source import ArraySource
+        from dpbayes.data.text_values import text_value
         from dpbayes.models.bayes_net_counts import (
             column_codes,
             in_memory_column,
             mixed_types,
-            text_value,
         )
 
         column_data = in_memory_column(data, column)
