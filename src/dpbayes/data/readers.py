@@ -139,12 +139,28 @@ def _read_csv(
 ) -> Any:
     """A DuckDB relation scanning a CSV file: header row, ``_CSV_NULLS`` as NULL, types
     sniffed from every row (``_CSV_SAMPLE_ROWS``) except those fixed by ``dtype``, or
-    every column as the file's text (``all_varchar``)."""
+    every column as the file's text (``all_varchar``).
+
+    The dialect is fixed from public facts, never sniffed from the rows: the delimiter by
+    the file's suffix (a tab for ``.tsv``, else a comma), ``"`` as quote and escape, the
+    first line the header, no rows skipped. Sniffed, one record (``v;x``, or a row with an
+    extra field) became the delimiter's or the header's evidence, and every row before it
+    was skipped: a data set of 50 records and its neighbour with one more read as 50 and
+    0. A malformed row now fails the read by itself (a refusal, nothing spent)."""
     options: dict[str, Any] = {"dtype": dtype} if dtype else {}
     if all_varchar:
         options["all_varchar"] = True
+    tab = path.name.lower().endswith((".tsv", ".tsv.gz"))
     return con.read_csv(
-        str(path), header=True, na_values=_CSV_NULLS, sample_size=_CSV_SAMPLE_ROWS, **options
+        str(path),
+        header=True,
+        sep="\t" if tab else ",",
+        quotechar='"',
+        escapechar='"',
+        skiprows=0,
+        na_values=_CSV_NULLS,
+        sample_size=_CSV_SAMPLE_ROWS,
+        **options,
     )
 
 
