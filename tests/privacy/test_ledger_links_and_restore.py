@@ -73,3 +73,35 @@ def test_pld_takes_spends_beyond_the_librarys_range() -> None:
     assert not small.can_spend(800.0)
     with pytest.raises(BudgetExceeded):
         small.spend(800.0)
+
+
+def test_pld_does_not_build_a_huge_gaussian_pld() -> None:
+    """A Gaussian spend at eps ~1000 (sigma/Delta 0.025) asked the library for a PLD of
+    tens of millions of points (gigabytes): past 2e6 points it composes by basic
+    composition, a valid bound."""
+    acc = Accountant(5000.0, 1e-5, composition="pld")
+    acc.restore(Spend(epsilon=1000.0, delta=1e-6, gaussian_ratio=0.025))
+    acc.spend(1.0)
+    assert acc.spent == pytest.approx((1001.0, 1e-6))
+
+
+def test_a_hard_link_made_after_opening_is_refused_at_the_next_charge(tmp_path: Path) -> None:
+    """Checked at open only, a link made later (a snapshot tool) kept the old file under
+    its name at the next save: 1.2 of a budget of 1 spent between the two names."""
+    real = tmp_path / "ledger.json"
+    a = Accountant(1.0, path=real)
+    os.link(real, tmp_path / "snapshot.json")
+    with pytest.raises(LedgerError, match="other hard link"):
+        a.spend(0.6)
+    (tmp_path / "snapshot.json").unlink()
+    assert Accountant.open(real).spent == (0.0, 0.0)
+
+
+def test_the_clis_output_checks_name_the_ledgers_own_lock(tmp_path: Path) -> None:
+    from dpbayes.cli.common import ledger_files
+
+    (tmp_path / "real").mkdir()
+    Accountant(1.0, path=tmp_path / "real" / "ledger.json")
+    os.symlink(tmp_path / "real" / "ledger.json", tmp_path / "link.json")
+    files = ledger_files(str(tmp_path / "link.json"))
+    assert files["--budget-file's lock"] == str(tmp_path / "real" / "ledger.json.lock")

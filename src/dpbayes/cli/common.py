@@ -107,14 +107,15 @@ def ledger_files(path: str | None, flag: str = "--budget-file") -> dict[str, str
     """The files a ledger keeps (itself, its lock, its temporary), for ``check_outputs``."""
     if path is None:
         return {}
-    return {flag: path, f"{flag}'s lock": f"{path}.lock", f"{flag}'s temporary": f"{path}.tmp"}
+    real = os.path.realpath(path)  # the ledger keeps its lock and temporary beside its file
+    return {flag: path, f"{flag}'s lock": f"{real}.lock", f"{flag}'s temporary": f"{real}.tmp"}
 
 
 def check_ledger_writable(path: str | None, flag: str = "--budget-file") -> None:
     """A ledger that can be read can also be rewritten (its folder too: atomic replace)."""
     if path is None:
         return
-    p = Path(path)
+    p = Path(path).resolve()  # the file a save replaces, in its own folder
     if p.is_file() and not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK | os.X_OK)):
         raise OSError(f"{flag} {path}: the ledger is not writable (nothing was spent)")
 

@@ -225,12 +225,15 @@ def _ledger_path(path: str | os.PathLike) -> Path:
     except OSError:
         return p  # not there yet (a new ledger), or an error reading it reports itself
     if links > 1:
-        raise LedgerError(
-            f"ledger file {p} has {links - 1} other hard link(s): a save replaces the file "
-            "and would leave them on the old one (two ledgers); keep one name (a symlink "
-            "is fine)"
-        )
+        raise LedgerError(_hard_links(p, links))
     return p
+
+
+def _hard_links(path: Path, links: int) -> str:
+    return (
+        f"ledger file {path} has {links - 1} other hard link(s): a save replaces the file "
+        "and would leave them on the old one (two ledgers); keep one name (a symlink is fine)"
+    )
 
 
 _SEP = "\x1f"  # between the parts of a unit key; a column name is JSON-quoted in it
@@ -441,8 +444,13 @@ class Accountant:
 
     @staticmethod
     def _read(path: Path) -> tuple[tuple[float, float], list[Spend], str]:
+        """The ledger's state. Every read (open, each charge under the lock) checks that
+        the file has no other hard link (:func:`_ledger_path`): one made after the ledger
+        was opened would otherwise keep the old file under another name at the next save."""
         try:
-            raw = path.read_bytes().decode("utf-8")
+            with open(path, "rb") as fh:
+                links = os.fstat(fh.fileno()).st_nlink
+                raw = fh.read().decode("utf-8")
         except FileNotFoundError:
             raise LedgerError(f"ledger file {path} does not exist") from None
         except OSError as exc:
@@ -452,6 +460,8 @@ class Accountant:
                 f"ledger file {path} is damaged (not UTF-8 text); "
                 "refusing to treat it as a fresh budget"
             ) from None
+        if links > 1:
+            raise LedgerError(_hard_links(path, links))
         try:
             doc = json.loads(raw)
             keys = ["format", "version", "total", "spends"]

@@ -62,6 +62,9 @@ __all__ = ["COMPOSITIONS", "Event", "Running", "compose", "gaussian_noise_record
 
 COMPOSITIONS = ("basic", "pld", "rdp")
 _GRID = 1e-4  # PLD value discretisation interval (pessimistic)
+#: The largest PLD of one Gaussian event built (grid points; sigma/Delta_2 >= ~0.13, eps of
+#: tens): beyond, the event's tight bound is not computed and basic composition is reported
+_MAX_PLD_POINTS = 2_000_000
 _MARGIN = 1e-6  # relative margin on the tight methods' eps (floating-point search)
 
 
@@ -122,6 +125,11 @@ def _one_pld(ev: Event) -> Any:
     from dp_accounting.pld import privacy_loss_distribution as pld
 
     if ev.gaussian_ratio is not None:
+        r = ev.gaussian_ratio
+        if 2 * (1 / (2 * r * r) + 8.5 / r) / _GRID > _MAX_PLD_POINTS:
+            # its privacy loss spans about 1/(2 r^2) + 8.5/r either way: millions of grid
+            # points (r = 0.025, eps ~ 1000: gigabytes); basic composition is reported
+            raise OverflowError(f"a Gaussian PLD at sigma/Delta = {r:g} is too large")
         return pld.from_gaussian_mechanism(
             ev.gaussian_ratio, sensitivity=1.0, value_discretization_interval=_GRID
         )
@@ -147,7 +155,7 @@ def _pld_of(key: _Key) -> Any:
 def _pld_epsilon(key: _Key, target_delta: float) -> float:
     try:
         return float(_pld_of(key).get_epsilon_for_delta(target_delta))
-    except OverflowError:  # an event's eps beyond ~709: the library takes exp(eps)
+    except (OverflowError, MemoryError):  # eps beyond ~709 (exp(eps)), a huge Gaussian PLD
         return math.inf  # no tight bound: basic composition is reported (_reported)
 
 
@@ -268,7 +276,7 @@ class Running:
         if self.composition == "pld":
             try:
                 one = _one_pld(event)
-            except OverflowError:
+            except (OverflowError, MemoryError):
                 one = _NO_PLD
             if one is _NO_PLD or self._pld is _NO_PLD:
                 pld = _NO_PLD
