@@ -134,6 +134,57 @@ def guesses_types(data: Any) -> bool:
     return is_csv_path(data) or bool(getattr(data, "reads_csv", False))
 
 
+def _object_text(value: Any) -> Any:
+    """One value of an ``object`` column as text, by its own value: missing (None, NaN,
+    pandas NA/NaT) as NA; ``true``/``false``; an int, or a float that is a whole number
+    below 2**53, as its digits (``1`` and ``1.0`` are one id, as they are equal); another
+    float by ``repr``; text as it is; anything else by ``str``."""
+    import math
+    import numbers
+
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return pd.NA
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, float):
+        if math.isnan(value):
+            return pd.NA
+        if value.is_integer() and abs(value) < 2**53:
+            return str(int(value))
+        return repr(value)
+    return str(value)
+
+
+def object_columns_as_text(frame: Any) -> Any:
+    """``frame`` with each ``object`` column as text, value by value (:func:`_object_text`).
+
+    DuckDB types an ``object`` column from its values (a sample of them): one record
+    holding ``"x"`` turned a column of numbers or booleans into text, which changed every
+    other row's digest in user-level bounding (about half the users kept another row) and
+    whether a release was made or refused. A column's type now follows its dtype, a fact
+    of the container; its text values are read by the one rule for text fields
+    (:mod:`dpbayes.data.text_values`). Other columns are left as they are.
+    """
+    import pandas as pd
+
+    names = [c for c in frame.columns if frame[c].dtype == object]
+    if not names:
+        return frame
+    out = frame.copy(deep=False)
+    for c in names:
+        out[c] = pd.array([_object_text(v) for v in frame[c].tolist()], dtype="string")
+    return out
+
+
 def _read_csv(
     con: Any, path: Path, dtype: dict[str, str] | None = None, *, all_varchar: bool = False
 ) -> Any:
@@ -310,7 +361,8 @@ def _open_table(
     elif isinstance(data, pd.DataFrame):
         if len(data.columns) and not all(isinstance(c, str) for c in data.columns):
             raise TypeError("DataFrame column names must be strings")
-        table_ = _owned(lambda con: con.from_df(data), name or "DataFrame")
+        frame_ = object_columns_as_text(data)
+        table_ = _owned(lambda con: con.from_df(frame_), name or "DataFrame")
     elif _module_of(data) == "polars" and type(data).__name__ in ("DataFrame", "LazyFrame"):
         # a LazyFrame is collected first (polars evaluates it; DuckDB then scans Arrow)
         frame = data.collect() if type(data).__name__ == "LazyFrame" else data
@@ -391,7 +443,7 @@ def as_source(
         if column is not None:
             raise TypeError(f"column must be None for a pandas Series, got {column!r}")
         label = data.name if isinstance(data.name, str) else "value"
-        frame = data.to_frame(name=label)
+        frame = object_columns_as_text(data.to_frame(name=label))
         desc = name or (f"series {data.name!r}" if data.name is not None else "series")
         series_table = _owned(lambda con: con.from_df(frame), desc)
         return ColumnSource(series_table, label, name=desc)

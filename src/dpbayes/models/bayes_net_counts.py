@@ -421,12 +421,11 @@ def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
         )
     # a CSV file's columns are read as the file's text: the engine would read a column
     # as numbers when no record holds a letter (or as booleans when every record spells
-    # true/false), a type chosen by all the records. Text categories match the text; the
-    # fields of other variables are parsed one by one (data.text_values.text_value).
+    # true/false), a type chosen by all the records. Text categories match the text; a
+    # text value of another variable (a CSV field, a text column, a frame's object
+    # column read as text) is parsed by itself (data.text_values.text_value).
     csv = guesses_types(data)
-    parsed = {
-        v for v in model.nodes if csv and not all(isinstance(c, str) for c in model.variables[v])
-    }
+    parsed = {v for v in model.nodes if not all(isinstance(c, str) for c in model.variables[v])}
     table = open_table(data, text_columns=list(model.nodes) if csv else [])
     columns = table.columns
     counts: dict[str, np.ndarray] = {}
@@ -439,7 +438,9 @@ def _engine_counts(model: BayesNet, data: Any) -> BayesNetStatistics:
         tab = np.zeros(model.table_shape(v), dtype=np.int64)
         for key, cnt in table.value_counts_joint(list(fam), dropna=False).items():
             idx = tuple(
-                category_index(model, c, text_value(val) if c in parsed else val)
+                category_index(
+                    model, c, text_value(val) if c in parsed and isinstance(val, str) else val
+                )
                 for c, val in zip(fam, key, strict=True)
             )
             tab[idx] += int(cnt)

@@ -82,7 +82,8 @@ class BetaBernoulli:
         counts = [0, 0]
         for value, count in src.value_counts().items():
             try:
-                counts[1 - _binary(text_value(value) if csv else value)] += int(count)
+                parsed = text_value(value) if isinstance(value, str) else value
+                counts[1 - _binary(parsed)] += int(count)
             except ValueError as exc:
                 raise ValueError(f"{src.name}: {exc}") from None
         return CountStatistics(counts=np.array(counts, dtype=np.int64), n=int(src.n()))

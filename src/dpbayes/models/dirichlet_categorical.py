@@ -145,7 +145,10 @@ class DirichletCategorical:
         counts = np.zeros(self.m, dtype=np.int64)
         for value, count in src.value_counts().items():
             try:
-                i = self._index[_plain(text_value(value) if csv and not text else value)]
+                # a text value against other labels (a CSV field, a text column, a
+                # frame's object column) is read by the one rule for text fields
+                parse = not text and isinstance(value, str)
+                i = self._index[_plain(text_value(value) if parse else value)]
             except (KeyError, TypeError):
                 raise self._not_a_category(src.name) from None
             counts[i] += int(count)
