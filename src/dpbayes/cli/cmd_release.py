@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 from typing import Any
 
 from dpbayes.cli.common import (
@@ -149,10 +148,6 @@ def build_model(args: argparse.Namespace) -> tuple[Any, Any, str]:
     return model, args.data, args.column
 
 
-# a decimal number as a category label (no "nan", "inf" or "1_000", which float() takes)
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
-
-
 def _categories_as_column(model: Any, data: str, column: str) -> Any:
     """``--categories`` arrive as text; on a column of numbers (codes 1 2 3) they are the
     numbers they spell (as ``dpbayes query`` reads them), or no record ever matched.
@@ -168,11 +163,13 @@ def _categories_as_column(model: Any, data: str, column: str) -> Any:
     from dpbayes import models
     from dpbayes.data import open_table
     from dpbayes.data.readers import is_csv_path
+    from dpbayes.data.text_values import parse_number
     from dpbayes.privacy.validation import CATEGORY_LIMIT
 
     labels = list(model.categories)
     if is_csv_path(data):
-        spelled = all(_NUMBER.fullmatch(label.strip()) for label in labels)
+        # decimal numbers by the one rule for text fields (no "nan", "inf" or "1_000")
+        spelled = all(parse_number(label) is not None for label in labels)
         if not (spelled and all(abs(float(label)) < CATEGORY_LIMIT for label in labels)):
             # text, or ids at or beyond 2**53 (not all doubles): matched as the file's text
             return model
