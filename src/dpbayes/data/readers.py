@@ -185,6 +185,31 @@ def object_columns_as_text(frame: Any) -> Any:
     return out
 
 
+def polars_object_columns_as_text(frame: Any) -> Any:
+    """A polars ``frame`` with each ``Object`` column as text, value by value
+    (:func:`_object_text`), as :func:`object_columns_as_text` does for pandas.
+
+    polars hands an ``Object`` column to Arrow as the addresses of its Python objects
+    (8 bytes each): equal values held by distinct objects were distinct values, so one
+    user's rows with equal ids were as many users (one added user with 100 rows changed
+    a count bounded to 1 row per user by 100), and no value matched a declared category.
+    """
+    import pandas as pd
+    import polars as pl
+
+    names = [c for c, t in frame.schema.items() if t == pl.Object]
+    if not names:
+        return frame
+    return frame.with_columns(
+        pl.Series(
+            c,
+            [None if t is pd.NA else t for t in map(_object_text, frame[c].to_list())],
+            dtype=pl.String,
+        )
+        for c in names
+    )
+
+
 def _read_csv(
     con: Any, path: Path, dtype: dict[str, str] | None = None, *, all_varchar: bool = False
 ) -> Any:
@@ -366,6 +391,7 @@ def _open_table(
     elif _module_of(data) == "polars" and type(data).__name__ in ("DataFrame", "LazyFrame"):
         # a LazyFrame is collected first (polars evaluates it; DuckDB then scans Arrow)
         frame = data.collect() if type(data).__name__ == "LazyFrame" else data
+        frame = polars_object_columns_as_text(frame)
         table_ = _owned(lambda con: con.from_arrow(frame.to_arrow()), name or "polars DataFrame")
     elif _module_of(data) == "pyarrow" and type(data).__name__ in ("Table", "RecordBatch"):
         table_ = _owned(lambda con: con.from_arrow(data), name or "Arrow table")

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpbayes.data.text_values import text_value
 from dpbayes.estimators._base import (
     BaseEstimator,
     ClassifierMixin,
@@ -31,7 +32,7 @@ from dpbayes.estimators._base import (
     check_fit_budget,
 )
 from dpbayes.models.bayes_net import NaiveBayes
-from dpbayes.models.bayes_net_counts import mixed_types
+from dpbayes.models.bayes_net_counts import column_codes, mixed_types
 from dpbayes.privacy import Guarantee, Neighbours, PrivacyLeakWarning
 from dpbayes.privacy.validation import check_category, check_epsilon, check_positive
 from dpbayes.release import release
@@ -54,6 +55,32 @@ def _keep_objects(arr: np.ndarray, original: Any) -> np.ndarray:
     return arr
 
 
+def _number(value: Any) -> float:
+    """One feature value as a float, by its own value: text by the one rule for text
+    fields (:func:`~dpbayes.data.text_values.text_value`: a number it spells, true/false
+    as 1/0), missing (None, NA) as NaN, any other value by ``float``."""
+    if isinstance(value, str):
+        value = text_value(value)
+        if isinstance(value, str):  # the text is data: the message does not quote it
+            raise ValueError("a value is text that spells no number")
+    elif value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return float("nan")
+    return float(value)
+
+
+def _numbers(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as floats. Text and Python objects are converted value by value
+    (:func:`_number`): numpy's ``astype`` of a column it had made text from a list mixing
+    numbers and strings read the other records' text (``True`` became ``"True"``, refused;
+    ``np.float32(0.1)`` became ``"0.1"``, another bin), so one record changed the bins of
+    every other record."""
+    if arr.dtype.kind not in "USO":
+        return arr.astype(float)
+    out = np.empty(arr.shape, dtype=float)
+    out.flat[:] = [_number(v) for v in arr.ravel().tolist()]
+    return out
+
+
 def check_features(
     X: Any, numeric: bool, *, neighbours: Any = None, infinite: bool = False
 ) -> np.ndarray:
@@ -66,9 +93,7 @@ def check_features(
     +-inf and refuses NaN only."""
     if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
         raise TypeError("X must be dense: sparse input is not supported")
-    arr = np.asarray(X.to_numpy() if isinstance(X, pd.DataFrame) else X)
-    if not numeric:
-        arr = _keep_objects(arr, X)
+    arr = _keep_objects(np.asarray(X.to_numpy() if isinstance(X, pd.DataFrame) else X), X)
     if np.iscomplexobj(arr):
         raise ValueError("X must be real: Complex data not supported")
     if arr.ndim != 2:
@@ -85,10 +110,10 @@ def check_features(
         raise ValueError(f"X has 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
     if numeric:
         try:
-            arr = arr.astype(float)
+            arr = _numbers(arr)
         except TypeError as exc:
             raise TypeError(f"X must be numeric: {exc}") from None
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:
             raise ValueError(f"X must be numeric: {exc}") from None
         if infinite:
             if np.isnan(arr).any():
@@ -140,6 +165,22 @@ def _check_classes(classes: Any) -> np.ndarray:
     arr = np.empty(len(items), dtype=object)
     arr[:] = items
     return arr if mixed_types(items) else np.asarray(items)
+
+
+def _class_codes(classes: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Each record's position in ``classes`` from its own label, by the features' rule
+    (:func:`~dpbayes.models.bayes_net_counts.column_codes`: Python equality, booleans as
+    0/1); negative if it is no class. pandas' ``get_indexer`` typed the labels from all of
+    them: ``True`` was not the class 1 among booleans but was once one record held ``1``,
+    so one record decided whether every other record's label was accepted."""
+    values = labels
+    if labels.dtype.kind not in "biufUO":  # datetimes, bytes...: their Python objects
+        values = np.empty(len(labels), dtype=object)
+        values[:] = pd.Series(labels).tolist()
+    try:
+        return column_codes(classes.tolist(), values)
+    except TypeError:  # an unhashable label (a list): never a class
+        return np.full(len(labels), -1, dtype=np.int64)
 
 
 def _labels_read(g: Guarantee) -> Guarantee:
@@ -332,7 +373,7 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
             {f"x{j}": c for j, c in enumerate(cats)},
             alpha=self.alpha,
         )
-        codes = pd.Index(classes.tolist()).get_indexer(labels.tolist())
+        codes = _class_codes(classes, labels)
         if np.any(codes < 0):
             # the label itself is data: the message does not quote it
             raise ValueError(f"y has a label that is not in classes {classes.tolist()}")

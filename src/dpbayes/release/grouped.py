@@ -177,6 +177,45 @@ def _as_column_value(dtype: Any, group: Any, by: str) -> Any:
     return group  # object, string, category: compared as the Python values they are
 
 
+def _equals(value: Any, group: Any) -> bool:
+    """Whether one row's ``value`` (a Python object) equals ``group``: ``==`` giving a
+    boolean True, never an error (a value it cannot be compared with is in no group); a
+    missing value (None, NaN, pandas NA/NaT) equals nothing, as in pandas' ``==``."""
+    import numpy as np
+
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return False
+    try:
+        same = value == group
+    except Exception:
+        return False
+    return same is True or (isinstance(same, np.bool_) and bool(same))
+
+
+# Types whose ``==`` with each other gives a bool and never fails: on them pandas' ``==``
+# is :func:`_equals` value by value (and runs in compiled code).
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def _equal_rows(column: Any, group: Any) -> Any:
+    """The rows of ``column`` equal to ``group`` (a boolean array), each by its own value.
+
+    A column of Python objects is compared value by value (:func:`_equals`): pandas'
+    ``==`` raised on a value that does not compare to a boolean (a numpy array), so one
+    record in no listed group refused the release of every group (its neighbour without
+    it was released), where such a row is to be left out like any unlisted value. When
+    the group and every value are of plain types pandas' ``==`` gives the same answers.
+    """
+    import numpy as np
+
+    if column.dtype != object:
+        return (column == group).to_numpy(dtype=bool, na_value=False)
+    values = column.tolist()
+    if type(group) in _PLAIN_TYPES and all(type(v) in _PLAIN_TYPES for v in values):
+        return (column == group).to_numpy(dtype=bool, na_value=False)
+    return np.fromiter((_equals(v, group) for v in values), dtype=bool, count=len(values))
+
+
 def _group_masks(data: Any, by: str, groups: list[Any]) -> dict[Any, Any]:
     """Each listed group's rows (boolean masks), disjoint by construction.
 
@@ -206,8 +245,7 @@ def _group_masks(data: Any, by: str, groups: list[Any]) -> dict[Any, Any]:
     taken = np.zeros(len(column), dtype=bool)
     masks: dict[Any, Any] = {}
     for g, v in zip(groups, values, strict=True):
-        equal = (column == v).to_numpy(dtype=bool, na_value=False)
-        mask = equal & ~taken
+        mask = _equal_rows(column, v) & ~taken
         taken |= mask
         masks[g] = mask
     return masks
