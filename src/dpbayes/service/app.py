@@ -33,6 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dpbayes.answers.limits import TimeLimitExceeded
 from dpbayes.service.config import EngineConfig, digest_key
+from dpbayes.service.fair import FairPool, NoThread
 from dpbayes.service.quotes import Quote, quote
 from dpbayes.service.schemas import (
     AnalystIn,
@@ -229,6 +230,7 @@ def create_app(
     service: Any = None,
     time_limit: float | None = 10.0,
     query_threads: int = 8,
+    analyst_threads: int | None = None,
     body_timeout: float | None = BODY_TIMEOUT,
     max_history_entries: int | None = MAX_HISTORY_ENTRIES,
 ) -> FastAPI:
@@ -239,6 +241,9 @@ def create_app(
     arrive (then 408). ``max_history_entries``: the cap on what the history stores
     (:class:`QueryService`; ``None``: none). Queries run on their own ``query_threads``
     threads, so a flood of slow ones cannot starve the page, the schema, the budget or the history.
+    Each analyst plans on at most ``analyst_threads`` of them at once (``None``: half, at
+    least two), the analysts waiting taken in turn (fair.py): one analyst's flood cannot
+    stall another's query.
     """
     key = digest_key(admin_key)  # checks the admin key too
     svc: QueryService = service or QueryService(
@@ -249,7 +254,9 @@ def create_app(
         max_history_entries=max_history_entries,
     )
     admin_sha = hashlib.sha256(admin_key.encode()).hexdigest()
-    pool = ThreadPoolExecutor(max_workers=query_threads, thread_name_prefix="dpbayes-query")
+    # eps searches: each analyst on at most ``analyst_threads`` of them at once, the
+    # analysts waiting served in turn (fair.py), never one analyst's flood ahead of all
+    pool = FairPool(query_threads, analyst_threads, name="dpbayes-query")
     # Requests whose plan is known (cached for the current state, or carried over) are
     # served on threads of their own, never queued behind eps searches on ``pool``.
     fast = ThreadPoolExecutor(
@@ -268,7 +275,7 @@ def create_app(
         try:
             yield
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown()
             fast.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(
@@ -340,11 +347,21 @@ def create_app(
             raise _unauthorised("missing or invalid admin key")
         return "admin"
 
-    async def _in_pool(fn: Any, on: ThreadPoolExecutor = pool) -> Any:
-        """Run ``fn`` on the query threads (or ``on``); 503 when it runs out of time or
-        retries, or the database fails."""
+    async def _in_pool(fn: Any, who: str | None = None, deadline: float | None = None) -> Any:
+        """Run ``fn`` on the fast threads, or with ``who`` on a planning thread of
+        ``who``'s share; 503 when it runs out of time or retries, or the database fails."""
         try:
-            return await asyncio.get_running_loop().run_in_executor(on, fn)
+            if who is None:
+                return await asyncio.get_running_loop().run_in_executor(fast, fn)
+            try:
+                return await pool.run(who, fn, deadline)
+            except NoThread:
+                raise HTTPException(
+                    503,
+                    "waited past the time limit for a planning thread while this analyst's other "
+                    f"requests held {pool.per_analyst} of them; nothing spent: retry",
+                    headers={"Retry-After": "1"},
+                ) from None
         except _DB_ERRORS as exc:
             raise _DBFailure(exc) from None
         except (TimeLimitExceeded, Busy) as exc:
@@ -364,10 +381,15 @@ def create_app(
         """The attributes and their values (the cube's cells); no counts."""
         return svc.schema()
 
-    def _ask(
-        body: QueryIn, token: str | None, deadline: float | None, cached_only: bool = False
-    ) -> Reply | None:
+    def _ask_cached(
+        body: QueryIn, token: str | None, deadline: float | None
+    ) -> tuple[str, Reply | None]:
         who = _analyst(token)  # here, on the query's thread: one hop per request
+        return who, _ask(body, who, deadline, True)
+
+    def _ask(
+        body: QueryIn, who: str, deadline: float | None, cached_only: bool = False
+    ) -> Reply | None:
         q = svc.make_query(body.where, body.coefficients)
         return svc.ask(
             who,
@@ -397,9 +419,9 @@ def create_app(
         """Answer within +-half_width with probability >= confidence (free if the history
         can; else one fresh noisy answer, or a refusal that spends nothing)."""
         deadline = _deadline()
-        r: Reply | None = await _in_pool(partial(_ask, body, token, deadline, True), fast)
+        who, r = await _in_pool(partial(_ask_cached, body, token, deadline))
         if r is None:  # not planned yet on this state: an eps search, on the query threads
-            r = await _in_pool(partial(_ask, body, token, deadline))
+            r = await _in_pool(partial(_ask, body, who, deadline), who, deadline)
         assert r is not None
         if r.answer.status == "refused":
             return JSONResponse(
@@ -429,13 +451,13 @@ def create_app(
         response_model=QuoteOut,
         responses=responses(400, 401, 413, 422, 503),
     )
-    async def price(body: QuoteIn, _who: Annotated[str, Depends(reader)]) -> dict[str, Any]:
+    async def price(body: QuoteIn, who: Annotated[str, Depends(reader)]) -> dict[str, Any]:
         """What the query would cost now: free from the history, eps for one fresh answer,
         or refused. Spends nothing and draws no noise."""
         deadline = _deadline()
-        got: Quote | None = await _in_pool(partial(_quote, body, deadline, True), fast)
+        got: Quote | None = await _in_pool(partial(_quote, body, deadline, True))
         if got is None:
-            got = await _in_pool(partial(_quote, body, deadline))
+            got = await _in_pool(partial(_quote, body, deadline), who, deadline)
         assert got is not None
         return {
             "query": got.query,
