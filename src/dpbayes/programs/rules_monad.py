@@ -19,15 +19,23 @@ from dpbayes.models import Beta, Dirichlet, Normal
 from dpbayes.programs import lemmas, outward
 from dpbayes.programs.certificate import _CAP, _FDIV, INF, Bound, Step
 from dpbayes.programs.checker_base import CheckerBase, _why, public_bound, record_bound
-from dpbayes.programs.interpreter import normal_variance, public_distribution, public_value
+from dpbayes.programs.interpreter import (
+    concentration_cap,
+    normal_variance,
+    public_distribution,
+    public_value,
+)
 from dpbayes.programs.rules_distributions import draw_shape
-from dpbayes.programs.terms import Term
+from dpbayes.programs.terms import MAX_CONCENTRATION, Term
 
 __all__ = ["MonadRules"]
 
 _CONJUGATE = {"bernoulli": "beta", "categorical": "dirichlet", "normal": "normal"}
 #: a prior parameter plus the counts must stay below 2^53, where doubles count exactly
 _EXACT_COUNTS = 2**53
+#: the largest total concentration of a Beta/Dirichlet posterior (prior plus counts) a
+#: checked program builds (``_check_concentration``, ``PROOF.md`` §4)
+MAX_POSTERIOR = MAX_CONCENTRATION + lemmas.MAX_LEMMA_N
 
 
 @dataclass(frozen=True)
@@ -193,6 +201,82 @@ class MonadRules(CheckerBase):
                 "on some data sets and not on others",
             )
 
+    @staticmethod
+    def _size(data: Bound) -> int | None:
+        """How many records ``data`` is (the input's n, or the size of a value's shape)."""
+        if data.kind == "db":
+            assert data.db is not None
+            return int(data.db["n"])
+        return None if data.shape is None else math.prod(data.shape)
+
+    def _prior_concentration(self, prior_t: Term) -> Fraction:
+        """An upper bound on the total concentration of the Beta/Dirichlet prior a run
+        builds for ``prior_t`` (the sum of its parameters).
+
+        A closed prior is evaluated by the run's own code (``public_distribution``): the
+        exact sum of the parameters the run uses. Otherwise, by its form: ``ran`` of a
+        ``dist`` term is projected onto m parameters of at most MAX_CONCENTRATION / m
+        each (``concentration_cap``), so at most m fl(MAX_CONCENTRATION / m); an observe
+        or learn adds its data's records to its prior's bound; ``ran(infer(m))`` is m's.
+        Any other prior fails every run alike (``Runtime.symbolic``): 0.
+        """
+        if not prior_t.free:
+            try:
+                d = public_distribution(prior_t)
+            except (TypeError, ValueError):
+                d = None
+            if isinstance(d, Beta | Dirichlet):
+                params = [d.a, d.b] if isinstance(d, Beta) else d.alpha.tolist()
+                return sum((Fraction(x) for x in params), Fraction(0))
+        if prior_t.op == "ran":
+            d = prior_t.args[0]
+            if d.op == "infer":
+                return self._prior_concentration(d.args[0])
+            b, _ = self.visit(d)
+            m = 2 if d.info.get("family") == "beta" else math.prod(b.param_shape or (1,))
+            return m * Fraction(concentration_cap(max(m, 1)))
+        if prior_t.op not in ("observe", "learn"):
+            return Fraction(0)
+        if prior_t.op == "observe":
+            inner_t, data_t = prior_t.args[0], prior_t.args[3]
+        else:
+            inner_t, data_t = prior_t.args[1], prior_t.args[0]
+        # this link is public (prior_t is equal in both runs), so _check_concentration
+        # has checked it when the prior was visited, and refused an unknown size there
+        size = self._size(self.visit(data_t)[0])
+        assert size is not None
+        return self._prior_concentration(inner_t) + size
+
+    def _check_concentration(self, s: Step, prior_t: Term, data: Bound, fam: str) -> None:
+        """Refuse a Beta/Dirichlet posterior of total concentration above MAX_POSTERIOR.
+
+        The bound on the prior's total (:meth:`_prior_concentration`) plus the records
+        observed here (each adds 1 to one parameter), public or private data alike, must
+        be at most MAX_POSTERIOR = MAX_CONCENTRATION + MAX_LEMMA_N, where the run's H and
+        TV were checked against the neighbours' distance (``PROOF.md`` §4). Beyond it (a
+        3-category Dirichlet on 10^13 records, a candidate that is the posterior of 10^13
+        public records) a run's score moved 2 to 20 times its certified sensitivity.
+        Public quantities only: the refusal depends on no data set.
+        """
+        if fam not in ("bernoulli", "categorical"):
+            return
+        size = self._size(data)
+        if size is None:
+            self.reject(
+                s,
+                f"a {_CONJUGATE[fam]} posterior on data of a size unknown when checking: its "
+                "concentration is not bounded",
+            )
+        prior = self._prior_concentration(prior_t)
+        if prior + size > MAX_POSTERIOR:
+            self.reject(
+                s,
+                f"a {_CONJUGATE[fam]} posterior of total concentration up to "
+                f"{float(prior):.10g} + {size:,} records exceeds {MAX_POSTERIOR:.10g} "
+                f"(MAX_CONCENTRATION + MAX_LEMMA_N), beyond which its divergences were not "
+                "checked (PROOF.md §4)",
+            )
+
     def _changed_records(self, data: Bound, fam: str) -> tuple[int, int, float] | None:
         """(records observed, how many may differ, how far their sum may move)."""
         if data.kind == "db":
@@ -245,6 +329,7 @@ class MonadRules(CheckerBase):
         self._check_domain(data, idata, fam, prior, s)
         changed = self._changed_records(data, fam)
         if data.equal:
+            self._check_concentration(s, prior_t, data, fam)
             s.note = "equal observations and equal priors give equal posteriors"
             return public_bound("monad", **extra), s
         if changed is None:
@@ -267,6 +352,7 @@ class MonadRules(CheckerBase):
                 **extra,
             ), s
         bounds = self._lemma(s, info, lik, fam, n, k, shift, data)
+        self._check_concentration(s, prior_t, data, fam)  # after the Beta lemma's cap on n
         if bounds is None:
             return self.fail(
                 s,

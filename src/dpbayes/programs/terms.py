@@ -255,7 +255,9 @@ def _freeze(value: Any, what: str) -> Any:
 #: sensitivity between neighbours, at 1e14 by 1e5 times, and from about 4e15 the TV was 0
 #: for a true 1. Up to a total of 1e10 no score of 2,400 random neighbour/candidate
 #: triples moved beyond the bound (``tests/programs/test_run_built_concentrations.py``);
-#: 1e9 keeps a margin of ten, with the counts (n <= 1e7) added to a prior.
+#: 1e9 keeps a margin of ten, with the counts a posterior adds: the checker refuses a
+#: Beta/Dirichlet posterior whose prior's total plus its records exceed
+#: ``rules_monad.MAX_POSTERIOR`` = 1e9 + 1e7 (``PROOF.md`` §4, "Posterior concentrations").
 MAX_CONCENTRATION = 1e9
 
 
