@@ -14,7 +14,7 @@ from dpbayes.answers import Cube, JsonlStore, QueryEngine
 from dpbayes.answers.planning import plan_answer, still_valid
 from dpbayes.answers.queries import Query
 from dpbayes.privacy import Accountant, analytic_gaussian_epsilon, analytic_gaussian_sigma
-from dpbayes.privacy.composition import Event, compose
+from dpbayes.privacy.composition import Event, Running
 
 
 def make_cube() -> Cube:
@@ -118,19 +118,21 @@ def _prior_spends(acc: Accountant, n: int, eps: float = 0.1) -> None:
         acc.spend(eps, label="earlier releases")
 
 
-def test_auto_picks_the_gaussian_under_pld_after_many_small_answers() -> None:
+def test_auto_picks_the_gaussian_under_rdp_after_many_small_answers() -> None:
     """With 40 earlier answers of eps 0.1 on the ledger, one more Laplace answer at eps 0.3
-    raises the PLD-composed eps by more than a Gaussian answer meeting the same
+    raises the Renyi-composed eps by more than a Gaussian answer meeting the same
     requirement: auto releases the Gaussian; under basic composition the Laplace."""
     d, p = 10.0, 0.95
     lap_eps = math.log(1 / (1 - p)) / d
     sigma = d / stats.norm.isf((1 - p) / 2)
     g_eps = analytic_gaussian_epsilon(sigma, 1e-6, 1.0)
-    prior = [Event(0.1, 0.0)] * 40
-    with_lap = compose([*prior, Event(lap_eps, 0.0)], "pld", 1e-6)[0]
-    with_gauss = compose([*prior, Event(g_eps, 1e-6, sigma)], "pld", 1e-6)[0]
-    assert with_gauss < with_lap  # the independent price: the Gaussian is cheaper
-    for composition, expected in (("pld", "gaussian"), ("basic", "laplace")):
+    prior = Running("rdp", 1e-6)
+    for _ in range(40):
+        prior = prior.plus(Event(0.1, 0.0))
+    with_lap = prior.plus(Event(lap_eps, 0.0)).value[0]
+    with_gauss = prior.plus(Event(g_eps, 1e-6, sigma)).value[0]
+    assert with_gauss < with_lap  # the price under the ledger: the Gaussian is cheaper
+    for composition, expected in (("rdp", "gaussian"), ("basic", "laplace")):
         eng = sim_engine(30.0, 1e-6, composition=composition, noise="auto")
         _prior_spends(eng.accountant, 40)
         a = eng.ask("a = x", half_width=d, confidence=p)
@@ -144,10 +146,23 @@ def test_auto_picks_the_gaussian_under_pld_after_many_small_answers() -> None:
             assert eng.accountant.spent[0] == pytest.approx(4.0 + lap_eps)
 
 
-def test_auto_picks_laplace_for_a_fresh_ledger_under_pld() -> None:
-    eng = sim_engine(30.0, 1e-6, composition="pld", noise="auto")
-    a = eng.ask("a = x", half_width=10.0, confidence=0.95)
-    assert a.noise == "laplace" and eng.accountant.spends[-1].gaussian_ratio is None
+def test_a_pld_ledger_gets_gaussian_answers_only() -> None:
+    """A PLD budget check is a valid filter for Gaussian spends alone: under "pld" the
+    engine releases Gaussian answers (auto and the default), refuses Laplace, and its
+    accountant refuses a bare epsilon; nothing is spent by a refusal."""
+    for noise in ("auto", None):
+        eng = sim_engine(30.0, 1e-6, composition="pld", noise=noise)
+        a = eng.ask("a = x", half_width=10.0, confidence=0.95)
+        assert a.noise == "gaussian" and eng.accountant.spends[-1].gaussian_ratio is not None
+    with pytest.raises(ValueError, match="noise='laplace' cannot be charged under"):
+        sim_engine(30.0, 1e-6, composition="pld", noise="laplace")
+    with pytest.raises(ValueError, match="noise='laplace' cannot be charged under"):
+        eng.ask("a = x", half_width=1.0, confidence=0.95, noise="laplace")
+    before = eng.accountant.spends
+    with pytest.raises(ValueError, match="takes Gaussian-noise spends only"):
+        eng.accountant.spend(0.1)
+    assert eng.accountant.spends == before
+    assert not eng.accountant.can_spend(0.1)
 
 
 def test_zero_delta_budget_means_laplace_only() -> None:

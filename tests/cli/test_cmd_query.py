@@ -144,7 +144,21 @@ def test_query_noise_gaussian_and_auto_under_pld(tmp_path: Path, capsys) -> None
         capsys, "--state", state, "--where", "health = fair", "--half-width", "50",
         "--confidence", "0.95", "--noise", "auto",
     )  # fmt: skip
-    assert code == 0 and b["status"] == "fresh" and b["noise"] in ("laplace", "gaussian")
+    assert code == 0 and b["status"] == "fresh" and b["noise"] == "gaussian"
+    # a pld ledger takes Gaussian answers only: the default is Gaussian, Laplace refused
+    code, c = run_json(
+        capsys, "--state", state, "--where", "health = good", "--half-width", "50",
+        "--confidence", "0.95",
+    )  # fmt: skip
+    assert code == 0 and c["status"] == "fresh" and c["noise"] == "gaussian"
+    before = (tmp_path / "g" / "ledger.json").read_text()
+    code = main(
+        ["query", "--state", state, "--where", "health = excellent", "--half-width", "50",
+         "--confidence", "0.95", "--noise", "laplace"]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code != 0 and err.count("\n") == 1 and "noise='laplace'" in err
+    assert (tmp_path / "g" / "ledger.json").read_text() == before
 
 
 def test_query_noise_gaussian_needs_a_delta_and_creates_nothing(tmp_path: Path, capsys) -> None:

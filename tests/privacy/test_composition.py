@@ -101,26 +101,63 @@ def _admitted(acc: Accountant, eps0: float, limit: int = 2000) -> int:
     return limit
 
 
-def test_pld_admits_at_least_3x_the_laplace_releases_of_basic_and_never_overspends():
+def test_rdp_admits_at_least_3x_the_laplace_releases_of_basic_and_never_overspends():
     basic = _admitted(Accountant(1.0, 1e-6), 0.01)
-    pld_acc = Accountant(1.0, 1e-6, composition="pld")
-    pld = _admitted(pld_acc, 0.01)
+    rdp_acc = Accountant(1.0, 1e-6, composition="rdp")
+    rdp = _admitted(rdp_acc, 0.01)
     assert basic == 100
-    assert pld >= 3 * basic
-    eps, dlt = pld_acc.spent
+    assert rdp >= 3 * basic
+    eps, dlt = rdp_acc.spent
     assert eps <= 1.0 * (1 + 1e-9) and dlt <= 1e-6
     # the true loss of what was admitted is within the budget
-    assert exact_pure(0.01, pld, 1e-6) <= 1.0
-    # and one more release would not be
-    assert exact_pure(0.01, pld + 3, 1e-6) > 0.97
+    assert exact_pure(0.01, rdp, 1e-6) <= 1.0
+
+
+def test_pld_refuses_laplace_releases_and_admits_gaussians_by_their_pld():
+    """A PLD budget check is a valid filter for Gaussian spends only (Gaussian DP): a pld
+    ledger refuses a Laplace release (nothing spent), and admits Gaussian ones up to the
+    budget by the Gaussian's exact composition."""
+    acc = Accountant(1.0, 1e-6, composition="pld")
+    with pytest.raises(ValueError, match="takes Gaussian-noise spends only"):
+        acc.spend(LaplaceMechanism(epsilon=0.01, sensitivity=1.0).guarantee())
+    with pytest.raises(ValueError, match="takes Gaussian-noise spends only"):
+        acc.spent_after(0.01)
+    with pytest.raises(ValueError, match="takes Gaussian-noise spends only"):
+        acc.check_unit(LaplaceMechanism(epsilon=0.01, sensitivity=1.0).guarantee())
+    assert acc.spends == () and not acc.can_spend(0.01)
+    g = GaussianMechanism(epsilon=0.05, delta=1e-8, sensitivity=1.0).guarantee()
+    acc.check_unit(g)
+    n = 0
+    while True:
+        try:
+            acc.spend(g)
+        except BudgetExceeded:
+            break
+        n += 1
+    sigma = acc.spends[0].gaussian_ratio
+    # k Gaussians of sigma are one Gaussian of sigma / sqrt(k): the exact (eps, delta)
+    assert gaussian_delta(sigma / math.sqrt(n), 1.0) <= 1e-6
+    assert gaussian_delta(sigma / math.sqrt(n + 2), 1.0) > 1e-6  # the check is tight
+    assert n > 3 * 20  # basic composition admits 20
+
+
+def gaussian_delta(sigma: float, eps: float) -> float:
+    """delta(eps) of one Gaussian of noise sigma at sensitivity 1 (Balle & Wang 2018)."""
+    return float(stats.norm.cdf(0.5 / sigma - eps * sigma)) - math.exp(eps) * float(
+        stats.norm.cdf(-0.5 / sigma - eps * sigma)
+    )
 
 
 def test_parallel_parts_compose_separately_under_pld():
     acc = Accountant(1.0, 1e-6, composition="pld")
-    for _ in range(200):
-        acc.spend(0.01, scope=["a"])
-        acc.spend(0.01, scope=["b"])
-    one_part = compose([Event(0.01, 0.0)] * 200, "pld", 1e-6)
+    g = GaussianMechanism(
+        epsilon=0.05, delta=1e-8, sensitivity=1.0, neighbours="add-remove"
+    ).guarantee()
+    for _ in range(30):
+        acc.spend(g, scope=["a"])
+        acc.spend(g, scope=["b"])
+    ev = event_of(g.epsilon, g.delta, 1.0, g.neighbours.value, g.details)
+    one_part = compose([ev] * 30, "pld", 1e-6)
     assert acc.spent == pytest.approx(one_part)
 
 
@@ -130,7 +167,10 @@ def test_the_ledger_records_composition_and_events_and_reopens_to_the_same_spent
     g = GaussianMechanism(epsilon=0.3, delta=1e-8, sensitivity=1.0).guarantee()
     for _ in range(20):
         acc.spend(g, source="visits.parquet")
-    acc.spend(LaplaceMechanism(epsilon=0.05, sensitivity=1.0).guarantee())
+    saved = path.read_text()
+    with pytest.raises(ValueError, match="nothing was spent"):
+        acc.spend(LaplaceMechanism(epsilon=0.05, sensitivity=1.0).guarantee())
+    assert path.read_text() == saved
     doc = json.loads(path.read_text())
     assert doc["composition"] == "pld" and doc["version"] == 2
     first = doc["spends"][0]
@@ -139,7 +179,7 @@ def test_the_ledger_records_composition_and_events_and_reopens_to_the_same_spent
     again = Accountant.open(path)
     assert again.composition == "pld"
     assert again.spent == acc.spent
-    assert again.spent[0] < 20 * 0.3 + 0.05
+    assert again.spent[0] < 20 * 0.3
 
 
 def test_a_version_1_ledger_opens_as_basic_composition(tmp_path):
@@ -203,7 +243,7 @@ def test_budget_show_lists_each_entry_with_time_mechanism_unit_and_source(tmp_pa
                 "--delta",
                 "1e-6",
                 "--composition",
-                "pld",
+                "rdp",
             ]
         )
         == 0
@@ -213,12 +253,12 @@ def test_budget_show_lists_each_entry_with_time_mechanism_unit_and_source(tmp_pa
     capsys.readouterr()
     assert main(["budget", "show", str(ledger)]) == 0
     out = capsys.readouterr().out
-    assert "composition: pld" in out
+    assert "composition: rdp" in out
     line = next(ln for ln in out.splitlines() if "visits.csv" in ln)
     assert "UTC" in line and "eps 0.5" in line and "laplace" in line and "unit: substitute" in line
     assert main(["budget", "show", str(ledger), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["composition"] == "pld" and doc["spends"][0]["source"] == "visits.csv"
+    assert doc["composition"] == "rdp" and doc["spends"][0]["source"] == "visits.csv"
 
 
 @pytest.mark.parametrize("composition", ["pld", "rdp"])
@@ -233,31 +273,47 @@ def test_running_parts_equal_a_recount_of_each_part_from_scratch(composition):
         epsilon=0.4, delta=1e-8, sensitivity=1.0, neighbours="add-remove"
     ).guarantee()
     ratio = event_of(gauss.epsilon, gauss.delta, 1.0, gauss.neighbours.value, gauss.details)
+    others = {}  # pld takes Gaussian spends only: there the others are Gaussians too
     for i in range(60):
         scope = None if i in (17, 41) else [f"c{j}" for j in rng.choice(6, 2, replace=False)]
         if i % 9 == 4:
             acc.spend(gauss, scope=scope)
             spends.append((gauss.epsilon, gauss.delta, scope))
+        elif composition == "pld":
+            e = round(float(rng.uniform(0.5, 2.0)), 2)
+            g = GaussianMechanism(
+                epsilon=e, delta=1e-7, sensitivity=1.0, neighbours="add-remove"
+            ).guarantee()
+            others[(e, 1e-7)] = event_of(e, 1e-7, 1.0, g.neighbours.value, g.details)
+            acc.spend(g, scope=scope)
+            spends.append((e, 1e-7, scope))
         else:
             e = float(rng.uniform(0.005, 0.05))
             acc.spend(e, scope=scope)
             spends.append((e, 0.0, scope))
 
     def event(e: float, d: float) -> Event:
-        return ratio if (e, d) == (gauss.epsilon, gauss.delta) else Event(e, d)
+        if (e, d) == (gauss.epsilon, gauss.delta):
+            return ratio
+        return others.get((e, d), Event(e, d))
 
     glob = [event(e, d) for e, d, s in spends if s is None]
     parts = {
         p: glob + [event(e, d) for e, d, s in spends if s is not None and p in s]
         for p in {p for _, _, s in spends for p in s or ()}
     }
-    want = [compose(evs, composition, 1e-6) for evs in parts.values()]
+    want = [_recount(evs, composition) for evs in parts.values()]
     got = acc.spent
     assert got[0] == pytest.approx(max(w[0] for w in want), rel=1e-9)
     assert got[1] == max(w[1] for w in want)
     # "would it fit" asks the same question without changing anything
     before = acc.spent
-    after = acc.spent_after(0.02, scope=["c0"])
+    after = acc.spent_after(gauss, scope=["c0"])
     assert after[0] >= before[0] and acc.spent == before
-    acc.spend(0.02, scope=["c0"])
+    acc.spend(gauss, scope=["c0"])
     assert acc.spent == after
+
+
+def _recount(events: list[Event], composition: str) -> tuple[float, float]:
+    """A part's value from scratch: its multiset composed as a filter reports it."""
+    return compose(events, composition, 1e-6, adaptive=True)

@@ -1,7 +1,8 @@
-"""The service under tight accounting (``--composition pld``): its spent budget is the PLD
-composition of its answers' spends (never below an independent computation of their true
-loss), a restart recomputes the same value, older databases are migrated, and switching
-composition is recorded and checked.
+"""The service under tight accounting (``--composition pld`` or ``rdp``): its spent budget is
+the composition of its answers' spends (never below an independent computation of their
+true loss), a restart recomputes the same value, older databases are migrated, and
+switching composition is recorded and checked. Under ``pld`` the answers are Gaussian (a
+PLD budget check is a valid filter for Gaussian spends alone).
 
 In process (QueryService) on a SQLite file and a fresh PostgreSQL schema.
 """
@@ -53,18 +54,21 @@ def _rows(url: str) -> list[Any]:
         eng.dispose()
 
 
-def _laplace_pld_epsilon(epsilons: list[float], delta: float) -> float:
-    """The true loss of Laplace answers at ``delta``, composed independently: the exact
-    Laplace PLD of each (dp-accounting's Laplace mechanism, a tighter pair than the
-    (eps, 0) pair the accountant composes), on a finer grid."""
-    from dp_accounting.pld import privacy_loss_distribution as pld
+def _gaussian_epsilon(ratios: list[float], delta: float) -> float:
+    """The true loss of Gaussian answers at ``delta``: k Gaussians of noise ratios r_i are
+    one Gaussian with mu^2 = sum 1 / r_i^2 (exact, Balle & Wang 2018)."""
+    from scipy import optimize, stats
 
-    total = None
-    for e in epsilons:
-        one = pld.from_laplace_mechanism(1.0 / e, value_discretization_interval=2e-5)
-        total = one if total is None else total.compose(one)
-    assert total is not None
-    return float(total.get_epsilon_for_delta(delta))
+    mu = math.sqrt(math.fsum(1 / r**2 for r in ratios))
+
+    def gap(e: float) -> float:
+        return (
+            float(stats.norm.cdf(-e / mu + mu / 2))
+            - math.exp(e) * float(stats.norm.cdf(-e / mu - mu / 2))
+            - delta
+        )
+
+    return float(optimize.brentq(gap, 0.0, 50 * mu + 50, xtol=1e-12))
 
 
 def test_pld_spent_is_the_composition_of_the_answers_and_survives_a_restart(
@@ -79,15 +83,15 @@ def test_pld_spent_is_the_composition_of_the_answers_and_survives_a_restart(
         svc.close()
     rows = _rows(db_url)
     assert len(rows) == 40
-    assert all(r.delta == 0.0 and r.gaussian_ratio is None for r in rows)
-    eps = [float(r.epsilon) for r in rows]
+    # under pld the default noise is Gaussian: every answer records its noise ratio
+    assert all(r.delta == BUDGET["delta"] and r.gaussian_ratio is not None for r in rows)
     spent = budget["spent"]["epsilon"]
     assert budget["accounting"] == "pld"
     assert "privacy-loss-distribution" in budget["composition"]
     assert budget["spent"]["delta"] == BUDGET["delta"]
-    assert spent < 0.9 * math.fsum(eps)  # tighter than basic composition
-    truth = _laplace_pld_epsilon(eps, BUDGET["delta"])
-    assert truth <= spent <= 1.15 * truth  # never below the true loss, and close to it
+    assert spent < 0.5 * math.fsum(float(r.epsilon) for r in rows)  # tighter than basic
+    truth = _gaussian_epsilon([float(r.gaussian_ratio) for r in rows], BUDGET["delta"])
+    assert truth <= spent <= 1.01 * truth  # never below the true loss, and close to it
     again = QueryService(EngineConfig(**BUDGET), db_url, digest_key=KEY)  # the db's composition
     try:
         assert again.budget()["spent"] == budget["spent"]
@@ -126,7 +130,7 @@ def _alembic(url: str, revision: str) -> None:
     engine.dispose()
 
 
-def test_a_database_before_revision_0003_is_upgraded_and_can_switch_to_pld(db_url: str) -> None:
+def test_a_database_before_revision_0003_is_upgraded_and_can_switch_to_rdp(db_url: str) -> None:
     svc = QueryService(EngineConfig(**BUDGET), db_url, digest_key=KEY)
     try:
         _fresh_answers(svc, 40)
@@ -144,11 +148,46 @@ def test_a_database_before_revision_0003_is_upgraded_and_can_switch_to_pld(db_ur
         assert svc.budget()["spent"] == basic
     finally:
         svc.close()
-    svc = QueryService(EngineConfig(**BUDGET, composition="pld"), db_url, digest_key=KEY)
+    svc = QueryService(EngineConfig(**BUDGET, composition="rdp"), db_url, digest_key=KEY)
     try:
         tight = svc.budget()
-        assert tight["accounting"] == "pld" and tight["answers"] == 40
+        assert tight["accounting"] == "rdp" and tight["answers"] == 40
         assert tight["spent"]["epsilon"] < 0.9 * basic["epsilon"]
+    finally:
+        svc.close()
+
+
+def test_laplace_answers_under_pld_are_refused_and_old_ones_counted_by_basic(
+    tmp_path: Path,
+) -> None:
+    """A PLD budget check is no valid filter for Laplace answers chosen adaptively: a
+    server with --noise laplace does not start on a pld database (nothing recorded, also
+    when it would switch the database to pld), and a database that holds Laplace answers
+    (recorded before this rule) counts them by basic composition under pld."""
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    svc = QueryService(EngineConfig(**BUDGET), url, digest_key=KEY)
+    try:
+        _fresh_answers(svc, 20)
+        basic = svc.budget()["spent"]
+    finally:
+        svc.close()
+    with pytest.raises(ValueError, match="--noise laplace cannot be charged under"):
+        QueryService(
+            EngineConfig(**BUDGET, composition="pld", noise="laplace"), url, digest_key=KEY
+        )
+    again = QueryService(EngineConfig(**BUDGET), url, digest_key=KEY)
+    try:
+        assert again.accountant.composition == "basic"  # the refused start changed nothing
+    finally:
+        again.close()
+    svc = QueryService(EngineConfig(**BUDGET, composition="pld"), url, digest_key=KEY)
+    try:
+        assert svc.budget()["spent"] == basic
+        _fresh_answers(svc, 1, seed=1)  # a Gaussian answer now
+        assert [r.gaussian_ratio is not None for r in _rows(url)] == [False] * 20 + [True]
+        spent = svc.budget()["spent"]
+        assert spent["epsilon"] == pytest.approx(math.fsum(float(r.epsilon) for r in _rows(url)))
+        assert spent["delta"] == BUDGET["delta"]  # basic: a second Gaussian would not fit
     finally:
         svc.close()
 
@@ -158,7 +197,7 @@ def test_switching_to_a_looser_composition_that_would_overspend_is_refused(
 ) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     total = {"epsilon": 0.25, "delta": 1e-3}
-    svc = QueryService(EngineConfig(**total, composition="pld"), url, digest_key=KEY)
+    svc = QueryService(EngineConfig(**total, composition="rdp"), url, digest_key=KEY)
     try:
         _fresh_answers(svc, 70)
         spent = svc.budget()["spent"]["epsilon"]
@@ -168,9 +207,9 @@ def test_switching_to_a_looser_composition_that_would_overspend_is_refused(
     assert spent <= total["epsilon"] < basic
     with pytest.raises(ValueError, match=r"composition 'basic' would put the budget .* above"):
         QueryService(EngineConfig(**total, composition="basic"), url, digest_key=KEY)
-    svc = QueryService(EngineConfig(**total), url, digest_key=KEY)  # unchanged: still pld
+    svc = QueryService(EngineConfig(**total), url, digest_key=KEY)  # unchanged: still rdp
     try:
-        assert svc.accountant.composition == "pld"
+        assert svc.accountant.composition == "rdp"
         assert svc.budget()["spent"]["epsilon"] == spent
     finally:
         svc.close()
@@ -227,8 +266,8 @@ def _ladder(svc: QueryService, where: str, rounds: int) -> list[Any]:
     ]
 
 
-def test_auto_noise_under_pld_releases_gaussian_answers_and_accounts_them(db_url: str) -> None:
-    cfg = EngineConfig(**BUDGET, composition="pld", noise="auto")
+def test_auto_noise_under_rdp_releases_gaussian_answers_and_accounts_them(db_url: str) -> None:
+    cfg = EngineConfig(**BUDGET, composition="rdp", noise="auto")
     svc = QueryService(cfg, db_url, digest_key=KEY)
     try:
         answers = _ladder(svc, "health = poor and idp = 1 and year = 1", 60)
@@ -242,7 +281,7 @@ def test_auto_noise_under_pld_releases_gaussian_answers_and_accounts_them(db_url
     noises = [a.noise for a in answers if a.status == "fresh"]
     assert noises[0] == "laplace" and "gaussian" in noises  # Gaussian once it costs less
     gauss = next(a for a in answers if a.noise == "gaussian")
-    assert "chose gaussian under pld composition" in gauss.reason
+    assert "chose gaussian under rdp composition" in gauss.reason
     assert gauss.guarantee is not None and gauss.guarantee.delta == BUDGET["delta"]
     assert free.status == "history" and free.guarantee is not None
     assert "Gaussian" in free.guarantee.mechanism or free.guarantee.delta > 0

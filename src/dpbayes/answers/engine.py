@@ -40,7 +40,8 @@ smallest Laplace eps and the smallest Gaussian eps at ``gaussian_delta`` that me
 requirement jointly with the history; it asks the accountant what its composed spent eps
 would be after each (:meth:`~dpbayes.privacy.Accountant.spent_after`, read only) and releases
 the one that raises it least (Laplace on a tie, and whenever the budget's delta is 0, where
-no Gaussian answer is possible). The choice depends only on variances and the ledger, never
+no Gaussian answer is possible; Gaussian always under ``"pld"`` composition, whose
+accountant takes Gaussian spends only). The choice depends only on variances and the ledger, never
 on noisy values, so the credible intervals keep their exact coverage.
 
 The spend is recorded (ledger file) before the noise is seen, and the noisy answer
@@ -156,9 +157,11 @@ class QueryEngine:
     max_epsilon:
         Optional cap on the eps of one fresh answer.
     noise:
-        The noise of fresh answers: ``"laplace"`` (paper 000, the default), ``"gaussian"``
-        (needs a budget delta > 0) or ``"auto"`` (per answer, the one that raises the
-        accountant's composed spent eps least; see the module doc).
+        The noise of fresh answers: ``"laplace"`` (paper 000; the default, except under
+        ``"pld"`` composition, which takes Gaussian answers only and defaults to
+        ``"gaussian"``), ``"gaussian"`` (needs a budget delta > 0) or ``"auto"`` (per
+        answer, the one that raises the accountant's composed spent eps least; see the
+        module doc).
     gaussian_delta:
         The delta each Gaussian answer's guarantee states, in (0, budget delta]; default
         the budget's delta. (Under ``"pld"``/``"rdp"`` composition the accountant composes
@@ -178,7 +181,7 @@ class QueryEngine:
         accuracy: float = 1e-6,
         support: str = "real",
         max_epsilon: float | None = None,
-        noise: str = "laplace",
+        noise: str | None = None,
         gaussian_delta: float | None = None,
     ) -> None:
         if not isinstance(cube, Cube):
@@ -199,7 +202,9 @@ class QueryEngine:
         self.max_epsilon = (
             None if max_epsilon is None else check_epsilon(max_epsilon, "max_epsilon")
         )
-        self.noise, self.gaussian_delta = _check_noise(noise, gaussian_delta, accountant, rng)
+        self.noise, self.gaussian_delta = _check_noise(
+            _default_noise(noise, accountant), gaussian_delta, accountant, rng
+        )
         self._lock = threading.RLock()
         self.history = History.from_cube(cube)
         self._simulated = False  # whether any answer in the history used simulation noise
@@ -259,10 +264,11 @@ class QueryEngine:
                 raise ValueError(f"epsilon is required to create a new ledger in {d}")
             budget = (epsilon, delta or 0.0)
             # the noise arguments are checked before the ledger file exists
+            trial = Accountant(*budget, composition=composition or "basic")
             _check_noise(
-                kwargs.get("noise", "laplace"),
+                _default_noise(kwargs.get("noise"), trial),
                 kwargs.get("gaussian_delta"),
-                Accountant(*budget, composition=composition or "basic"),
+                trial,
                 kwargs.get("rng"),
             )
             acc = Accountant(*budget, path=ledger, composition=composition or "basic")
@@ -353,9 +359,7 @@ class QueryEngine:
             noise = self.noise
         else:
             _check_family(noise, self.gaussian_delta, self.accountant, self._rng)
-        if noise == "auto":
-            return ("laplace", "gaussian") if self.gaussian_delta > 0 else ("laplace",)
-        return (noise,)
+        return noise_families(noise, self.gaussian_delta, self.accountant.composition)
 
     def _plan(
         self,
@@ -496,6 +500,13 @@ def fresh_reason(
     )
 
 
+def _default_noise(noise: Any, accountant: Accountant) -> Any:
+    """``noise``, or for None Laplace (paper 000), Gaussian where the ledger takes no other."""
+    if noise is not None:
+        return noise
+    return "gaussian" if accountant.composition == "pld" else "laplace"
+
+
 def _check_noise(
     noise: Any, gaussian_delta: Any, accountant: Accountant, rng: Any
 ) -> tuple[str, float]:
@@ -515,10 +526,29 @@ def _check_noise(
     return str(noise), gd
 
 
+def noise_families(noise: str, gaussian_delta: float, composition: str) -> tuple[str, ...]:
+    """The noise families ``noise`` plans for: under ``"pld"`` composition Gaussian answers
+    only (the accountant's PLD filter takes no others), ``"auto"`` both elsewhere (Laplace
+    only without a delta for Gaussian answers)."""
+    if composition == "pld":
+        if noise == "laplace":
+            raise ValueError(
+                "noise='laplace' cannot be charged under composition 'pld', which takes "
+                "Gaussian-noise spends only (a PLD budget check is a valid filter for them "
+                "alone): use noise 'gaussian' or 'auto', or composition 'rdp' or 'basic'"
+            )
+        return ("gaussian",)
+    if noise == "auto":
+        return ("laplace", "gaussian") if gaussian_delta > 0 else ("laplace",)
+    return (noise,)
+
+
 def _check_family(noise: Any, gd: float, accountant: Accountant, rng: Any) -> None:
-    """``noise`` is one of NOISE_CHOICES and possible with Gaussian answers at delta ``gd``."""
+    """``noise`` is one of NOISE_CHOICES and possible with Gaussian answers at delta ``gd``
+    under the accountant's composition."""
     if noise not in NOISE_CHOICES:
         raise ValueError(f"noise must be one of {NOISE_CHOICES}, got {noise!r}")
+    noise_families(noise, gd, accountant.composition)
     if noise == "gaussian" and gd == 0:
         raise ValueError(
             "noise='gaussian' needs a budget delta > 0 (Accountant(epsilon, delta)): a "

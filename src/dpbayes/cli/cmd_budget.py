@@ -21,9 +21,11 @@ def register(sub: Any) -> None:
         "--composition",
         choices=["basic", "pld", "rdp"],
         default="basic",
-        help="how spends add up: basic (eps and delta add; the default), pld (optimal "
-        "composition of privacy-loss distributions, at the budget's delta) or rdp (Renyi; "
-        "needs --delta > 0)",
+        help="how spends add up: basic (eps and delta add; the default; any release), pld "
+        "(optimal composition of privacy-loss distributions at the budget's delta; "
+        "Gaussian-noise releases only; needs --delta > 0) or rdp (Renyi; pure eps-DP and "
+        "Gaussian releases; needs --delta > 0). A ledger refuses, before any noise, a "
+        "release its composition is not a valid budget check for",
     )
     add_json_argument(init, "the new ledger's summary")
     init.set_defaults(handler=run_init)

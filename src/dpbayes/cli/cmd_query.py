@@ -18,8 +18,9 @@ person-year); on other data one record unless ``--user-column COL --max-rows-per
 
 Noise of a fresh answer (``--noise``, per call): ``laplace`` (the default), ``gaussian`` or
 ``auto`` (the one that raises the ledger's composed eps least). Gaussian answers need a
-budget delta > 0 (``--delta``) and compose tightly with ``--composition pld`` (both fixed at
-the first call, with ``--epsilon``).
+budget delta > 0 (``--delta``) and compose tightly with ``--composition pld`` or ``rdp``
+(both fixed at the first call, with ``--epsilon``); a ``pld`` ledger takes Gaussian answers
+only (there the default and ``auto`` are Gaussian, and ``laplace`` is refused).
 """
 
 from __future__ import annotations
@@ -79,9 +80,10 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--noise",
         choices=["laplace", "gaussian", "auto"],
-        default="laplace",
-        help="noise of a fresh answer: laplace (default), gaussian (needs a budget delta > 0) "
-        "or auto (whichever raises the composed spent eps least)",
+        default=None,
+        help="noise of a fresh answer: laplace (default; gaussian under --composition pld), "
+        "gaussian (needs a budget delta > 0) or auto (whichever raises the composed spent "
+        "eps least)",
     )
     p.add_argument("--where", default="", help='predicate, e.g. "health = poor and idp = 1"')
     p.add_argument("--half-width", type=float, required=True, help="required half-width d")

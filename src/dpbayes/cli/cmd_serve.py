@@ -20,8 +20,9 @@ also keys the database's digest of the counts: restart with the same key.
 ``--workers N`` serves with N processes on the one database (each worker reads the admin
 key from ``--admin-key-file``); the ledger is shared through the database. ``--time-limit``
 bounds how long one query may take to plan (then 503, nothing spent). ``--composition
-pld`` accounts the answers by the privacy-loss-distribution composition (several times as
-many answers from one budget as basic composition); it is recorded in the database.
+pld`` accounts Gaussian answers by their privacy-loss distributions and ``rdp`` Laplace and
+Gaussian ones by Rényi composition (several times as many answers from one budget as
+basic composition); it is recorded in the database.
 ``--max-history-entries`` caps what the in-memory history of answers may store (then
 fresh answers are refused, nothing spent).
 There is no ``--seed``: the service spends a real budget, and every answer gets secure
@@ -61,16 +62,18 @@ def register(sub: Any) -> None:
         "--composition",
         choices=("basic", "pld", "rdp"),
         help="how answers' spends add up within a cell: basic (eps adds up), pld "
-        "(privacy-loss distributions, tight; needs no delta) or rdp (Rényi; needs --delta "
-        "> 0); recorded in the database (default: the database's, basic for a new one)",
+        "(privacy-loss distributions of Gaussian answers, tight; needs --delta > 0) or rdp "
+        "(Rényi; needs --delta > 0); recorded in the database (default: the database's, "
+        "basic for a new one)",
     )
     p.add_argument(
         "--noise",
         choices=("laplace", "gaussian", "auto"),
-        default="laplace",
-        help="noise of fresh answers: laplace (default), gaussian (needs --delta > 0) or "
-        "auto (per answer, the one that raises the spent budget least; Gaussian answers "
-        "pay off under --composition pld once a cell has several answers)",
+        default=None,
+        help="noise of fresh answers: laplace (default; gaussian under --composition pld, "
+        "which takes Gaussian answers only), gaussian (needs --delta > 0) or auto (per "
+        "answer, the one that raises the spent budget least; Gaussian answers pay off "
+        "under --composition rdp once a cell has several answers)",
     )
     p.add_argument("--db", default="sqlite:///dpbayes-service.db", help="SQLAlchemy URL")
     p.add_argument("--host", default="127.0.0.1")
@@ -194,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
     kw["min_epsilon_fraction"] = args.min_epsilon_fraction
     if args.composition is not None:
         kw["composition"] = args.composition
-    kw["noise"] = args.noise
+    if args.noise is not None:
+        kw["noise"] = args.noise
     if args.data:
         if not args.attributes:
             raise ValueError("--data needs --attributes (the domains are never read from data)")

@@ -34,9 +34,8 @@ divergence of order a is a convex nondecreasing function of |H_q . r| (the log o
 of exponentials of it for Laplace; a mu^2 / 2 for Gaussian). Either total is a convex
 function of r, largest at a vertex of {r >= 0, sum r <= k}: all k records in one part,
 the case above. So basic and Renyi composition charge the worst person exactly.
-Privacy-loss-distribution composition (``"pld"``) is exact for Gaussian releases (the
-composed mu^2 is convex in r as well); for Laplace releases at user level the same
-vertex bound is supported by computed hockey-stick divergences, not proven here.
+Privacy-loss-distribution composition (``"pld"``, Gaussian releases only) holds by the
+same argument (the composed mu^2 is convex in r as well).
 
 ``with accountant.charge(...)`` checks the budget and records the spend under a lock
 (a thread lock, plus an ``flock`` on the ledger file so that several processes can share
@@ -65,9 +64,15 @@ read rounded once, so they equal ``math.fsum`` of the spends bit for bit.
 Tight composition. ``Accountant(eps, delta, composition="pld")`` (or ``"rdp"``) adds up
 spends by the privacy-loss-distribution (or Rényi) composition of
 :mod:`dpbayes.privacy.composition` instead of basic composition: ``spent`` is then the eps
-the composition costs at the budget's delta (and that delta), never more than basic
-composition's, and parallel composition still holds across disjoint parts (the maximum
-over parts of the composition of the unscoped spends and that part's). The ledger file
+the composition costs at the budget's delta (and that delta), and parallel composition
+still holds across disjoint parts (the maximum over parts of the composition of the
+unscoped spends and that part's). An accountant is a privacy filter (each spend may be
+chosen after the earlier outputs), and a tight composition is a valid filter only for some
+mechanisms: ``"pld"`` takes Gaussian-noise spends only, ``"rdp"`` pure eps-DP and Gaussian
+ones; any other spend is refused before anything is drawn (one-line ``ValueError``,
+nothing spent), and basic composition is reported only where the filter argument allows
+(one spend, or pure spends only). The proofs are in :mod:`dpbayes.privacy.composition`.
+The ledger file
 records the composition, and every spend records what the composition needs (its
 Gaussian noise ratio, when it has one), so reopening recomputes the same ``spent``.
 Ledgers of version 1 (before composition was recorded) open as basic composition.
@@ -91,7 +96,7 @@ from typing import Any
 
 from dpbayes import display
 from dpbayes.display import num
-from dpbayes.privacy.composition import COMPOSITIONS, event_of
+from dpbayes.privacy.composition import COMPOSITIONS, event_of, filter_refusal
 from dpbayes.privacy.guarantee import Guarantee, Neighbours
 from dpbayes.privacy.spend import Spend, _TightTotals, _Totals
 from dpbayes.privacy.validation import check_delta, check_epsilon
@@ -390,7 +395,12 @@ class Accountant:
         if composition == "rdp" and total[1] == 0:
             raise ValueError(
                 "composition='rdp' needs a budget delta > 0 (Rényi bounds convert to "
-                "(eps, delta) only at delta > 0); use 'basic' or 'pld' for a pure eps budget"
+                "(eps, delta) only at delta > 0); use 'basic' for a pure eps budget"
+            )
+        if composition == "pld" and total[1] == 0:
+            raise ValueError(
+                "composition='pld' takes Gaussian-noise spends only, which need a budget "
+                "delta > 0; use 'basic' for a pure eps budget"
             )
         if not isinstance(simulation, bool):
             raise TypeError(f"simulation must be True or False, got {type(simulation).__name__}")
@@ -600,9 +610,25 @@ class Accountant:
         unit or for a scope its relation does not allow, before any budget check: what a
         dry run or a quote asks besides whether the epsilon fits."""
         unit, key = _check_scope(cost, scope)
+        ev = event_of(
+            cost.epsilon, cost.delta, cost.sensitivity, cost.neighbours.value, cost.details
+        )
+        spend = Spend(
+            cost.epsilon, cost.delta, unit=unit, unit_key=key, gaussian_ratio=ev.gaussian_ratio
+        )
+        self._check_filter(spend)
         with self._lock:
             self._sync()
-            self._check_unit(Spend(cost.epsilon, cost.delta, unit=unit, unit_key=key))
+            self._check_unit(spend)
+
+    def _check_filter(self, spend: Spend) -> None:
+        """Refuse a new spend this accountant's composition is not a valid filter for
+        (:func:`~dpbayes.privacy.composition.filter_refusal`): a budget check by PLD or
+        Rényi composition holds under adaptive choices only for the spends it is proven
+        for. Spends read back from a ledger are counted, never refused."""
+        why = filter_refusal(self._composition, spend.event)
+        if why is not None:
+            raise ValueError(f"{why} (nothing was spent)")
 
     def _check_unit(self, spend: Spend) -> None:
         """Refuse a spend whose privacy unit differs from the recorded ones'.
@@ -635,6 +661,8 @@ class Accountant:
     ) -> bool:
         """Whether a spend would fit now (advisory; :meth:`charge` checks again)."""
         spend = self._make_spend(epsilon, delta, "", scope)
+        if filter_refusal(self._composition, spend.event) is not None:
+            return False  # charge refuses it (a bare epsilon carries no Gaussian record)
         with self._lock:
             self._sync()
             return self._fits([*self._pending, spend])
@@ -670,9 +698,10 @@ class Accountant:
             )
         else:
             spend = self._make_spend(cost, delta, "", scope)
+        self._check_filter(spend)  # priced as charged: a spend charge refuses is refused
         with self._lock:
             self._sync()
-            self._check_unit(spend)  # priced as charged: a spend charge refuses is refused
+            self._check_unit(spend)
             return self._composed([*self._pending, spend])
 
     @staticmethod
@@ -759,6 +788,7 @@ class Accountant:
             )
         else:
             spend = self._make_spend(cost, delta, label, scope, source=source)
+        self._check_filter(spend)
         with self._charging(spend):
             yield spend
 

@@ -30,22 +30,46 @@ privacy loss, and the tight methods return the smaller of their bound and basic 
   converted at ``target_delta`` minus the deltas of the remaining (eps, delta) events,
   which are added by basic composition (their eps too).
 
-**Adaptive choices.** An accountant checks each spend against the budget when it is made,
-after the earlier outputs were seen, so a user may choose the next (eps, delta) from them
-(a privacy filter). That use is proven for basic composition (Rogers, Roth, Ullman &
-Vadhan 2016), for Rényi/zCDP composition (Feldman & Zrnic 2021; Whitehouse, Ramdas,
-Rogers & Wu 2023) and, for Gaussian events alone, for their PLD (the composition of
-Gaussians is Gaussian: the Gaussian-DP filter of Smith & Thakurta 2022). For ``"pld"``
-with other events the optimal composition is that of a sequence of guarantees fixed in
-advance; no result known to us makes it a valid filter when their parameters are chosen
-adaptively. Use ``"pld"`` for a plan of releases set beforehand, ``"rdp"`` or ``"basic"``
-when the parameters follow the outputs (an interactive analyst, the query service with
-Laplace answers).
+**Adaptive choices (filters).** An accountant checks each spend against the budget when it
+is made, after the earlier outputs were seen, so a user may choose the next mechanism and
+its (eps, delta) from them: the accountant is a *privacy filter* (Rogers, Roth, Ullman &
+Vadhan 2016), and a composition bound proven for a sequence fixed in advance need not hold
+for it. The "natural" filter that stops when the optimal (PLD) composition of the path's
+guarantees would exceed the budget is not valid in general: it is free only for families
+of mechanisms whose compositions are totally ordered (Gaussians are; pure eps-DP
+guarantees of different eps are not), see "Privacy filters are captured by residues"
+(arXiv 2602.15815, 2026) and "f-DP filters: validity and approximate solutions" (arXiv
+2602.06756, 2026). So an accountant (:func:`filter_refusal`) takes, per composition, only
+the spends its filter is proven for, and refuses the others before anything is drawn:
+
+* ``"basic"``: every spend (Rogers et al. 2016, the basic composition filter);
+* ``"pld"``: Gaussian spends only (their noise record, ``gaussian_ratio``). The composition
+  of Gaussians with Delta/sigma = mu_i is Gaussian with mu^2 = sum mu_i^2, and the filter
+  sum mu_i^2 <= mu^2 is valid under fully adaptive choices (Smith & Thakurta 2022, Gaussian
+  DP); the PLD of the path is that Gaussian's (up to the pessimistic discretisation), so
+  the check "PLD eps at the budget's delta <= budget eps" is that filter;
+* ``"rdp"``: pure eps-DP spends, as (eps^2/2)-zCDP, and Gaussian spends, as
+  (mu^2/2)-zCDP. Every Renyi curve is then rho * a, the state is the one number sum rho_i,
+  and the filter sum rho_i <= rho* is valid for every order a at once (Feldman & Zrnic
+  2021; Whitehouse, Ramdas, Rogers & Wu 2023); see :func:`_reported` for the conversion.
+
+:func:`compose` itself (a sequence fixed in advance, e.g. the parts of one release) keeps
+every event: for it the optimal composition is valid whatever the mechanisms.
 
 For the tight methods the reported delta is ``target_delta`` (the budget's delta): the
-accountant asks "what eps does the composition cost at the budget's delta". While basic
-composition is within 0.1% of that eps and within the budget's delta, basic composition's
-(eps, delta) is reported instead (also a valid bound, and it leaves the delta unspent).
+accountant asks "what eps does the composition cost at the budget's delta". Basic
+composition's (eps, delta) is reported instead while it is within 0.1% of that eps and
+within the budget's delta, and either there is one event (no choice was adaptive) or every
+event is pure eps-DP. For a filter the second case needs an argument (the smaller of two
+valid filters is not a filter in general): write f(L) = (1 - e^(eps* - L))_+, so that the
+transcript's delta at eps* is E_P[f(L)], L its privacy loss. On paths stopped while basic
+composition fits, L <= sum eps_i <= eps* pointwise (pure events), so f(L) = 0 there. On the
+other paths sum rho_i <= rho*, and with M = exp((a - 1) L - a (a - 1) sum rho_i), a
+nonnegative supermartingale (E M <= 1 at any stopping time), f(L) <= K_a e^((a-1)(L-eps*))
+(K_a = (1 - 1/a)^(a - 1) / a; Canonne, Kamath & Steinke 2020, the conversion the RDP
+accountant uses) gives E_P[f(L); those paths] <= K_a e^((a-1)(a rho* - eps*)) <= delta* for
+the a that certifies rho*. Summed: delta*. With approximate (delta > 0) events basic
+composition's paths would add their own delta, so it is not reported there.
 """
 
 from __future__ import annotations
@@ -58,7 +82,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["COMPOSITIONS", "Event", "Running", "compose", "gaussian_noise_record"]
+__all__ = [
+    "COMPOSITIONS",
+    "Event",
+    "Running",
+    "compose",
+    "filter_refusal",
+    "gaussian_noise_record",
+]
 
 COMPOSITIONS = ("basic", "pld", "rdp")
 _GRID = 1e-4  # PLD value discretisation interval (pessimistic)
@@ -113,6 +144,25 @@ def event_of(
     ):
         return Event(epsilon, delta, rec["ratio"])
     return Event(epsilon, delta)
+
+
+def filter_refusal(composition: str, event: Event) -> str | None:
+    """Why an accountant composing by ``composition`` cannot take ``event`` (None: it can):
+    the filter of each composition is proven for these events only (module doc)."""
+    if composition == "pld" and event.gaussian_ratio is None:
+        return (
+            "composition 'pld' takes Gaussian-noise spends only (for them its budget check "
+            "is the Gaussian-DP filter; for other mechanisms a PLD check is not a valid "
+            "budget under adaptive choices); this spend is not Gaussian: use a ledger with "
+            "composition 'rdp' or 'basic'"
+        )
+    if composition == "rdp" and event.gaussian_ratio is None and event.delta > 0:
+        return (
+            "composition 'rdp' takes pure eps-DP and Gaussian-noise spends only (as zCDP, "
+            "a valid filter under adaptive choices); this spend is (eps, delta)-DP with "
+            "delta > 0 and no Gaussian noise record: use a ledger with composition 'basic'"
+        )
+    return None
 
 
 def _basic(events: list[Event]) -> tuple[float, float]:
@@ -206,18 +256,31 @@ def multiset_key(events: Iterable[Event]) -> _Key:
 
 
 def compose(
-    events: Iterable[Event], composition: str = "basic", target_delta: float = 0.0
+    events: Iterable[Event],
+    composition: str = "basic",
+    target_delta: float = 0.0,
+    *,
+    adaptive: bool = False,
 ) -> tuple[float, float]:
-    """(eps, delta) of the sequential composition of ``events`` (see the module doc)."""
+    """(eps, delta) of the sequential composition of ``events`` (see the module doc): of
+    a sequence fixed in advance, or with ``adaptive=True`` what an accountant (a privacy
+    filter) reports for them (:class:`Running` gives the same)."""
     evs = list(events)
     basic = _basic(evs)
     if composition == "basic" or not evs:
         return basic
     if composition not in COMPOSITIONS:
         raise ValueError(f"composition must be one of {list(COMPOSITIONS)}, got {composition!r}")
-    return _reported(
-        basic, _tight_epsilon(multiset_key(evs), composition, target_delta), target_delta
-    )
+    if adaptive and any(filter_refusal(composition, ev) for ev in evs):
+        return basic
+    eps = _tight_epsilon(multiset_key(evs), composition, target_delta)
+    return _reported(basic, eps, target_delta, not adaptive or _basic_allowed(evs))
+
+
+def _basic_allowed(evs: list[Event]) -> bool:
+    """Whether a filter may report basic composition for ``evs`` (module doc): one event
+    (no choice was adaptive), or pure events only (basic composition bounds the loss)."""
+    return len(evs) == 1 or all(ev.delta == 0 for ev in evs)
 
 
 def _with_margin(eps: float) -> float:
@@ -227,10 +290,13 @@ def _with_margin(eps: float) -> float:
     return eps * (1 + _MARGIN) + _MARGIN * 1e-3
 
 
-def _reported(basic: tuple[float, float], eps: float, target_delta: float) -> tuple[float, float]:
+def _reported(
+    basic: tuple[float, float], eps: float, target_delta: float, basic_allowed: bool = True
+) -> tuple[float, float]:
     """What a tight method reports: its eps at ``target_delta``, or basic composition's
-    (eps, delta) while that is as good (within 0.1%) and leaves the budget's delta unspent."""
-    if basic[1] <= target_delta and basic[0] <= eps * (1 + 1e-3):
+    (eps, delta) while that is as good (within 0.1%), leaves the budget's delta unspent and
+    is ``basic_allowed`` (always for a fixed sequence; for a filter, see the module doc)."""
+    if basic_allowed and basic[1] <= target_delta and basic[0] <= eps * (1 + 1e-3):
         return basic
     if not math.isfinite(eps):
         return basic
@@ -243,10 +309,13 @@ class Running:
     accountant keeps one per disjoint part, and a part grows by one spend at a time).
 
     ``plus(event)`` returns a new Running (this one is unchanged; the last few are
-    cached, as "would it fit" and "charge" ask for the same one). ``value`` is the
-    (eps, delta) :func:`compose` reports for the same multiset: the same events composed
-    one by one instead of by groups, on the same grid with the same pessimistic rounding;
-    a recount from a ledger adds them in the same order and gets the same value.
+    cached, as "would it fit" and "charge" ask for the same one). ``value`` is what an
+    accountant (a filter) reports for the multiset: the tight eps as :func:`compose`
+    computes it (the same events composed one by one instead of by groups, on the same
+    grid with the same pessimistic rounding; a recount from a ledger adds them in the same
+    order and gets the same value), with basic composition only where the filter argument
+    of the module doc allows it, and basic composition throughout for a multiset holding an
+    event the composition cannot filter (:func:`filter_refusal`; only old ledgers hold one).
     """
 
     def __init__(
@@ -300,10 +369,14 @@ class Running:
         basic = _basic(evs)
         if self.composition == "basic" or not evs:
             return basic
+        if any(filter_refusal(self.composition, ev) for ev in evs):
+            # a ledger written before the filters were restricted (module doc) holding a
+            # spend its composition cannot filter: basic composition, valid for any spends
+            return basic
         if self.composition == "pld" and self._pld is _NO_PLD:
             eps = math.inf
         elif self.composition == "pld":
             eps = _with_margin(float(self._pld.get_epsilon_for_delta(self.target_delta)))
         else:
             eps = _tight_epsilon(self.key, self.composition, self.target_delta)
-        return _reported(basic, eps, self.target_delta)
+        return _reported(basic, eps, self.target_delta, _basic_allowed(evs))

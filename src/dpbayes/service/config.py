@@ -61,8 +61,11 @@ class EngineConfig:
 
     ``noise``: the noise of fresh answers, ``"laplace"`` (paper 000), ``"gaussian"`` (at the
     budget's delta; needs delta > 0) or ``"auto"`` (per answer, the one whose charge raises
-    the spent budget least under the composition: Gaussian answers pay off under ``"pld"``
-    once a cell has several answers). A policy of this server, not stored.
+    the spent budget least under the composition: Gaussian answers pay off under ``"rdp"``
+    once a cell has several answers). ``None`` (the default): Laplace, or Gaussian under
+    ``"pld"``, which takes Gaussian answers only (a PLD budget check is a valid filter for
+    them alone; there ``"auto"`` is Gaussian and ``"laplace"`` is refused at start). A policy
+    of this server, not stored.
     """
 
     data: str = BUNDLED
@@ -75,14 +78,14 @@ class EngineConfig:
     max_rows_per_user: int | None = None
     record_level: bool = False
     composition: str | None = None
-    noise: str = "laplace"
+    noise: str | None = None
     min_epsilon_fraction: float = 1e-3
 
     def __post_init__(self) -> None:
         f = self.min_epsilon_fraction
         if isinstance(f, bool) or not isinstance(f, int | float) or not 0.0 <= f < 1.0:
             raise ValueError(f"min_epsilon_fraction must be in [0, 1), got {f!r}")
-        if self.noise not in NOISE_CHOICES:
+        if self.noise is not None and self.noise not in NOISE_CHOICES:
             raise ValueError(f"noise must be one of {list(NOISE_CHOICES)}, got {self.noise!r}")
         if self.noise == "gaussian" and self.delta == 0:
             raise ValueError(

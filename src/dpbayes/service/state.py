@@ -169,6 +169,13 @@ class QueryService:
                     f"(under {switched!r}) above the total: start with --composition "
                     f"{switched} or raise the budget first"
                 ) from None
+            if self._snap.composition == "pld" and config.noise == "laplace":
+                # refused inside the transaction: a switch to pld is not recorded
+                raise ValueError(
+                    "--noise laplace cannot be charged under composition 'pld', which takes "
+                    "Gaussian answers only (a PLD budget check is a valid filter for them "
+                    "alone): start with --noise gaussian or auto, or --composition rdp or basic"
+                )
 
     # ------------------------------------------------------------------ state
     def _budget_row(self, con: sa.Connection, *, lock: bool) -> Any:
@@ -418,7 +425,9 @@ class QueryService:
     def _noises(self, budget_delta: float) -> tuple[str, ...]:
         """The noise families a fresh answer may use under the budget's delta."""
         noise = self.config.noise
-        if noise == "laplace" or (noise == "auto" and budget_delta == 0):
+        if self._snap.composition == "pld":  # Gaussian answers only (checked at start)
+            return ("gaussian",) if budget_delta > 0 else ()
+        if noise is None or noise == "laplace" or (noise == "auto" and budget_delta == 0):
             return ("laplace",)
         if budget_delta == 0:
             return ()
