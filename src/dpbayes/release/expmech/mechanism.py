@@ -25,9 +25,10 @@ Sensitivities (``sensitivity=``):
 * ``"local"`` (NOT private): S = LS(x); for experiments only, with ``allow_non_private``.
 
 Selection is Gumbel noisy-max through :mod:`dpbayes.privacy.noise` (OpenDP on the secure
-path). Above ``BLOCK`` candidates it runs in two exact stages: a block b with probability
-proportional to sum_{i in b} exp(u_i / T), then a candidate within b; the product is
-exactly exp(u_i / T) / sum_j exp(u_j / T), and OpenDP sees only ~2 sqrt(|R|) scores.
+path). Above ``BLOCK`` candidates it may run in two stages: a block b with probability
+proportional to sum_{i in b} exp(u_i / T) (its log rounded to a double), then a candidate
+within b, so OpenDP sees only ~2 sqrt(|R|) scores; only where that rounding provably
+costs at most ``TWO_STAGE_SLACK`` of the exponent (PROOF.md, "Two stages"), else one stage.
 """
 
 from __future__ import annotations
@@ -68,10 +69,12 @@ __all__ = [
     "MAX_CANDIDATES",
     "SCORE_ROUNDING",
     "SENSITIVITIES",
+    "TWO_STAGE_SLACK",
     "exponent_epsilon",
     "plan_expmech_coin",
     "plan_expmech_dirichlet",
     "select_candidate",
+    "two_stage_error",
 ]
 
 SENSITIVITIES = ("global", "smooth", "local")
@@ -81,6 +84,9 @@ SENSITIVITIES = ("global", "smooth", "local")
 #: bounds the real change; 2^-36 (1.5e-11) covers both with room.
 SCORE_ROUNDING = 1.0 + 2.0**-36
 BLOCK = 4096
+#: The share of the exponent left to the two-stage draw's rounding (``select_candidate``):
+#: SCORE_ROUNDING leaves at least 2^-37 of it between the exact law's loss and eps.
+TWO_STAGE_SLACK = 2.0**-38
 MAX_CANDIDATES = 2_000_000
 # Paper 002 Lemmas 6.1 / 6.3 (Hellinger) and 6.2 (total variation), reconstructed: the seed
 # lost the formulas. For prior parameters >= 1 one changed record moves the posterior by at
@@ -130,21 +136,45 @@ def _log_probabilities(scores: np.ndarray, scale: float) -> np.ndarray:
     return np.asarray(z - (top + math.log(float(np.sum(np.exp(z - top))))))
 
 
-def select_candidate(src: NoiseSource, scores: np.ndarray, scale: float, block: int = BLOCK) -> int:
+def two_stage_error(scores: np.ndarray, scale: float) -> float:
+    """4 delta, delta = 2^-46 (1 + max (top - s) / scale): what the two-stage draw's rounded
+    block weights can add to the privacy loss of the exact law (PROOF.md, "Two stages").
+    inf when (top - s) / scale overflows."""
+    s = np.asarray(scores, dtype=float)
+    with np.errstate(over="ignore"):
+        zmax = (float(np.max(s)) - float(np.min(s))) / scale
+    return 2.0**-44 * (1.0 + zmax * (1.0 + 2.0**-50))
+
+
+def select_candidate(
+    src: NoiseSource,
+    scores: np.ndarray,
+    scale: float,
+    block: int = BLOCK,
+    slack: float = 0.0,
+) -> int:
     """Index i with probability exp(scores[i] / scale) / sum_j exp(scores[j] / scale).
 
-    Gumbel noisy-max (the exponential mechanism's exact distribution); above ``block``
-    scores, the exact two-stage draw described in the module docstring. The block weights
-    are taken relative to the top score (a common factor: the law is unchanged), so the
-    top score's block has log weight >= 0. A block whose every (score - top) / scale is
-    -inf (beyond the doubles: eps ~1e308 with expmech's scores in [-1, 0]) has weight
-    exactly 0 against it, and is left out of the first stage: it is never chosen, and
-    the draw cannot fail for some data sets and not others.
+    Gumbel noisy-max (the exponential mechanism's exact distribution). Above ``block``
+    scores it may run in two stages (module docstring), whose first stage takes the
+    blocks' log weights rounded to doubles: each output's log probability is then within
+    2 delta of the exact law's, i.e. the privacy loss between neighbours within
+    :func:`two_stage_error` = 4 delta of the exact law's. Two stages run only when that
+    is at most ``slack``, the loss the caller's guarantee has room for beyond the exact
+    law (``TWO_STAGE_SLACK`` of the exponent for expmech's plans); otherwise one stage
+    over every score (exact; ~1.5 us a score through OpenDP). With ``slack`` 0, always
+    one stage. (At eps 6.4e-16 the rounded weights gave 1.42 eps: the coin, n = 8000,
+    k = 4095 against 4096, ``tests/release/test_expmech_two_stage_exact.py``.)
+
+    The block weights are taken relative to the top score (a common factor: the law is
+    unchanged), so the top score's block has log weight >= 0. A block whose every
+    (score - top) / scale is -inf has weight exactly 0 against it and is left out of the
+    first stage (two_stage_error is then inf, so this arises only with an infinite slack).
     """
     s = np.asarray(scores, dtype=float)
     scale = check_positive(scale, "scale")
     block = check_int(block, "block", minimum=2)
-    if s.size <= block:
+    if s.size <= block or not two_stage_error(s, scale) <= slack:
         return src.gumbel_argmax(s, scale)
     nb = -(-s.size // block)
     block_scores = np.empty(nb)
@@ -325,6 +355,7 @@ def _plan_coin(
         smooth_beta=beta,
     )
     scale = 2.0 * value / exponent_epsilon(kind, epsilon)
+    slack = TWO_STAGE_SLACK * exponent_epsilon(kind, epsilon)
     cache: dict[str, np.ndarray] = {}
 
     def scores() -> np.ndarray:
@@ -333,7 +364,7 @@ def _plan_coin(
         return cache["scores"]
 
     def run(src: NoiseSource) -> Release:
-        j = select_candidate(src, scores(), scale)
+        j = select_candidate(src, scores(), scale, slack=slack)
         counts = np.array([j, n - j], dtype=np.int64)
         return counts_release(
             model,
@@ -448,6 +479,7 @@ def plan_expmech_dirichlet(
         smooth_beta=beta,
     )
     scale = 2.0 * value / exponent_epsilon(kind, epsilon)
+    slack = TWO_STAGE_SLACK * exponent_epsilon(kind, epsilon)
     cache: dict[str, np.ndarray] = {}
 
     def scores() -> np.ndarray:
@@ -456,7 +488,7 @@ def plan_expmech_dirichlet(
         return cache["scores"]
 
     def run(src: NoiseSource) -> Release:
-        chosen = cands[select_candidate(src, scores(), scale)]
+        chosen = cands[select_candidate(src, scores(), scale, slack=slack)]
         return counts_release(
             model,
             "expmech",
