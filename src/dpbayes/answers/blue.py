@@ -11,11 +11,19 @@ plus one Normal N(0, sum_j A_j^2 sigma_j^2).
 
 Computation (stable and incremental): the whitened rows m_i = H_i / sigma_i are factorised
 as M = L Q, with Q an orthonormal basis of the row space (grown by Gram-Schmidt with
-re-orthogonalisation, O(r C) per answer, C the cells the answers read), and the
-upper-triangular R with R^T R = L^T L (updated by Givens rotations when a row is appended,
-O(r^2) per answer). For a target q with c = Q q (and q - Q^T c = 0, else not estimable):
-variance = ||R^-T c||^2 and the weights on the whitened answers are L R^-1 R^-T c. No
-matrix is inverted and no answer triggers a refit.
+re-orthogonalisation), and the upper-triangular R with R^T R = L^T L (updated by Givens
+rotations when a row is appended). For a target q with c = Q q (and q - Q^T c = 0, else
+not estimable): variance = ||R^-T c||^2 and the weights on the whitened answers are
+L R^-1 R^-T c. No matrix is inverted and no answer triggers a refit.
+
+Block-diagonal: answers reading no common cell (nor linked through others that do) have
+directions zero on each other's cells, so Q, L and R are block-diagonal over the connected
+components of the cells-by-answers incidence (:class:`_Block`). Each block is factorised
+on its own, over its own cells: an answer costs O(r_b C_b + r_b^2) in the rank r_b and
+cells C_b of the block it joins (blocks it links are merged, the smaller appended to the
+largest), and the history holds sum_b (r_b C_b + k_b r_b + r_b^2) numbers, not
+r C + k r + r^2 (r, k, C: rank, answers and cells read in all). The arithmetic on a block
+is the single factorisation's without its exact zeros.
 
 Storage (:class:`_Store`): each answer's row sparsely, and Q only over the C cells some
 answer reads (Q is zero on the others), never over all N cells of the cube; copies of a
@@ -28,7 +36,7 @@ import math
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from scipy.linalg import qr_insert, solve_triangular
@@ -116,15 +124,73 @@ class BLUE:
         return 0.0 if g is None else float(math.sqrt(float(g @ g)))
 
 
+def _resized(a: np.ndarray, *shape: int) -> np.ndarray:
+    """``a`` in a zero array of ``shape`` (at least a's shape)."""
+    out = np.zeros(tuple(max(s, n) for s, n in zip(shape, a.shape, strict=True)), a.dtype)
+    out[tuple(slice(0, n) for n in a.shape)] = a
+    return out
+
+
+class _View(NamedTuple):
+    """A history's view of one block: the upper-triangular R of the block's whitened rows
+    (never written in place: copies share it) and the prefix it reads of the block's
+    answers, directions and cells."""
+
+    R: np.ndarray
+    k: int
+    r: int
+    nc: int
+
+    @property
+    def entries(self) -> int:  # Q (directions x cells), L (answers x directions), R
+        return self.r * self.nc + self.k * self.r + self.r * self.r
+
+
+class _Block:
+    """One connected component of the cells-by-answers incidence (answers linked when
+    they read a common cell): its cells (columns, in the order it met them), its answers
+    (global indices), Q over its cells only and L over its directions only. The rest of
+    the history is zero on them, so the factorisation is block-diagonal: each block has
+    its own R and an answer touches only the blocks whose cells it reads. Append-only,
+    like the store; a history's :class:`_View` says which prefix it reads."""
+
+    __slots__ = ("L", "Q", "answers", "cells", "created")
+
+    def __init__(self, created: int, r: int = 4, nc: int = 4, k: int = 4) -> None:
+        self.Q = np.zeros((r, nc))
+        self.L = np.zeros((k, r))
+        self.cells = np.zeros(nc, dtype=np.intp)
+        self.answers = np.zeros(k, dtype=np.intp)
+        self.created = created  # the answer that opened it (-1: a fork's)
+
+    def reserve(self, k: int, r: int, nc: int) -> None:
+        """Room for k answers, r directions and nc cells (doubling)."""
+        qr, qc = self.Q.shape
+        if r > qr or nc > qc:
+            self.Q = _resized(self.Q, max(r, 2 * qr) if r > qr else qr, max(nc, 2 * qc))
+        lk, lr = self.L.shape
+        if k > lk or r > lr:
+            self.L = _resized(self.L, max(k, 2 * lk) if k > lk else lk, max(r, 2 * lr))
+        if nc > self.cells.size:
+            self.cells = _resized(self.cells, max(nc, 2 * self.cells.size))
+        if k > self.answers.size:
+            self.answers = _resized(self.answers, max(k, 2 * self.answers.size))
+
+
 class _Store:
     """The rows and the factorisation a :class:`History` and its copies share.
 
-    Append-only: the answers' sparse rows, the basis Q (rows: directions; columns: only the
-    cells some answer reads, in the order they were first read) and L. A history reads the
-    prefix it knows (its own counts of answers, rank and columns); rows and columns past
-    them belong to longer histories. A history appends in place when no live history
-    sharing the store holds more than it does; else it forks (copies its prefix). So a
-    copy (a snapshot) is O(answers), never O(answers x cells).
+    Append-only: the answers' sparse rows, the cells some answer reads (global columns, in
+    the order they were first read) and the blocks (:class:`_Block`), one per connected
+    component of the answers. A column records the block it joined first and its place
+    there; when blocks merge (an answer reads cells of several), the smaller ones are
+    appended to the largest and record where (``parent``, ``offset``), so a cell's block
+    is found by following at most log2(answers) links, up to the first block the reading
+    history holds (its views). A history reads the prefix it knows (its own counts of
+    answers, rank and columns, and its views of the blocks); rows and columns past them
+    belong to longer histories. A history appends in place when no live history sharing
+    the store holds more than it does; else it forks (copies its prefix). So a copy (a
+    snapshot) is O(answers), never O(answers x cells).
     """
 
     def __init__(self, n_cells: int) -> None:
@@ -135,11 +201,54 @@ class _Store:
         self.val: list[np.ndarray] = []  # and its coefficients on them
         self.cells = np.zeros(16, dtype=np.intp)  # column -> cell
         self.col_of = np.full(n_cells, -1, dtype=np.intp)  # cell -> column (-1: none)
-        self.Q = np.zeros((min(16, n_cells), 16))
-        self.L = np.zeros((16, min(16, n_cells)))
+        self.col_block = np.zeros(16, dtype=np.intp)  # column -> the block it joined first
+        self.col_pos = np.zeros(16, dtype=np.intp)  # and its place in that block
+        self.blocks: list[_Block] = []
+        self.parent = np.zeros(16, dtype=np.intp)  # block -> the block it was merged into
+        self.offset = np.zeros(16, dtype=np.intp)  # and where its cells went there
 
-    def fork(self, k: int, r: int, nc: int, n_cells: int) -> _Store:
-        """A store of its own holding the prefix (k answers, rank r, nc columns)."""
+    def new_block(self, created: int) -> int:
+        b = len(self.blocks)
+        self.blocks.append(_Block(created))
+        if b == self.parent.size:
+            self.parent = _resized(self.parent, 2 * b)
+            self.offset = _resized(self.offset, 2 * b)
+        return b
+
+    def add_columns(self, nc: int, fresh: np.ndarray, block: int, pos: int) -> None:
+        """Columns nc, nc + 1, ... for the ``fresh`` cells, at ``pos``... of ``block``."""
+        end = nc + fresh.size
+        if end > self.cells.size:
+            cap = max(end, 2 * self.cells.size)
+            self.cells = _resized(self.cells, cap)
+            self.col_block = _resized(self.col_block, cap)
+            self.col_pos = _resized(self.col_pos, cap)
+        self.cells[nc:end] = fresh
+        self.col_of[fresh] = np.arange(nc, end)
+        self.col_block[nc:end] = block
+        self.col_pos[nc:end] = np.arange(pos, pos + fresh.size)
+        self.nc = end
+
+    def locate(self, cols: np.ndarray, views: dict[int, _View]) -> tuple[np.ndarray, np.ndarray]:
+        """The blocks (held in ``views``) the columns ``cols`` lie in and their places there."""
+        b = self.col_block[cols]
+        p = self.col_pos[cols]
+        if cols.size == 0:
+            return b, p
+        live = np.zeros(len(self.blocks), dtype=bool)
+        live[np.fromiter(views, dtype=np.intp, count=len(views))] = True
+        dead = ~live[b]
+        while dead.any():  # merged away before this history's prefix: follow the links
+            p[dead] += self.offset[b[dead]]
+            b[dead] = self.parent[b[dead]]
+            dead = ~live[b]
+        return b, p
+
+    def fork(
+        self, k: int, r: int, nc: int, n_cells: int, views: dict[int, _View]
+    ) -> tuple[_Store, dict[int, _View]]:
+        """A store of its own holding the prefix (k answers, rank r, nc columns, the blocks
+        as ``views`` holds them) and the views of it (its blocks renumbered)."""
         s = _Store.__new__(_Store)
         s.lock, s.users = threading.Lock(), weakref.WeakSet()
         s.k, s.r, s.nc = k, r, nc
@@ -147,22 +256,36 @@ class _Store:
         s.cells = _resized(self.cells[:nc], max(16, 2 * nc))
         s.col_of = np.full(n_cells, -1, dtype=np.intp)
         s.col_of[s.cells[:nc]] = np.arange(nc)
-        s.Q = _resized(self.Q[:r, :nc], min(n_cells, max(16, 2 * r)), max(16, 2 * nc))
-        s.L = _resized(self.L[:k, :r], max(16, 2 * k), min(n_cells, max(16, 2 * r)))
-        return s
+        s.col_block = np.zeros(s.cells.size, dtype=np.intp)
+        s.col_pos = np.zeros(s.cells.size, dtype=np.intp)
+        n = len(views)
+        s.blocks = []
+        s.parent = np.zeros(max(16, 2 * n), dtype=np.intp)
+        s.offset = np.zeros(max(16, 2 * n), dtype=np.intp)
+        out: dict[int, _View] = {}
+        for new, (old, v) in enumerate(sorted(views.items())):
+            src = self.blocks[old]
+            blk = _Block(-1, max(4, 2 * v.r), max(4, 2 * v.nc), max(4, 2 * v.k))
+            blk.Q[: v.r, : v.nc] = src.Q[: v.r, : v.nc]
+            blk.L[: v.k, : v.r] = src.L[: v.k, : v.r]
+            blk.cells[: v.nc] = src.cells[: v.nc]
+            blk.answers[: v.k] = src.answers[: v.k]
+            cols = s.col_of[blk.cells[: v.nc]]
+            s.col_block[cols] = new
+            s.col_pos[cols] = np.arange(v.nc)
+            s.blocks.append(blk)
+            out[new] = v
+        return s, out
 
     def truncate(self, k: int, r: int, nc: int) -> None:
-        """Drop what lies past the prefix (no live history holds it)."""
+        """Drop what lies past the prefix (no live history holds it). The blocks' storage
+        past the prefix is written over; the links of blocks merged past it are never
+        followed (a history holding the prefix holds those blocks)."""
         del self.idx[k:], self.val[k:]
         self.col_of[self.cells[nc : self.nc]] = -1
+        while self.blocks and self.blocks[-1].created >= k:
+            self.blocks.pop()
         self.k, self.r, self.nc = k, r, nc
-
-
-def _resized(a: np.ndarray, *shape: int) -> np.ndarray:
-    """``a`` in a zero array of ``shape`` (at least a's shape)."""
-    out = np.zeros(tuple(max(s, n) for s, n in zip(shape, a.shape, strict=True)), a.dtype)
-    out[tuple(slice(0, n) for n in a.shape)] = a
-    return out
 
 
 class History:
@@ -171,7 +294,8 @@ class History:
     Every answer is y_i = H_i x + Lap(S_i / eps_i) (``noise="laplace"``, paper 000) or
     y_i = H_i x + N(0, sigma_i^2) (``noise="gaussian"``), neighbouring data sets differing by
     the addition or removal of one record (Lemma 2.1). ``add`` costs O(r C + r^2) with r the
-    rank of the history so far and C the number of cells its answers read.
+    rank and C the cells read of the connected component of the answers it joins (one
+    block of the factorisation, see :class:`_Block`), besides reading its dense row.
 
     Storage is sparse: each answer's row as its non-zero cells, and the basis Q only over
     the cells some answer reads (:class:`_Store`); ``copy`` shares them (O(answers)).
@@ -195,7 +319,9 @@ class History:
         self._gauss = np.zeros(cap, dtype=bool)  # whether it is Gaussian
         self._delta = np.zeros(cap)  # the delta of its guarantee (0 for Laplace)
         self._labels: list[str] = []
-        self._R = np.zeros((0, 0))  # r x r, never written in place (copies share it)
+        # block -> this history's view of it; never written in place (copies share it)
+        self._views: dict[int, _View] = {}
+        self._fact = 0  # the numbers its blocks' factorisations store (sum of their entries)
 
     @classmethod
     def from_cube(cls, cube: Cube) -> History:
@@ -232,19 +358,31 @@ class History:
     @property
     def entries(self) -> int:
         """The numbers the history stores for its answers' rows and its factorisation:
-        non-zero coefficients + rank x cells read (Q) + answers x rank (L) + rank^2 (R)."""
-        r = self._r
-        return self._nnz + r * self._nc + self._k * r + r * r
+        non-zero coefficients + for each block (connected component of the answers, see
+        :class:`_Block`) its rank x its cells (Q) + its answers x its rank (L) + its rank^2
+        (R). At most nnz + rank x cells read + answers x rank + rank^2 (one block)."""
+        return self._nnz + self._fact
+
+    def _touched(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For the cells ``idx``: which are read by this history's answers, and for those,
+        their blocks and places there; and the distinct blocks."""
+        s = self._store
+        col = s.col_of[idx]
+        known = (col >= 0) & (col < self._nc)
+        b, p = s.locate(col[known], self._views)
+        return known, b, p, np.unique(b)
 
     def entries_with(self, coefficients: Any) -> int:
         """An upper bound on :attr:`entries` once an answer to ``coefficients`` is added."""
         q = check_coefficients(coefficients, self.n_cells)
         idx = np.flatnonzero(q)
-        col = self._store.col_of[idx]
-        new = int(np.count_nonzero((col < 0) | (col >= self._nc)))
-        nnz = self._nnz + idx.size
-        k, r = self._k + 1, min(self._r + 1, self.n_cells)
-        return nnz + r * (self._nc + new) + k * r + r * r
+        known, _, _, touched = self._touched(idx)
+        views = [self._views[int(b)] for b in touched]
+        k = 1 + sum(v.k for v in views)
+        r = 1 + sum(v.r for v in views)
+        nc = int(np.count_nonzero(~known)) + sum(v.nc for v in views)
+        old = sum(v.entries for v in views)
+        return self._nnz + idx.size + self._fact - old + r * nc + k * r + r * r
 
     @property
     def answers(self) -> np.ndarray:
@@ -302,7 +440,7 @@ class History:
         if not longer:
             s.truncate(k, r, nc)
             return s
-        new = s.fork(k, r, nc, self.n_cells)
+        new, self._views = s.fork(k, r, nc, self.n_cells, self._views)
         s.users.discard(self)
         new.users.add(self)
         self._store = new
@@ -331,7 +469,9 @@ class History:
         h = check_coefficients(coefficients, self.n_cells)
         y = check_finite(noisy_answer, "noisy_answer")
         eps = check_epsilon(epsilon)
-        s_min = query_sensitivity(h)
+        idx = np.flatnonzero(h)
+        val = h[idx].copy()
+        s_min = float(np.max(np.abs(val)))  # query_sensitivity(h), from its non-zeros
         s = s_min if sensitivity is None else check_positive(sensitivity, "sensitivity")
         if s < s_min * (1 - 1e-12):
             raise ValueError(
@@ -357,28 +497,58 @@ class History:
             if dlt != 0:
                 raise ValueError(f"delta must be 0 for noise='laplace', got {dlt}")
             sd = math.sqrt(2.0) * s / eps
-        idx = np.flatnonzero(h)
-        val = h[idx].copy()
         idx.setflags(write=False)  # shared by every copy: never written
         val.setflags(write=False)
-        k, r = self._k, self._r
+        k = self._k
         with self._store.lock:
             st = self._own_store()
-            # the row's cells as columns of Q (new cells get new columns)
-            col = st.col_of[idx]
-            fresh = idx[col < 0]
-            nc = self._nc + fresh.size
-            if nc > st.cells.size:
-                st.cells = _resized(st.cells, max(nc, 2 * st.cells.size))
-            if nc > st.Q.shape[1]:
-                st.Q = _resized(st.Q, st.Q.shape[0], min(self.n_cells, max(nc, 2 * st.Q.shape[1])))
-            st.cells[self._nc : nc] = fresh
-            st.col_of[fresh] = np.arange(self._nc, nc)
-            st.nc = nc
-            m = np.zeros(nc)
-            m[st.col_of[idx]] = val / sd
-            # Gram-Schmidt against the current basis, twice ("twice is enough").
-            basis = st.Q[:r, :nc]
+            views = dict(self._views)
+            known, b, p, touched = self._touched(idx)
+            fresh = idx[~known]
+            # the block it joins: the largest it touches (the others are appended to it),
+            # or a new one
+            if touched.size == 0:
+                bid, parts = st.new_block(k), []
+                base = _View(np.zeros((0, 0)), 0, 0, 0)
+            else:
+                parts = [(int(t), views.pop(int(t))) for t in touched]
+                bid, base = max(parts, key=lambda t: (t[1].k + t[1].nc, -t[0]))
+                parts = [t for t in parts if t[0] != bid]
+            blk = st.blocks[bid]
+            kb, rb, nb = base.k, base.r, base.nc
+            blk.reserve(
+                kb + sum(v.k for _, v in parts) + 1,
+                rb + sum(v.r for _, v in parts) + 1,
+                nb + sum(v.nc for _, v in parts) + fresh.size,
+            )
+            pos = np.zeros(idx.size, dtype=np.intp)  # the row's cells' places in blk
+            at = np.flatnonzero(known)
+            mine = b == bid
+            pos[at[mine]] = p[mine]
+            Rs = [base.R]
+            for o, v in parts:  # merged into blk: its cells, directions and answers
+                src = st.blocks[o]
+                st.parent[o], st.offset[o] = bid, nb
+                blk.cells[nb : nb + v.nc] = src.cells[: v.nc]
+                blk.Q[rb : rb + v.r] = 0.0
+                blk.Q[rb : rb + v.r, nb : nb + v.nc] = src.Q[: v.r, : v.nc]
+                blk.L[kb : kb + v.k] = 0.0
+                blk.L[kb : kb + v.k, rb : rb + v.r] = src.L[: v.k, : v.r]
+                blk.answers[kb : kb + v.k] = src.answers[: v.k]
+                here = b == o
+                pos[at[here]] = p[here] + nb
+                Rs.append(v.R)
+                kb, rb, nb = kb + v.k, rb + v.r, nb + v.nc
+            # the row's new cells: new columns of the store and of blk
+            pos[~known] = np.arange(nb, nb + fresh.size)
+            blk.cells[nb : nb + fresh.size] = fresh
+            st.add_columns(self._nc, fresh, bid, nb)
+            nb += fresh.size
+            m = np.zeros(nb)
+            m[pos] = val / sd
+            # Gram-Schmidt against the block's basis, twice ("twice is enough"); the
+            # other blocks' directions are zero on its cells
+            basis = blk.Q[:rb, :nb]
             c = basis @ m
             resid = m - basis.T @ c
             c2 = basis @ resid
@@ -386,25 +556,24 @@ class History:
             resid -= basis.T @ c2
             rho = float(np.linalg.norm(resid))
             new_dir = rho > _RANK_TOL * float(np.linalg.norm(m))
-            row = np.zeros(r + 1 if new_dir else r)
-            row[:r] = c
+            row = np.zeros(rb + 1 if new_dir else rb)
+            row[:rb] = c
             if new_dir:
-                if r == st.Q.shape[0]:
-                    st.Q = _resized(st.Q, min(self.n_cells, 2 * r), st.Q.shape[1])
-                st.Q[r] = 0.0
-                st.Q[r, :nc] = resid / rho
-                row[r] = rho
-                if r + 1 > st.L.shape[1]:
-                    st.L = _resized(st.L, st.L.shape[0], min(self.n_cells, 2 * st.L.shape[1]))
-            if k == st.L.shape[0]:
-                st.L = _resized(st.L, 2 * k, st.L.shape[1])
-            st.L[k] = 0.0
-            st.L[k, : row.size] = row
+                blk.Q[rb] = 0.0
+                blk.Q[rb, :nb] = resid / rho
+                row[rb] = rho
+            blk.L[kb] = 0.0
+            blk.L[kb, : row.size] = row
+            blk.answers[kb] = k
             st.idx.append(idx)
             st.val.append(val)
-            st.k, st.r = k + 1, row.size
-            self._R = self._givens_append(row)
-            self._r, self._nc, self._nnz = row.size, nc, self._nnz + idx.size
+            r_total = self._r + (1 if new_dir else 0)
+            st.k, st.r = k + 1, r_total
+            view = _View(_givens_append(Rs, row), kb + 1, row.size, nb)
+            views[bid] = view
+            self._fact += view.entries - base.entries - sum(v.entries for _, v in parts)
+            self._views = views
+            self._r, self._nc, self._nnz = r_total, st.nc, self._nnz + idx.size
         if k == self._y.size:
             self._grow_rows()
         self._y[k], self._eps[k], self._sens[k] = y, eps, s
@@ -440,34 +609,39 @@ class History:
             raise ValueError(f"index must be < {self._k} (the number of answers), got {i}")
         self._y[i] = check_finite(noisy_answer, "noisy_answer")
 
-    def _givens_append(self, row: np.ndarray) -> np.ndarray:
-        """R with ``row`` folded in, so that R^T R gains row^T row (QR row update by Givens
-        rotations in LAPACK-backed ``scipy.linalg.qr_insert``; O(r^2), no refit). A new
-        array: the old R stays as the copies sharing it hold it."""
-        n = row.size
-        r = self._R.shape[0]
-        old = self._R if r == n else _resized(self._R, n, n)
-        _, r_new = qr_insert(np.eye(n), old, row, n, which="row", check_finite=False)
-        return np.ascontiguousarray(r_new[:n])
-
     # ------------------------------------------------------------------ inference
     def is_estimable(self, target: Any) -> bool:
         q = check_coefficients(target, self.n_cells, "target")
         return self._residual(q) <= _ESTIMABLE_TOL
 
-    def _project(self, q: np.ndarray) -> tuple[np.ndarray, float]:
-        """(c = Q q, the relative norm of q - Q^T c). Q is zero outside the
-        cells the answers read: q's part there is all residual."""
+    def _project(self, q: np.ndarray) -> tuple[list[tuple[int, np.ndarray]], float]:
+        """For each block ``q`` reads, (the block, c = its Q q), and the relative norm of
+        q - Q^T c. Q is zero outside the cells the answers read: q's part there is all
+        residual; each block's Q is zero outside its cells."""
         s = self._store
         cells = s.cells[: self._nc]
-        basis = s.Q[: self._r, : self._nc]
         qa = q[cells]
-        c = basis @ qa
-        resid = qa - basis.T @ c
         out = q.copy()
         out[cells] = 0.0
-        res = math.hypot(float(np.linalg.norm(resid)), float(np.linalg.norm(out)))
-        return c, res / float(np.linalg.norm(q))
+        cols = np.flatnonzero(qa)
+        vals = qa[cols]
+        b, p = s.locate(cols, self._views)
+        touched = np.unique(b)
+        res2 = 0.0
+        parts = []
+        for t in touched:
+            bid = int(t)
+            v = self._views[bid]
+            qa = np.zeros(v.nc)
+            here = b == bid
+            qa[p[here]] = vals[here]
+            basis = s.blocks[bid].Q[: v.r, : v.nc]
+            c = basis @ qa
+            resid = qa - basis.T @ c
+            res2 += float(resid @ resid)
+            parts.append((bid, c))
+        res = math.hypot(math.sqrt(res2), float(np.linalg.norm(out)))
+        return parts, res / float(np.linalg.norm(q))
 
     def _residual(self, q: np.ndarray) -> float:
         if self._r == 0:
@@ -477,20 +651,24 @@ class History:
     def blue(self, target: Any) -> BLUE:
         """The BLUE of ``target`` x (eqs. 15-17); ``NotEstimable`` if not in the row space."""
         q = check_coefficients(target, self.n_cells, "target")
-        c, res = (np.zeros(0), 1.0) if self._r == 0 else self._project(q)
+        parts, res = ([], 1.0) if self._r == 0 else self._project(q)
         if res > _ESTIMABLE_TOL:
             raise NotEstimable(
                 "target is not estimable from the history: it is not in the row space of the "
                 f"{self._k} answered queries (relative residual {res:.3g}); an answer to a "
                 "query covering the missing cells is needed"
             )
-        r = self._r
-        R = self._R
-        u = solve_triangular(R, c, trans="T", lower=False)
-        variance = float(u @ u)
-        g = solve_triangular(R, u, lower=False)
         k = self._k
-        whitened = self._store.L[:k, :r] @ g  # weight x sd: each answer's share of the error
+        # each block on its own: the history's R, L are block-diagonal (zero across blocks)
+        whitened = np.zeros(k)  # weight x sd: each answer's share of the error
+        variance = 0.0
+        for bid, c in parts:
+            v = self._views[bid]
+            blk = self._store.blocks[bid]
+            u = solve_triangular(v.R, c, trans="T", lower=False)
+            variance += float(u @ u)
+            g = solve_triangular(v.R, u, lower=False)
+            whitened[blk.answers[: v.k]] = blk.L[: v.k, : v.r] @ g
         # Round-off leaves ~1e-16 relative weights on answers that do not inform the target.
         # Compared in whitened units: weights in answer units differ by the answers' scales
         # (1e-100 coefficients against counts), and a rounding-level weight on a tiny-scale
@@ -527,3 +705,22 @@ class History:
 
     def __repr__(self) -> str:
         return f"History(n_cells={self.n_cells}, answers={self._k}, rank={self._r})"
+
+
+def _givens_append(Rs: list[np.ndarray], row: np.ndarray) -> np.ndarray:
+    """The R of the blocks ``Rs`` (block-diagonal, in order) with ``row`` folded in, so that
+    R^T R gains row^T row (QR row update by Givens rotations in LAPACK-backed
+    ``scipy.linalg.qr_insert``; O(r^2) in the block's rank r, no refit). A new array: the
+    old ones stay as the copies sharing them hold them."""
+    n = row.size
+    if len(Rs) == 1 and Rs[0].shape[0] == n:
+        old = Rs[0]
+    else:
+        old = np.zeros((n, n))
+        at = 0
+        for R in Rs:
+            m = R.shape[0]
+            old[at : at + m, at : at + m] = R
+            at += m
+    _, r_new = qr_insert(np.eye(n), old, row, n, which="row", check_finite=False)
+    return np.ascontiguousarray(r_new[:n])
