@@ -138,7 +138,8 @@ def _dry_run(args: argparse.Namespace, user: str | None, k: int | None) -> int:
             acc.check_unit(g)
         except ValueError as exc:  # the real run would refuse it whatever the epsilon
             refused = str(exc)
-        fits = refused is None and acc.can_spend(g.epsilon, g.delta)
+        # the guarantee itself: priced by its noise record under pld/rdp, as charged
+        fits = refused is None and acc.can_spend(g)
         eps_left, delta_left = acc.remaining
         out["ledger"] = {
             "path": args.budget_file,

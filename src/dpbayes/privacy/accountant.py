@@ -657,15 +657,43 @@ class Accountant:
         return eps <= self._total[0] * (1 + _TOLERANCE) and dlt <= self._total[1] * (1 + _TOLERANCE)
 
     def can_spend(
-        self, epsilon: float, delta: float = 0.0, *, scope: Iterable[str] | None = None
+        self,
+        cost: Guarantee | float,
+        delta: float = 0.0,
+        *,
+        scope: Iterable[str] | None = None,
     ) -> bool:
-        """Whether a spend would fit now (advisory; :meth:`charge` checks again)."""
-        spend = self._make_spend(epsilon, delta, "", scope)
+        """Whether a spend would fit now (advisory; :meth:`charge` checks again). ``cost``
+        as for :meth:`charge`: a Guarantee is priced by its noise record under ``"pld"``
+        and ``"rdp"`` (a bare epsilon carries none, so those ledgers refuse it)."""
+        spend = self._priced(cost, delta, scope)
         if filter_refusal(self._composition, spend.event) is not None:
-            return False  # charge refuses it (a bare epsilon carries no Gaussian record)
+            return False  # charge refuses it
         with self._lock:
             self._sync()
+            try:
+                self._check_unit(spend)
+            except ValueError:
+                return False
             return self._fits([*self._pending, spend])
+
+    def _priced(self, cost: Guarantee | float, delta: float, scope: Iterable[str] | None) -> Spend:
+        """The spend ``cost`` would be (unrecorded), its Gaussian record included."""
+        if isinstance(cost, Guarantee):
+            unit, key = _check_scope(cost, scope)
+            ev = event_of(
+                cost.epsilon, cost.delta, cost.sensitivity, cost.neighbours.value, cost.details
+            )
+            return self._make_spend(
+                cost.epsilon,
+                cost.delta,
+                "",
+                scope,
+                unit=unit,
+                unit_key=key,
+                gaussian_ratio=ev.gaussian_ratio,
+            )
+        return self._make_spend(cost, delta, "", scope)
 
     def spent_after(
         self,
@@ -682,22 +710,7 @@ class Accountant:
         Gaussian noise record tight composition uses (so a Laplace and a Gaussian release
         can be priced against each other).
         """
-        if isinstance(cost, Guarantee):
-            unit, key = _check_scope(cost, scope)
-            ev = event_of(
-                cost.epsilon, cost.delta, cost.sensitivity, cost.neighbours.value, cost.details
-            )
-            spend = self._make_spend(
-                cost.epsilon,
-                cost.delta,
-                "",
-                scope,
-                unit=unit,
-                unit_key=key,
-                gaussian_ratio=ev.gaussian_ratio,
-            )
-        else:
-            spend = self._make_spend(cost, delta, "", scope)
+        spend = self._priced(cost, delta, scope)
         self._check_filter(spend)  # priced as charged: a spend charge refuses is refused
         with self._lock:
             self._sync()

@@ -69,7 +69,18 @@ nonnegative supermartingale (E M <= 1 at any stopping time), f(L) <= K_a e^((a-1
 (K_a = (1 - 1/a)^(a - 1) / a; Canonne, Kamath & Steinke 2020, the conversion the RDP
 accountant uses) gives E_P[f(L); those paths] <= K_a e^((a-1)(a rho* - eps*)) <= delta* for
 the a that certifies rho*. Summed: delta*. With approximate (delta > 0) events basic
-composition's paths would add their own delta, so it is not reported there.
+composition's paths would add their own delta, so it is not reported there. Two more cases
+of the code: (i) the RDP accountant also returns eps = 0 where delta*^2 > 1 - e^(-a rho)
+(Bretagnolle-Huber: TV <= sqrt(1 - e^(-KL)), KL <= rho); for a filter whose paths all
+end in that region the transcript's KL is E_P[sum of the steps' KL] <= rho* (Wald). Its
+union with the pure-basic region is not argued here; it decides a check only at delta*
+near 1 (a scan of delta* <= 0.9 and rho <= 3 found none).
+(ii) Where the tight eps is not finite (a Gaussian PLD too large to build, sigma/Delta_2
+below ~0.125, or tail truncation at a tiny delta*) basic composition is reported whatever
+the events: in practice only "pld" (Gaussian events; RDP overflows only at eps ~ 1e150)
+reaches it, and there every path it accepts is in the Gaussian-DP region, since a
+Gaussian path's (sum eps_i, sum delta_i) is a valid bound for its composition G(mu),
+mu^2 = sum mu_i^2 (eps_G(mu, delta*) <= sum eps_i).
 """
 
 from __future__ import annotations

@@ -352,6 +352,9 @@ class GaussianMechanism:
             sensitivity_norm="L2",
             simulation=simulation,
             details={
+                **details,
+                # after the caller's details: a caller's own "noise" entry (a family name)
+                # must not replace the record tight composition reads
                 "sigma": self.sigma,
                 "noise": gaussian_noise_record(
                     self.sigma,
@@ -360,7 +363,6 @@ class GaussianMechanism:
                     self.delta,
                     Neighbours.parse(self.neighbours).value,
                 ),
-                **details,
             },
         )
 

@@ -163,7 +163,14 @@ class QueryService:
                 self._snap = self._load(con, None)
             except BudgetExceeded:
                 if switched is None:
-                    raise
+                    # the stored answers cost more than the total under the stored
+                    # composition: a pld database holding Laplace answers (recorded before
+                    # pld took Gaussian answers only) counts them by basic composition
+                    raise ValueError(
+                        "the answers in this database cost more than its total budget under "
+                        "its composition (a 'pld' database counts Laplace answers by basic "
+                        "composition): start with --composition rdp"
+                    ) from None
                 raise ValueError(
                     f"composition {config.composition!r} would put the budget already spent "
                     f"(under {switched!r}) above the total: start with --composition "
