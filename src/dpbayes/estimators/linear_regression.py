@@ -51,11 +51,21 @@ def _bounds(value: Any, d: int, name: str) -> np.ndarray:
     arr = np.asarray(value, dtype=float)
     if arr.shape == (2,):
         lo, hi = check_range(tuple(arr.tolist()), name)
-        return np.tile([lo, hi], (d, 1))
-    if arr.shape != (d, 2):
+        arr = np.tile([lo, hi], (d, 1))
+    elif arr.shape != (d, 2):
         raise ValueError(f"{name} must be a pair or one pair per feature ({d}, 2), got {arr.shape}")
     for j in range(d):
         check_range(tuple(arr[j].tolist()), f"{name}[{j}]")
+    # the map onto [-1, 1], (clip(x) - (lo + hi) / 2) / ((hi - lo) / 2), must be finite for
+    # every value: a half-width that rounds to 0 (lo, hi a few subnormals apart) or a
+    # midpoint that overflows made some records NaN and others not, and the refusal of
+    # the NaN ("missing value") then told whether a record lay at the upper bound
+    mid, half = (arr[:, 0] + arr[:, 1]) / 2, (arr[:, 1] - arr[:, 0]) / 2
+    if not (np.all(half > 0) and np.all(np.isfinite(mid))):
+        raise ValueError(
+            f"{name} are too close together or too large to scale onto [-1, 1] in doubles "
+            "(rescale the data)"
+        )
     return arr
 
 

@@ -357,6 +357,34 @@ def scale_into_ball(x: np.ndarray, radius: float | None) -> np.ndarray:
     return np.asarray(np.where(outside, scaled, xa))
 
 
+def _double(v: Any) -> float:
+    """float(v), or +-inf for a number beyond the double range (a Python int > 1.8e308)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return float("inf") if v > 0 else float("-inf")
+
+
+def as_doubles(value: Any) -> np.ndarray:
+    """``value`` as a float64 array, a number beyond the double range (an exact integer
+    such as 10**400, which numpy refuses with ``OverflowError``) read as +-inf: a value
+    like +-inf, which the bounds clip, not an error raised for the whole data set by one
+    record's value (ssp/PROOF.md §7)."""
+    try:
+        return np.asarray(value, dtype=float)
+    except OverflowError:
+        obj = np.asarray(value, dtype=object)
+        return np.array([_double(v) for v in obj.ravel()], dtype=float).reshape(obj.shape)
+
+
+def _frame_doubles(frame: Any) -> np.ndarray:
+    """A pandas frame's (or series') values as doubles, as :func:`as_doubles` reads them."""
+    try:
+        return np.asarray(frame.to_numpy(float))
+    except OverflowError:
+        return as_doubles(frame.to_numpy())
+
+
 def in_memory(data: Any) -> bool:
     """Whether ``data`` is an (X, y) pair or a pandas DataFrame (read by numpy)."""
     pd = sys.modules.get("pandas")
@@ -377,7 +405,7 @@ def regression_xy(
         missing = [c for c in [*features, target] if c not in data.columns]
         if missing:
             raise ValueError(f"data has no column(s) {missing}")
-        return data[features].to_numpy(float), data[target].to_numpy(float)
+        return _frame_doubles(data[features]), _frame_doubles(data[target])
     if isinstance(data, tuple) and len(data) == 2:
-        return np.asarray(data[0], dtype=float), np.asarray(data[1], dtype=float)
+        return as_doubles(data[0]), as_doubles(data[1])
     raise TypeError(f"data must be (X, y) or a DataFrame, got {type(data).__name__}")

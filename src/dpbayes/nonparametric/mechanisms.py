@@ -55,6 +55,26 @@ def _clip(x: np.ndarray, r: float) -> np.ndarray:
     return np.clip(x, -r, r)
 
 
+def _double(v: Any) -> float:
+    try:
+        return float(v)
+    except OverflowError:  # an exact number beyond the doubles (the Python int 10**400)
+        return math.inf if v > 0 else -math.inf
+
+
+def _as_doubles(values: Any) -> Any:
+    """``values`` as doubles, a number beyond the double range read as +-inf (then clipped
+    to +-r like any value beyond r): numpy refuses the Python int 10**400 with
+    ``OverflowError``, which stopped the whole column's release on one person's value."""
+    try:
+        return np.asarray(values, dtype=float)
+    except OverflowError:
+        obj = np.asarray(values, dtype=object)
+        return np.array([_double(v) for v in obj.ravel()], dtype=float).reshape(obj.shape)
+    except (TypeError, ValueError):
+        return values  # not numbers: check_array refuses them as before
+
+
 def log_base_mass(mu: float, sigma: float, r: float) -> float:
     """log P(-r <= X <= r) under N(mu, sigma^2): the normaliser of the restricted base."""
     return float(log_diff_ndtr(np.array((-r - mu) / sigma), np.array((r - mu) / sigma)))
@@ -86,7 +106,7 @@ class _ClippedLocal(abc.ABC):
         or impute missing values first."""
         from dpbayes.nonparametric.privatize import PrivatizedColumn
 
-        x = check_array(values, "values", finite=False)
+        x = check_array(_as_doubles(values), "values", finite=False)
         if np.isnan(x).any():
             raise ValueError(
                 "values contain NaN (missing values): drop or impute them before privatizing "
