@@ -78,6 +78,8 @@ PAGE_HEADERS = {
 
 #: A refused body's connection is closed: the rest of that body is never read.
 _CLOSE = {"connection": "close"}
+# who the admin is to the planning threads (a quote's share): no analyst name has a space
+ADMIN_SHARE = "the admin"
 
 
 class _BodyLimit:
@@ -339,7 +341,7 @@ def create_app(
     ) -> str:
         token = None if a is None else a.credentials.strip()
         if check_admin(token, admin_sha):
-            return "admin"
+            return ADMIN_SHARE  # no analyst's name: an analyst "admin" has a share of its own
         return _analyst(token)
 
     def admin(cred: Annotated[Cred, Security(admin_scheme)]) -> str:
@@ -355,11 +357,11 @@ def create_app(
                 return await asyncio.get_running_loop().run_in_executor(fast, fn)
             try:
                 return await pool.run(who, fn, deadline)
-            except NoThread:
+            except NoThread as exc:
                 raise HTTPException(
                     503,
-                    "waited past the time limit for a planning thread while this analyst's other "
-                    f"requests held {pool.per_analyst} of them; nothing spent: retry",
+                    f"waited past the time limit for a planning thread: {exc}; nothing spent: "
+                    "retry",
                     headers={"Retry-After": "1"},
                 ) from None
         except _DB_ERRORS as exc:

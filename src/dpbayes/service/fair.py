@@ -106,8 +106,15 @@ class FairPool:
                 fut.cancel()
                 self._forget(who, fut)
             if isinstance(exc, TimeoutError):
-                raise NoThread(who) from None
+                raise NoThread(self._why(who)) from None
             raise
+
+    def _why(self, who: str) -> str:
+        """Why ``who`` has no thread now: its own share taken, or every thread busy."""
+        held = self._running.get(who, 0)
+        if held >= self.per_analyst:
+            return f"this analyst's other requests held its share ({held} at once) of them"
+        return f"all {self.threads} planning threads were busy (this analyst held {held} of them)"
 
     def _forget(self, who: str, fut: asyncio.Future[None]) -> None:
         queue = self._waiting.get(who)
