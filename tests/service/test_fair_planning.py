@@ -82,13 +82,14 @@ class _Live:
 @pytest.fixture
 def live(tmp_path: Path, request: Any) -> Iterator[_Live]:
     kw = dict(getattr(request, "param", {}))
+    limit = kw.pop("time_limit", 10.0)
     svc = QueryService(
         EngineConfig(epsilon=2.0),
         f"sqlite:///{tmp_path / 'fair.db'}",
         digest_key=digest_key(ADMIN_KEY),
-        time_limit=kw.pop("time_limit", 10.0),
+        time_limit=limit,
     )
-    srv = _Live(svc, **kw)
+    srv = _Live(svc, time_limit=limit, **kw)  # the app's limit too (the wait for a thread)
     try:
         yield srv
     finally:
