@@ -17,8 +17,6 @@ or broken from the test; the other tests use the session's ``dpbayes serve``.
 
 from __future__ import annotations
 
-import asyncio
-import socket
 import sqlite3
 import threading
 import time
@@ -29,14 +27,12 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
-import uvicorn
+from live_app import LiveApp
 
 from dpbayes.answers.limits import check_time
 from dpbayes.service import EngineConfig
 from dpbayes.service import state as state_module
-from dpbayes.service.app import create_app
 from dpbayes.service.config import digest_key
-from dpbayes.service.protocol import HeadTimedH11Protocol
 from dpbayes.service.state import QueryService
 
 from conftest import ADMIN_KEY
@@ -44,44 +40,18 @@ from conftest import ADMIN_KEY
 Server = Any  # tests/service/conftest.py: Server
 
 
-class _Live:
-    """The service's app served by uvicorn on a free port in a thread of this process."""
+class _Live(LiveApp):
+    """The app with one analyst, ann, whose key every request carries."""
 
     def __init__(self, svc: QueryService, **kw: Any) -> None:
-        self.svc = svc
-        app = create_app(None, "", ADMIN_KEY, service=svc, **kw)
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        config = uvicorn.Config(app, http=HeadTimedH11Protocol, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=lambda: asyncio.run(self.server.serve(sockets=[self.listener])), daemon=True
-        )
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert self.server.started
-        r = httpx.post(
-            self.url + "/api/admin/analysts",
-            json={"name": "ann"},
-            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-            timeout=30,
-        )
-        r.raise_for_status()
-        self.key = {"Authorization": f"Bearer {r.json()['api_key']}"}
+        super().__init__(svc, **kw)
+        self.key = self.analyst("ann")
 
-    def post(self, path: str, body: Any, timeout: float = 60) -> httpx.Response:
+    def post(self, path: str, body: Any, timeout: float = 60) -> httpx.Response:  # type: ignore[override]
         return httpx.post(self.url + path, json=body, headers=self.key, timeout=timeout)
 
-    def get(self, path: str) -> httpx.Response:
+    def get(self, path: str) -> httpx.Response:  # type: ignore[override]
         return httpx.get(self.url + path, headers=self.key, timeout=30)
-
-    def close(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(20)
-        self.svc.close()
 
 
 @pytest.fixture

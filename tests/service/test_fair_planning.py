@@ -14,7 +14,6 @@ A real uvicorn server on a loopback port runs the service's app in this process 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -23,13 +22,11 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
+from live_app import LiveApp
 
 from dpbayes.service import EngineConfig
 from dpbayes.service import state as state_module
-from dpbayes.service.app import create_app
 from dpbayes.service.config import digest_key
-from dpbayes.service.protocol import HeadTimedH11Protocol
 from dpbayes.service.state import QueryService
 
 from conftest import ADMIN_KEY
@@ -37,46 +34,7 @@ from conftest import ADMIN_KEY
 FLOOD = "mdvis < 3"  # the flooding analyst's predicate: its eps searches are held
 
 
-class _Live:
-    """The app served by uvicorn on a free port in a thread of this process."""
-
-    def __init__(self, svc: QueryService, **kw: Any) -> None:
-        self.svc = svc
-        app = create_app(None, "", ADMIN_KEY, service=svc, **kw)
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        config = uvicorn.Config(app, http=HeadTimedH11Protocol, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=lambda: asyncio.run(self.server.serve(sockets=[self.listener])), daemon=True
-        )
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert self.server.started
-
-    def analyst(self, name: str) -> dict[str, str]:
-        r = httpx.post(
-            self.url + "/api/admin/analysts",
-            json={"name": name},
-            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-            timeout=30,
-        )
-        r.raise_for_status()
-        return {"Authorization": f"Bearer {r.json()['api_key']}"}
-
-    def post(self, path: str, body: Any, key: dict[str, str], timeout: float = 60) -> Any:
-        return httpx.post(self.url + path, json=body, headers=key, timeout=timeout)
-
-    def budget(self, key: dict[str, str]) -> Any:
-        return httpx.get(self.url + "/api/budget", headers=key, timeout=30).json()
-
-    def close(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(20)
-        self.svc.close()
+_Live = LiveApp
 
 
 @pytest.fixture

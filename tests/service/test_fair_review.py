@@ -11,23 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
+from live_app import LiveApp
 
 from dpbayes.service import EngineConfig
 from dpbayes.service import state as state_module
-from dpbayes.service.app import create_app
 from dpbayes.service.config import digest_key
 from dpbayes.service.fair import FairPool, NoThread
-from dpbayes.service.protocol import HeadTimedH11Protocol
 from dpbayes.service.state import QueryService
 
 from conftest import ADMIN_KEY
@@ -344,43 +340,7 @@ def test_a_refusal_for_want_of_a_thread_says_truly_whose_threads_were_busy() -> 
 FLOOD = "mdvis < 3"  # eps searches of this predicate are held
 
 
-class _Live:
-    def __init__(self, svc: QueryService, **kw: Any) -> None:
-        self.svc = svc
-        app = create_app(None, "", ADMIN_KEY, service=svc, **kw)
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        config = uvicorn.Config(app, http=HeadTimedH11Protocol, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=lambda: asyncio.run(self.server.serve(sockets=[self.listener])), daemon=True
-        )
-        self.thread.start()
-        _wait_for(lambda: self.server.started, 60)
-        assert self.server.started
-
-    def analyst(self, name: str) -> dict[str, str]:
-        r = httpx.post(
-            self.url + "/api/admin/analysts",
-            json={"name": name},
-            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-            timeout=30,
-        )
-        r.raise_for_status()
-        return {"Authorization": f"Bearer {r.json()['api_key']}"}
-
-    def post(self, path: str, body: Any, key: dict[str, str], timeout: float = 60) -> Any:
-        return httpx.post(self.url + path, json=body, headers=key, timeout=timeout)
-
-    def budget(self) -> Any:
-        key = {"Authorization": f"Bearer {ADMIN_KEY}"}
-        return httpx.get(self.url + "/api/budget", headers=key, timeout=30).json()
-
-    def close(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(20)
-        self.svc.close()
+_Live = LiveApp
 
 
 def _wait_for(cond: Any, timeout: float = 30) -> None:
