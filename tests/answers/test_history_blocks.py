@@ -54,7 +54,8 @@ def _targets(n: int, qs: list[np.ndarray]) -> list[np.ndarray]:
     return ts
 
 
-def _check(h: History, ref: DenseHistory, targets: list[np.ndarray]) -> int:
+def _check(h: History, ref: DenseHistory, targets: list[np.ndarray], rel: float = 1e-12) -> int:
+    """``h`` infers for each target what the dense reference does (within ``rel``)."""
     assert h.rank == ref.Q.shape[0]
     compared = 0
     for t in targets:
@@ -67,11 +68,11 @@ def _check(h: History, ref: DenseHistory, targets: list[np.ndarray]) -> int:
             continue
         b = h.blue(t)
         compared += 1
-        assert b.estimate == pytest.approx(est, rel=1e-12, abs=1e-9)
-        assert b.variance == pytest.approx(var, rel=1e-12)
-        np.testing.assert_allclose(b.weights, w, rtol=1e-9, atol=1e-12)
+        assert b.estimate == pytest.approx(est, rel=rel, abs=1e-9)
+        assert b.variance == pytest.approx(var, rel=rel)
+        np.testing.assert_allclose(b.weights, w, rtol=1e3 * rel, atol=1e-12)
         np.testing.assert_array_equal(b.weights == 0, w == 0)
-        np.testing.assert_allclose(b.scales, sc, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(b.scales, sc, rtol=1e3 * rel, atol=1e-12)
     return compared
 
 

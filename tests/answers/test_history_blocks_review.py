@@ -18,9 +18,10 @@ import threading
 
 import numpy as np
 import pytest
+from test_history_blocks import _check as _same_inference
 from test_history_storage import DenseHistory
 
-from dpbayes.answers import History, NotEstimable
+from dpbayes.answers import History
 
 Answer = tuple[np.ndarray, float, float]
 
@@ -74,22 +75,7 @@ def _check(h: History, answers: list[Answer], n: int, gen: np.random.Generator) 
     for _ in range(6):
         i, j = gen.integers(0, len(qs), size=2)
         targets += [qs[i] + 2.0 * qs[j], qs[i] - float(gen.normal()) * qs[j]]
-    for t in targets:
-        if not np.any(t):
-            continue
-        try:
-            est, var, w, sc = ref.blue(t)
-        except NotEstimable:
-            assert not h.is_estimable(t)
-            with pytest.raises(NotEstimable):
-                h.blue(t)
-            continue
-        b = h.blue(t)
-        assert b.estimate == pytest.approx(est, rel=1e-10, abs=1e-9)
-        assert b.variance == pytest.approx(var, rel=1e-10)
-        np.testing.assert_allclose(b.weights, w, rtol=1e-8, atol=1e-11)
-        np.testing.assert_array_equal(b.weights == 0, w == 0)
-        np.testing.assert_allclose(b.scales, sc, rtol=1e-8, atol=1e-11)
+    _same_inference(h, ref, [t for t in targets if np.any(t)], rel=1e-10)
 
 
 def _query(gen: np.random.Generator, n: int, answers: list[Answer], stretches: int) -> np.ndarray:
