@@ -500,11 +500,15 @@ def fresh_reason(
     )
 
 
+def default_noise(composition: str) -> str:
+    """The noise of fresh answers when none is named: Laplace (paper 000), Gaussian under
+    ``"pld"`` composition, whose ledger takes no other."""
+    return "gaussian" if composition == "pld" else "laplace"
+
+
 def _default_noise(noise: Any, accountant: Accountant) -> Any:
-    """``noise``, or for None Laplace (paper 000), Gaussian where the ledger takes no other."""
-    if noise is not None:
-        return noise
-    return "gaussian" if accountant.composition == "pld" else "laplace"
+    """``noise``, or for None :func:`default_noise` under the accountant's composition."""
+    return default_noise(accountant.composition) if noise is None else noise
 
 
 def _check_noise(

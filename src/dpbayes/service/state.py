@@ -38,7 +38,13 @@ import sqlalchemy as sa
 
 from dpbayes.answers import AnswerRecord, History, Query
 from dpbayes.answers.blue import check_coefficients
-from dpbayes.answers.engine import check_record, fresh_reason, history_guarantee
+from dpbayes.answers.engine import (
+    check_record,
+    default_noise,
+    fresh_reason,
+    history_guarantee,
+    noise_families,
+)
 from dpbayes.answers.limits import TimeLimitExceeded, check_time, own_time_limit, time_limit
 from dpbayes.answers.planning import (
     Answer,
@@ -431,14 +437,10 @@ class QueryService:
 
     def _noises(self, budget_delta: float) -> tuple[str, ...]:
         """The noise families a fresh answer may use under the budget's delta."""
-        noise = self.config.noise
-        if self._snap.composition == "pld":  # Gaussian answers only (checked at start)
-            return ("gaussian",) if budget_delta > 0 else ()
-        if noise is None or noise == "laplace" or (noise == "auto" and budget_delta == 0):
-            return ("laplace",)
-        if budget_delta == 0:
-            return ()
-        return ("gaussian",) if noise == "gaussian" else ("laplace", "gaussian")
+        comp = self._snap.composition
+        noise = self.config.noise or default_noise(comp)
+        families = noise_families(noise, budget_delta, comp)  # laplace under pld: refused at start
+        return families if budget_delta > 0 else tuple(f for f in families if f == "laplace")
 
     def cost(self, plan: Plan) -> Guarantee:
         """The guarantee a fresh ``plan`` will be charged (what prices it)."""
