@@ -277,3 +277,49 @@ def test_snapshot_copies_appended_by_threads_while_read() -> None:
         sys.setswitchinterval(old)
     assert not errors, errors
     _check(*snap[0], n, np.random.default_rng(0))
+
+
+class _HeldLabels(list):  # type: ignore[type-arg]
+    """A history's label list whose next append waits for ``release`` (after ``entered``)."""
+
+    def __init__(self, items: list[str]) -> None:
+        super().__init__(items)
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def append(self, item: str) -> None:
+        self.entered.set()
+        self.release.wait(30)
+        super().append(item)
+
+
+def test_a_copys_add_counts_its_row_before_another_copy_can_cut_the_store_back() -> None:
+    """Two copies of one snapshot add at once (the service's planning threads): the first
+    appends in place, and its answer count must be visible before the second looks at
+    who holds the store's last row. It was set after the store's lock: the second copy,
+    adding a row that grows neither rank nor cells, found the first no longer than the
+    snapshot, cut the store back and wrote its own row over the first one's (seen once in
+    CI by the threaded test above; 6 times in 10 with the gap widened by 2 ms)."""
+    n = 12
+    gen = np.random.default_rng(3)
+    snap, answers = History(n), []
+    q = np.zeros(n)
+    q[:3] = 1.0
+    _add(snap, answers, q, gen)
+    a, b = snap.copy(), snap.copy()
+    a_answers, b_answers = list(answers), list(answers)
+    qa, qb = q.copy(), 2.0 * q  # in the row space: no new direction, no new cell
+    held = _HeldLabels(list(a._labels))
+    a._labels = held
+    ta = threading.Thread(target=_add, args=(a, a_answers, qa, np.random.default_rng(4)))
+    ta.start()
+    assert held.entered.wait(30)  # a's row is in the store; a's count not yet (old code)
+    tb = threading.Thread(target=_add, args=(b, b_answers, qb, np.random.default_rng(5)))
+    tb.start()
+    tb.join(0.5)  # the old code: b finished here, over a's row; now b waits for a
+    held.release.set()
+    ta.join(30)
+    tb.join(30)
+    assert not ta.is_alive() and not tb.is_alive()
+    _check(a, a_answers, n, gen)
+    _check(b, b_answers, n, gen)
+    _check(snap, answers, n, gen)

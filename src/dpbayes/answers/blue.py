@@ -500,6 +500,11 @@ class History:
         idx.setflags(write=False)  # shared by every copy: never written
         val.setflags(write=False)
         k = self._k
+        if k == self._y.size:
+            self._grow_rows()
+        # this history's own rows (copies have their own arrays); counted at _k below
+        self._y[k], self._eps[k], self._sens[k] = y, eps, s
+        self._sd[k], self._gauss[k], self._delta[k] = sd, gaussian, dlt
         with self._store.lock:
             st = self._own_store()
             views = dict(self._views)
@@ -574,12 +579,11 @@ class History:
             self._fact += view.entries - base.entries - sum(v.entries for _, v in parts)
             self._views = views
             self._r, self._nc, self._nnz = r_total, st.nc, self._nnz + idx.size
-        if k == self._y.size:
-            self._grow_rows()
-        self._y[k], self._eps[k], self._sens[k] = y, eps, s
-        self._sd[k], self._gauss[k], self._delta[k] = sd, gaussian, dlt
-        self._labels.append(str(label))
-        self._k = k + 1
+            self._labels.append(str(label))
+            # under the store's lock: another copy's add reads _k to tell whether this
+            # history holds the store's last row; set after the lock, a copy of the same
+            # snapshot could find it shorter, cut the store back and write over its row
+            self._k = k + 1
         return k
 
     def copy(self) -> History:
@@ -588,14 +592,17 @@ class History:
         O(answers): the rows and the factorisation are shared, append-only (:class:`_Store`).
         """
         h = History.__new__(History)
-        h.__dict__.update(self.__dict__)
-        for name in ("_y", "_eps", "_sens", "_sd", "_gauss", "_delta"):
-            setattr(h, name, getattr(self, name).copy())
-        h._labels = list(self._labels)
-        with self._store.lock:
-            h._store = self._store  # (it may have forked since __dict__ was read)
-            h._store.users.add(h)
-        return h
+        while True:  # read under the lock of the store this history is on (an add may fork)
+            store = self._store
+            with store.lock:
+                if self._store is not store:
+                    continue
+                h.__dict__.update(self.__dict__)
+                for name in ("_y", "_eps", "_sens", "_sd", "_gauss", "_delta"):
+                    setattr(h, name, getattr(self, name).copy())
+                h._labels = list(self._labels)
+                store.users.add(h)
+                return h
 
     def set_noisy_answer(self, index: int, noisy_answer: float) -> None:
         """Set the noisy answer of row ``index``.
