@@ -58,3 +58,24 @@ def test_small_experiment_writes_tables_and_figures(tmp_path):
     assert [r["sampler"] for r in mixing] == ["gibbs (paper)", "gibbs + label-integrated moves"]
     real = {r["data"] for r in csv.DictReader((tmp_path / "nonparametric_real.csv").open())}
     assert real == {"randhie", "diabetes_bmi"}
+
+
+def test_small_bands_experiment_checks_credible_and_calibrated_bands(tmp_path):
+    paths = run("nonparametric_bands", tmp_path, small=True, seed=0)
+    assert {p.name for p in paths} == {
+        "nonparametric_bands_runs.csv",
+        "nonparametric_bands_summary.csv",
+        "nonparametric_bands.png",
+    }
+    runs = list(csv.DictReader((tmp_path / "nonparametric_bands_runs.csv").open()))
+    assert len(runs) == 2
+    for r in runs:
+        for key in ("credible_pointwise_coverage", "calibrated_pointwise_coverage"):
+            assert 0.0 <= float(r[key]) <= 1.0
+        assert 0.0 < float(r["calibrated_pointwise_level"]) < 1.0
+        # a band at a lower credible level is narrower
+        if float(r["calibrated_pointwise_level"]) < 0.95:
+            assert float(r["calibrated_pointwise_width"]) <= float(r["credible_pointwise_width"])
+    (summary,) = list(csv.DictReader((tmp_path / "nonparametric_bands_summary.csv").open()))
+    mean = sum(float(r["calibrated_pointwise_coverage"]) for r in runs) / 2
+    assert float(summary["calibrated_pointwise_coverage"]) == pytest.approx(mean, abs=1e-3)

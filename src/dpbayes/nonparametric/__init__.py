@@ -10,6 +10,7 @@ its posterior is sampled by Gibbs over the latent X's::
     z = mech.privatize(x)                    # data owner: secure noise, carries a Guarantee
     fit = DPMixture(mechanism=mech).fit(z, draws=2000, chains=4, rng=0)
     fit.cdf(grid), fit.density(grid), fit.mean(), fit.quantile(0.5), fit.to_inference_data()
+    calibrate_bands(fit, grid, 0.95)         # bands with frequentist coverage 0.95 (refits)
 
 :class:`LocalLaplace` and :class:`LocalGaussian` are likelihood models of *local*
 mechanisms (with clipping to [-r, r]); they release through :mod:`dpbayes.privacy`'s
@@ -17,6 +18,7 @@ mechanisms (with clipping to [-r, r]); they release through :mod:`dpbayes.privac
 """
 
 from dpbayes.nonparametric.base import BasePrior
+from dpbayes.nonparametric.calibration import BandCalibration, calibrate_bands
 from dpbayes.nonparametric.diagnostics import ConvergenceWarning
 from dpbayes.nonparametric.fit import DPMixtureFit
 from dpbayes.nonparametric.mechanisms import CustomMechanism, LocalGaussian, LocalLaplace
@@ -24,6 +26,7 @@ from dpbayes.nonparametric.privatize import PrivatizedColumn, privatize
 from dpbayes.nonparametric.sampler import DPMixture
 
 __all__ = [
+    "BandCalibration",
     "BasePrior",
     "ConvergenceWarning",
     "CustomMechanism",
@@ -32,5 +35,6 @@ __all__ = [
     "LocalGaussian",
     "LocalLaplace",
     "PrivatizedColumn",
+    "calibrate_bands",
     "privatize",
 ]

@@ -20,7 +20,7 @@ from dpbayes.nonparametric.diagnostics import check_convergence, diagnose
 from dpbayes.privacy import Guarantee
 from dpbayes.privacy.validation import check_array, check_positive, check_probability
 
-__all__ = ["DPMixtureFit", "simultaneous_band"]
+__all__ = ["DPMixtureFit", "band_at", "band_depths", "simultaneous_band"]
 
 _SUMMARY_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -48,18 +48,31 @@ def simultaneous_band(draws: np.ndarray, level: float) -> tuple[np.ndarray, np.n
     """
     level = check_probability(level, "level", open_interval=True)
     x = np.asarray(draws, dtype=float)
-    n_draws = x.shape[0]
-    flat = x.reshape(n_draws, -1)
+    srt, depth = band_depths(x.reshape(x.shape[0], -1))
+    lo, hi = band_at(srt, depth, level)
+    return lo.reshape(x.shape[1:]), hi.reshape(x.shape[1:])
+
+
+def band_depths(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted (draws, points) array and each draw's depth k_d (see
+    :func:`simultaneous_band`): computed once for bands at several levels."""
+    n_draws = flat.shape[0]
     srt = np.sort(flat, axis=0)
     depth = np.full(n_draws, n_draws)
     for j in range(flat.shape[1]):
         le = np.searchsorted(srt[:, j], flat[:, j], side="right")
         lt = np.searchsorted(srt[:, j], flat[:, j], side="left")
         depth = np.minimum(depth, np.minimum(le - 1, n_draws - 1 - lt))
+    return srt, depth
+
+
+def band_at(srt: np.ndarray, depth: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The simultaneous band at ``level`` from :func:`band_depths`' output."""
+    n_draws = srt.shape[0]
     need = int(np.ceil(level * n_draws))
     k = int(np.sort(depth)[::-1][need - 1])  # the need-th largest depth
     k = min(max(k, 0), (n_draws - 1) // 2)
-    return srt[k].reshape(x.shape[1:]), srt[n_draws - 1 - k].reshape(x.shape[1:])
+    return srt[k], srt[n_draws - 1 - k]
 
 
 @dataclass(frozen=True)
