@@ -29,7 +29,9 @@ __all__ = [
     "GRID_BOUND_RANGE",
     "SCALE_BITS",
     "ExactMoments",
+    "as_doubles",
     "combine_scaled_sums",
+    "double_saturating",
     "exact_gram",
     "exact_moments",
     "exact_sum",
@@ -63,6 +65,27 @@ def scaled_sum_fraction(parts: Iterable[tuple[int, int]]) -> Fraction:
     smin = min(s for s, _ in items)
     total = sum(m << (s - smin) for s, m in items)
     return Fraction(total << smin) if smin >= 0 else Fraction(total, 1 << -smin)
+
+
+def double_saturating(v: Any) -> float:
+    """float(v), or +-inf for a number beyond the double range (a Python int or Fraction
+    such as 10**400): a value like +-inf, which bounds clip, not an error raised for the
+    whole data set by one record's value."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
+def as_doubles(values: Any) -> np.ndarray:
+    """``values`` as a float64 array, numbers beyond the double range read as +-inf
+    (:func:`double_saturating`; numpy refuses the Python int 10**400 with
+    ``OverflowError``). Values that are not numbers raise as numpy raises."""
+    try:
+        return np.asarray(values, dtype=float)
+    except OverflowError:
+        obj = np.asarray(values, dtype=object)
+        return np.array([double_saturating(v) for v in obj.ravel()], dtype=float).reshape(obj.shape)
 
 
 def round_saturating(value: Fraction) -> float:

@@ -17,7 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from dpbayes.data.exact import exact_sum, exact_sum_fraction, round_saturating
+from dpbayes.data.exact import (
+    double_saturating,
+    exact_sum,
+    exact_sum_fraction,
+    round_saturating,
+)
 from dpbayes.privacy.validation import check_finite
 
 __all__ = ["KINDS", "ArraySource", "Source", "check_bounds"]
@@ -138,7 +143,8 @@ def _from_objects(items: np.ndarray, name: str) -> tuple[np.ndarray, int]:
                 return np.array(values, dtype=np.int64), nulls
             except OverflowError:
                 pass
-        return np.array([float(v) for v in values], dtype=np.float64), nulls
+        # a number beyond the doubles (10**400) is +-inf, which the bounds clip
+        return np.array([double_saturating(v) for v in values], dtype=np.float64), nulls
     kinds = sorted({type(v).__name__ for v in values})
     raise TypeError(
         f"{name} must hold numbers, booleans or strings of one kind, got a mix of {kinds}"
@@ -164,7 +170,10 @@ def _from_homogeneous(data: list[Any] | tuple[Any, ...]) -> tuple[np.ndarray, in
         except OverflowError:
             return None
     if types <= {int, float, np.int64, np.float64}:
-        arr = np.array(data, dtype=np.float64)
+        try:
+            arr = np.array(data, dtype=np.float64)
+        except OverflowError:  # an int beyond the doubles: the general path saturates it
+            return None
         mask = np.isnan(arr)  # NaN is NULL
         if types & {int, np.int64} and mask.any():
             # ints with NULLs: the values left may all be ints (an int column), which

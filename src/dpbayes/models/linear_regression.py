@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpbayes.data.exact import as_doubles
 from dpbayes.display import PosteriorDisplay
 from dpbayes.privacy.validation import check_array, check_int, check_positive
 
@@ -355,26 +356,6 @@ def scale_into_ball(x: np.ndarray, radius: float | None) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):  # rows inside: not used
         scaled = np.where(np.abs(xa) < norms * 2.0**-26, 0.0, (xa / norms) * radius)
     return np.asarray(np.where(outside, scaled, xa))
-
-
-def _double(v: Any) -> float:
-    """float(v), or +-inf for a number beyond the double range (a Python int > 1.8e308)."""
-    try:
-        return float(v)
-    except OverflowError:
-        return float("inf") if v > 0 else float("-inf")
-
-
-def as_doubles(value: Any) -> np.ndarray:
-    """``value`` as a float64 array, a number beyond the double range (an exact integer
-    such as 10**400, which numpy refuses with ``OverflowError``) read as +-inf: a value
-    like +-inf, which the bounds clip, not an error raised for the whole data set by one
-    record's value (ssp/PROOF.md §7)."""
-    try:
-        return np.asarray(value, dtype=float)
-    except OverflowError:
-        obj = np.asarray(value, dtype=object)
-        return np.array([_double(v) for v in obj.ravel()], dtype=float).reshape(obj.shape)
 
 
 def _frame_doubles(frame: Any) -> np.ndarray:

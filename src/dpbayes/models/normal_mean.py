@@ -10,6 +10,7 @@ non-private.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -92,7 +93,14 @@ class NormalMean:
             sd = self.prior_sd / math.sqrt(1.0 + n / r)
         else:
             sd = self.noise_sd / math.sqrt(r + n)
-        return Normal(mean, sd)
+        # Both terms of the mean are finite, their sum can overflow (prior_mean and a noisy
+        # total near the largest double); the sd can underflow (noise_sd 1e-322 at n 1600).
+        # A noisy n then made this step fail after the noise with a probability that
+        # depends on the data (a free bit: failures are not charged): the mean is clamped
+        # to the doubles and the sd kept at least the smallest positive double instead.
+        if not math.isfinite(mean):
+            mean = math.copysign(sys.float_info.max, mean)
+        return Normal(mean, max(sd, math.ulp(0.0)))
 
     def mean_weights(self, n: float) -> tuple[float, float]:
         """(r, w) of the posterior mean prior_mean w + total / (r + n) at ``n`` records:

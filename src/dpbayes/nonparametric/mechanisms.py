@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes.data.exact import as_doubles
 from dpbayes.nonparametric import kernels
 from dpbayes.nonparametric.truncnorm import Intervals, log_diff_ndtr
 from dpbayes.privacy import GaussianMechanism, Guarantee, LaplaceMechanism
@@ -55,22 +56,12 @@ def _clip(x: np.ndarray, r: float) -> np.ndarray:
     return np.clip(x, -r, r)
 
 
-def _double(v: Any) -> float:
-    try:
-        return float(v)
-    except OverflowError:  # an exact number beyond the doubles (the Python int 10**400)
-        return math.inf if v > 0 else -math.inf
-
-
 def _as_doubles(values: Any) -> Any:
     """``values`` as doubles, a number beyond the double range read as +-inf (then clipped
     to +-r like any value beyond r): numpy refuses the Python int 10**400 with
     ``OverflowError``, which stopped the whole column's release on one person's value."""
     try:
-        return np.asarray(values, dtype=float)
-    except OverflowError:
-        obj = np.asarray(values, dtype=object)
-        return np.array([_double(v) for v in obj.ravel()], dtype=float).reshape(obj.shape)
+        return as_doubles(values)
     except (TypeError, ValueError):
         return values  # not numbers: check_array refuses them as before
 

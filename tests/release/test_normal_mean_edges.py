@@ -1,0 +1,69 @@
+"""The Normal-mean release at numerical edges (an attacker's review): no failure that
+depends on the data, before the noise (a number beyond the doubles) or after it (the
+posterior step at extreme priors)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dpbayes.models import NormalMean
+from dpbayes.models.statistics import SumStatistics
+from dpbayes.privacy import Accountant
+from dpbayes.release.base import release
+
+HUGE = 10**400
+
+
+@pytest.mark.parametrize(
+    ("record", "as_bound"),
+    [(HUGE, 1.0), (-HUGE, 0.0), (Fraction(HUGE), 1.0), (-Fraction(HUGE), 0.0)],
+    ids=["int", "-int", "Fraction", "-Fraction"],
+)
+def test_a_number_beyond_the_doubles_is_clamped_like_inf(record, as_bound):
+    """[1, 0, 10**400] raised OverflowError (nothing spent) where [1, 0, 1] released."""
+    m = NormalMean(lower=0.0, upper=1.0)
+    for data, same in (
+        ([1, 0, record], [1, 0, as_bound]),
+        ([0.5, 0.5, record], [0.5, 0.5, as_bound]),
+    ):
+        assert m.statistics(data) == m.statistics(same)
+    for neighbours in ("substitute", "add_remove"):
+        acc = Accountant(epsilon=10.0, simulation=True)
+        release(
+            m, [1, 0, record], mechanism="laplace", epsilon=1.0, neighbours=neighbours,
+            accountant=acc, rng=0,
+        )  # fmt: skip
+        assert acc.spent[0] == pytest.approx(1.0)
+    release(m, [0.5, 0.5, record], mechanism="input", epsilon=1.0, delta=1e-6, rng=0)
+
+
+def test_the_posterior_step_returns_a_posterior_for_every_noisy_count():
+    """noise_sd = 1e-322: the sd underflowed to 0 for noisy counts >= 1600 and the release
+    failed after its noise with a probability that depends on n (0.39 against 0.61 at
+    n = 1599 and 1600, eps 1)."""
+    m = NormalMean(lower=0.0, upper=1.0, noise_sd=1e-322)
+    for n_hat in (1, 1599, 1600, 10**6, 10**30):
+        post = m.posterior_from(SumStatistics(n=n_hat, total=0.5 * n_hat))
+        assert post.sd > 0 and math.isfinite(post.loc)
+    big = sys.float_info.max
+    for noise_sd in np.geomspace(0.1, 10.0, 9):
+        m = NormalMean(lower=-big, upper=big, prior_mean=big, noise_sd=float(noise_sd))
+        for n_hat in (1, 2, 3):
+            post = m.posterior_from(SumStatistics(n=n_hat, total=big))
+            assert math.isfinite(post.loc) and post.sd > 0
+
+
+def test_add_remove_release_never_fails_after_the_noise_at_a_subnormal_noise_sd():
+    m = NormalMean(lower=0.0, upper=1.0, noise_sd=1e-322)
+    acc = Accountant(epsilon=100.0, simulation=True)
+    for seed in range(40):
+        release(
+            m, [0.5] * 1600, mechanism="laplace", epsilon=1.0, neighbours="add_remove",
+            accountant=acc, rng=seed,
+        )  # fmt: skip
+    assert len(acc.spends) == 40
