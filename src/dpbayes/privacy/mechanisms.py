@@ -13,9 +13,11 @@ numpy Generator it is a seeded simulation and the guarantee says ``simulation=Tr
 from __future__ import annotations
 
 import decimal
+import functools
 import math
 import sys
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -67,6 +69,17 @@ def _neighbours(value: Any) -> Neighbours:
 MAX_NOISE_SCALE = 1e250
 
 
+def laplace_scale(sensitivity: float, epsilon: float) -> float:
+    """sensitivity / epsilon rounded up: the smallest double b with sensitivity / b <= eps
+    exactly (an infinite or zero quotient is returned as it is, for the scale checks to
+    refuse). Rounded to nearest, the scale was below the real quotient for about half of
+    all (sensitivity, eps) pairs, a loss of eps (1 + ~1e-16) (found by review)."""
+    b = sensitivity / epsilon
+    while 0.0 < b < math.inf and Fraction(sensitivity) > Fraction(epsilon) * Fraction(b):
+        b = math.nextafter(b, math.inf)
+    return b
+
+
 def _check_noise_scale(scale: float, epsilon: float) -> None:
     """Refuse, before any noise, a scale above ``MAX_NOISE_SCALE`` or one that underflows
     to 0: noise of infinite scale is inf or NaN, and what a release computes from it fails after the
@@ -110,9 +123,9 @@ class LaplaceMechanism:
         object.__setattr__(self, "neighbours", _neighbours(self.neighbours))
         _check_noise_scale(self.scale, self.epsilon)
 
-    @property
+    @functools.cached_property
     def scale(self) -> float:
-        return self.sensitivity / self.epsilon
+        return laplace_scale(self.sensitivity, self.epsilon)
 
     @property
     def variance(self) -> float:
@@ -405,9 +418,9 @@ class GeometricMechanism:
                 "drawn exactly (use laplace)"
             )
 
-    @property
+    @functools.cached_property
     def scale(self) -> float:
-        return self.sensitivity / self.epsilon
+        return laplace_scale(self.sensitivity, self.epsilon)
 
     @property
     def variance(self) -> float:
