@@ -101,3 +101,17 @@ def test_a_custom_mechanism_cannot_be_simulated(small_fit):
     fit = replace(small_fit, model=DPMixture(mechanism=custom, base=(0.0, 1.0)))
     with pytest.raises(ValueError, match="fit: calibrate_bands simulates the local mechanism"):
         calibrate_bands(fit, GRID, refits=2, rng=0, progress=False)
+
+
+def test_the_bias_corrected_target_and_the_plain_bootstrap(small_fit):
+    """The target is the fitted CDF minus the refits' bias; without the correction the
+    same refits (same seed) give the levels reported as uncorrected."""
+    cal = calibrate_bands(small_fit, GRID, 0.9, refits=3, draws=40, rng=5, progress=False)
+    fitted = small_fit.cdf(GRID)
+    np.testing.assert_allclose(cal.target, np.clip(fitted - cal.bias, 0.0, 1.0))
+    plain = calibrate_bands(
+        small_fit, GRID, 0.9, refits=3, draws=40, rng=5, progress=False, bias_correction=False
+    )
+    np.testing.assert_array_equal(plain.target, fitted)
+    np.testing.assert_array_equal(plain.bias, cal.bias)  # the same refits
+    assert (plain.pointwise_level, plain.simultaneous_level) == cal.uncorrected_levels

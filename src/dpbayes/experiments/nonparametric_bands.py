@@ -5,7 +5,8 @@ The truth, mechanisms and check points are those of :mod:`dpbayes.experiments.no
 (mechanism, eps, n) and run: the DP-mixture fit, its 95% credible bands (pointwise and
 simultaneous) and the bands of
 :func:`~dpbayes.nonparametric.calibration.calibrate_bands` (credible levels chosen by
-refits on data simulated from the fitted P), each checked against the true CDF. Writes
+refits on data simulated from the fitted P; with its bias correction, the default, and
+without), each checked against the true CDF. Writes
 the runs, a summary per cell (mean coverage with its standard error over runs, the mean
 calibrated levels and band widths) and a figure of the coverage per cell.
 """
@@ -77,6 +78,9 @@ def one_run(
     cal_s = time.perf_counter() - t0
     clo, chi = cal.pointwise
     cslo, cshi = cal.simultaneous
+    plain_pw, plain_sim = cal.uncorrected_levels
+    plo, phi = fit.cdf_band(CHECK, plain_pw)
+    pslo, pshi = fit.cdf_band(CHECK, plain_sim, kind="simultaneous")
     return {
         "mechanism": kind,
         "epsilon": eps,
@@ -89,6 +93,10 @@ def one_run(
         "calibrated_pointwise_coverage": float(np.mean(_covered(clo, chi, truth))),
         "calibrated_simultaneous_covered": int(np.all(_covered(cslo, cshi, truth))),
         "calibrated_pointwise_width": float(np.mean(chi - clo)),
+        "plain_pointwise_level": plain_pw,
+        "plain_simultaneous_level": plain_sim,
+        "plain_pointwise_coverage": float(np.mean(_covered(plo, phi, truth))),
+        "plain_simultaneous_covered": int(np.all(_covered(pslo, pshi, truth))),
         "capped": int(cal.capped),
         "fit_seconds": round(fit_s, 2),
         "calibration_seconds": round(cal_s, 2),
@@ -107,8 +115,12 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "credible_simultaneous_covered",
             "calibrated_pointwise_coverage",
             "calibrated_simultaneous_covered",
+            "plain_pointwise_coverage",
+            "plain_simultaneous_covered",
             "calibrated_pointwise_level",
             "calibrated_simultaneous_level",
+            "plain_pointwise_level",
+            "plain_simultaneous_level",
             "credible_pointwise_width",
             "calibrated_pointwise_width",
         ):
@@ -140,11 +152,14 @@ def _figure(out: Path, summary: list[dict[str, Any]]) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 1.3 * len(summary) * 2), 3.6))
     for ax, kind in zip(axes, ("pointwise", "simultaneous"), strict=True):
         suffix = "coverage" if kind == "pointwise" else "covered"
-        for shift, which, colour in ((-0.12, "credible", "grey"), (0.12, "calibrated", "C0")):
+        for shift, which, colour, label in (
+            (-0.18, "credible", "grey", "95% credible level"),
+            (0.0, "plain", "C1", "calibrated, plain bootstrap"),
+            (0.18, "calibrated", "C0", "calibrated, bias-corrected (default)"),
+        ):
             key = f"{which}_{kind}_{suffix}"
             y = [s[key] for s in summary]
             err = [0.0 if np.isnan(s[key + "_se"]) else s[key + "_se"] for s in summary]
-            label = "95% credible level" if which == "credible" else "calibrated level"
             ax.errorbar(x + shift, y, yerr=err, fmt="o", color=colour, label=label, capsize=3)
         ax.axhspan(LEVEL - 0.03, LEVEL + 0.03, color="C2", alpha=0.15, label="0.95 +- 0.03")
         ax.set_xticks(x, labels, fontsize=7)

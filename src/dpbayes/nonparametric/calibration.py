@@ -202,8 +202,12 @@ class BandCalibration:
     at the credible levels ``pointwise_level`` / ``simultaneous_level``.
     ``coverage_pointwise[j]`` / ``coverage_simultaneous[j]``: in the refits, the fraction
     of (refit, grid point) pairs / of refits whose band at credible level
-    ``CANDIDATE_LEVELS[j]`` held the CDF of the fitted P. ``capped``: some kind did not
-    reach ``level`` even at the widest candidate (0.999); its band is that one.
+    ``CANDIDATE_LEVELS[j]`` held ``target``. ``capped``: some kind did not reach ``level``
+    even at the widest candidate (0.999); its band is that one. ``target``: the CDF values
+    on ``grid`` the refits were checked against (the fitted P's, minus ``bias`` with the
+    bias correction); ``bias``: the refits' mean posterior CDF minus the fitted P's;
+    ``uncorrected_levels``: the (pointwise, simultaneous) levels checked against the
+    fitted P itself (the plain bootstrap), for comparison.
     """
 
     grid: np.ndarray
@@ -216,6 +220,9 @@ class BandCalibration:
     coverage_pointwise: np.ndarray
     coverage_simultaneous: np.ndarray
     capped: bool
+    target: np.ndarray
+    bias: np.ndarray
+    uncorrected_levels: tuple[float, float]
 
 
 def _pick_level(coverage: np.ndarray, level: float) -> tuple[float, bool]:
@@ -269,6 +276,7 @@ def calibrate_bands(
     chains: int = 2,
     rng: Any = None,
     progress: bool | None = None,
+    bias_correction: bool = True,
 ) -> BandCalibration:
     """Pointwise and simultaneous CDF bands calibrated to frequentist coverage ``level``.
 
@@ -280,14 +288,23 @@ def calibrate_bands(
     mean of P and privatised by the fit's local mechanism, the model is refitted on each
     (``draws`` saved draws, default min(fit's draws, 300), half as many warm-up sweeps,
     ``chains`` chains) and the credible level returned is the smallest candidate whose
-    bands held the fitted P's CDF at ``grid`` with frequency >= ``level`` (pointwise:
-    over refits and grid points; simultaneous: over refits). The bands are then drawn
-    from the fit itself at those levels.
+    bands held the target CDF at ``grid`` with frequency >= ``level`` (pointwise: over
+    refits and grid points; simultaneous: over refits). The bands are then drawn from
+    the fit itself at those levels.
+
+    The target: the fitted P is a posterior mean, already smoothed, so the refits' error
+    around it understates the error around a truth that is rougher (their bias, the
+    smoothing of a smoothed P, is smaller). With ``bias_correction`` (default) the target
+    is the fitted CDF minus that bias as the refits measure it, F_hat - (mean of the
+    refits' posterior means - F_hat), clipped to [0, 1]: the first-order bias correction
+    of a bootstrap for curve estimates. Without it, the target is the fitted CDF (the
+    plain bootstrap; it under-covered at n = 10,000 in the experiment).
 
     Privacy: post-processing of the privatised column (the simulated columns are noise
     from a seeded generator and carry no guarantee); nothing is spent. Cost: ``refits``
-    fits. The calibrated level depends on ``grid``: the coverage asked for is that of the
-    points given.
+    fits, and ``refits`` x draws x chains x len(grid) doubles held at once (about 2 MB
+    for the defaults and 19 grid points). The calibrated level depends on ``grid``: the
+    coverage asked for is that of the points given.
     """
     from dpbayes.nonparametric.mechanisms import CustomMechanism
 
@@ -303,9 +320,8 @@ def calibrate_bands(
             "gives only a log-density: fit with LocalLaplace or LocalGaussian"
         )
     gen = noise_source(rng).generator()
-    truth = np.asarray(fit.cdf(g), dtype=float)
-    pointwise = np.zeros(CANDIDATE_LEVELS.size)
-    simultaneous = np.zeros(CANDIDATE_LEVELS.size)
+    fitted = np.asarray(fit.cdf(g), dtype=float)
+    refit_draws: list[np.ndarray] = []
     bar = Progress(refits, "calibrating bands", unit="refit", show=progress)
     try:
         for _ in range(refits):
@@ -319,16 +335,31 @@ def calibrate_bands(
                 progress=False,
                 diagnostics=False,
             )
-            pw, sim = _coverage_by_level(refit.cdf_draws(g).reshape(-1, g.size), truth)
-            pointwise += pw
-            simultaneous += sim
+            refit_draws.append(refit.cdf_draws(g).reshape(-1, g.size))
             bar.update(1)
     finally:
         bar.close()
-    pointwise /= refits
-    simultaneous /= refits
+    # the refits' posterior means estimate the smoothing bias at the fitted P; the truth
+    # is estimated one such bias further out (the bias at the truth is larger than at the
+    # fitted P, which is already smoothed)
+    bias = np.mean([d.mean(axis=0) for d in refit_draws], axis=0) - fitted
+    target = np.clip(fitted - bias, 0.0, 1.0) if bias_correction else fitted
+    curves = {}
+    for name, t in (("target", target), ("fitted", fitted)):
+        pw = np.zeros(CANDIDATE_LEVELS.size)
+        sim = np.zeros(CANDIDATE_LEVELS.size)
+        for d in refit_draws:
+            a, b = _coverage_by_level(d, t)
+            pw += a
+            sim += b
+        curves[name] = (pw / refits, sim / refits)
+        if not bias_correction:
+            curves["fitted"] = curves["target"]
+            break
+    pointwise, simultaneous = curves["target"]
     pw_level, pw_cap = _pick_level(pointwise, level)
     sim_level, sim_cap = _pick_level(simultaneous, level)
+    plain = (_pick_level(curves["fitted"][0], level)[0], _pick_level(curves["fitted"][1], level)[0])
     return BandCalibration(
         grid=g,
         level=level,
@@ -340,4 +371,7 @@ def calibrate_bands(
         coverage_pointwise=pointwise,
         coverage_simultaneous=simultaneous,
         capped=pw_cap or sim_cap,
+        target=target,
+        bias=bias,
+        uncorrected_levels=plain,
     )
