@@ -220,3 +220,15 @@ def test_a_node_with_too_many_parents_is_refused_in_the_plan_naming_it(
         rng=0,
     )
     assert len(r.released["coefficients"]) == 2**17 and r.guarantee.epsilon == 1.0
+
+
+def test_a_model_fourier_cannot_take_is_refused_before_the_data_are_read():
+    """The public refusal (non-binary variables) comes first, also for data whose own
+    check would refuse (a missing value): a refusal bound to come does not wait for it."""
+    import dpbayes as dpb
+    from dpbayes.models import BayesNet
+
+    m3 = BayesNet({"a": [0, 1, 2], "b": [0, 1]}, [("a", "b")])
+    for data in ({"a": [0, 1], "b": [0, 1]}, {"a": [0, None], "b": [0, 1]}):
+        with pytest.raises(ValueError, match="needs binary variables"):
+            dpb.release(m3, data, mechanism="fourier", epsilon=1.0)

@@ -177,7 +177,7 @@ def stealth_raise(model: BayesNet, scale: float, stealth: float, noise_empty: bo
     return float(optimize.brentq(excess, 0.0, hi, xtol=1e-10 * scale))
 
 
-@register("fourier", BayesNet, options=("stealth",), record=FourierRecord)
+@register("fourier", BayesNet, options=("stealth",), record=FourierRecord, precheck=_check_binary)
 def plan_fourier(
     model: BayesNet,
     stats_: BayesNetStatistics,
