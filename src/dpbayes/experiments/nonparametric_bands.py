@@ -149,7 +149,7 @@ def _figure(out: Path, summary: list[dict[str, Any]]) -> Path:
 
     labels = [f"{s['mechanism'][:3]} eps {s['epsilon']:g}\nn {s['n']}" for s in summary]
     x = np.arange(len(summary))
-    fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 1.3 * len(summary) * 2), 3.6))
+    fig, axes = plt.subplots(2, 1, figsize=(max(7.0, 1.25 * len(summary)), 7.0))
     for ax, kind in zip(axes, ("pointwise", "simultaneous"), strict=True):
         suffix = "coverage" if kind == "pointwise" else "covered"
         for shift, which, colour, label in (
@@ -167,7 +167,8 @@ def _figure(out: Path, summary: list[dict[str, Any]]) -> Path:
         ax.set_ylim(0.5, 1.02)
         ax.set_ylabel("coverage at the fixed truth")
         ax.set_title(f"{kind} 95% bands", fontsize=10)
-        ax.legend(fontsize=7, loc="lower left")
+        if kind == "pointwise":
+            ax.legend(fontsize=7, loc="lower center", ncol=2)
     fig.tight_layout()
     path = out / "nonparametric_bands.png"
     fig.savefig(path, dpi=120)
