@@ -50,3 +50,10 @@ def test_a_filter_does_not_report_eps_zero_from_the_kl_shortcut():
     for _ in range(2):
         acc.spend(e)
     assert acc.spent[0] >= want
+
+
+def test_a_gaussian_ratio_without_a_finite_rho_falls_back_to_basic_composition():
+    """sigma / Delta_2 = 1e-170: 1 / (2 z^2) divided by zero (a loaded ledger's record)."""
+    gauss = Event(1e3, 1e-6, 1e-170)
+    assert compose([gauss], "rdp", 1e-5) == (1e3, 1e-6)
+    assert compose([gauss, Event(0.1, 0.0)], "rdp", 1e-5, adaptive=True) == (1000.1, 1e-6)

@@ -233,10 +233,10 @@ def _rdp_epsilon(groups: Counter[Event], target_delta: float) -> float:
     rest_eps: list[float] = []
     rest_delta: list[float] = []
     for ev, count in groups.items():
-        if ev.gaussian_ratio is not None:
-            rho.append(count / (2.0 * ev.gaussian_ratio**2))  # RDP a / (2 z^2)
-        elif ev.delta == 0:
-            rho.append(count * ev.epsilon**2 / 2.0)  # Bun & Steinke 2016, Prop. 1.4
+        if ev.gaussian_ratio is not None or ev.delta == 0:
+            # RDP a / (2 z^2) (Gaussian), eps^2 / 2-zCDP (pure: Bun & Steinke 2016, Prop.
+            # 1.4); a ratio below ~1e-162 or an eps above ~1e154 has no finite rho
+            rho.append(_rho_of(ev) * count)
         else:
             rest_eps.append(ev.epsilon * count)
             rest_delta.append(ev.delta * count)
@@ -244,6 +244,15 @@ def _rdp_epsilon(groups: Counter[Event], target_delta: float) -> float:
     if left <= 0:
         return math.inf
     return zcdp_epsilon(math.fsum(rho), left) + math.fsum(rest_eps)
+
+
+def _rho_of(ev: Event) -> float:
+    try:
+        if ev.gaussian_ratio is not None:
+            return 1.0 / (2.0 * ev.gaussian_ratio**2)
+        return ev.epsilon**2 / 2.0
+    except (OverflowError, ZeroDivisionError):
+        return math.inf
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
