@@ -200,9 +200,10 @@ class Mechanism:
     planner scales its add/remove sensitivity by k rows per user itself (it receives
     ``rows_per_user=k``); otherwise user-level data run at the group-privacy budget.
     ``record``: the typed record of the facts its releases publish (``Release.record``).
-    ``precheck(model)``: raises on a model the planner would refuse (its public bounds),
-    before :func:`plan` reads the data: a refusal must not wait for statistics whose
-    computation could fail on one record.
+    ``precheck(model, *, epsilon, delta, neighbours, **options)``: raises on a model,
+    privacy parameters or options the planner would refuse (public facts), before
+    :func:`plan` reads the data: a refusal must not wait for statistics whose computation
+    could fail on one record.
     """
 
     name: str
@@ -211,7 +212,7 @@ class Mechanism:
     record: type[PublicRecord]
     options: frozenset[str] = frozenset()
     user_level: bool = False
-    precheck: Callable[[Any], object] | None = None
+    precheck: Callable[..., object] | None = None
 
 
 _REGISTRY: dict[tuple[str, type], Mechanism] = {}
@@ -249,14 +250,15 @@ def register(
     record: type[PublicRecord],
     options: tuple[str, ...] | frozenset[str] = (),
     user_level: bool = False,
-    precheck: Callable[[Any], object] | None = None,
+    precheck: Callable[..., object] | None = None,
 ) -> Callable[[Planner], Planner]:
     """Register a planner for ``mechanism`` on models of ``model_type``.
 
     ``record`` is the typed record its releases publish (the family's ``record.py``);
     ``options`` names the keyword options the planner accepts (:func:`plan` refuses any
     other); ``user_level=True`` if it takes ``rows_per_user=k`` and scales its sensitivity
-    (see :class:`Mechanism`); ``precheck(model)`` refuses a model before the data are read.
+    (see :class:`Mechanism`); ``precheck(model, *, epsilon, delta, neighbours, **options)``
+    refuses public facts the planner would refuse before the data are read.
     """
 
     def deco(fn: Planner) -> Planner:
@@ -437,8 +439,9 @@ def plan(
     if k is not None and native:
         options["rows_per_user"] = k
     group_k = None if k is None or native else k  # the group-privacy fallback's k
+    per_eps, per_delta = (eps, dlt) if group_k is None else group_privacy_budget(eps, dlt, group_k)
     if entry.precheck is not None:
-        entry.precheck(model)
+        entry.precheck(model, epsilon=per_eps, delta=per_delta, neighbours=rel, **options)
     try:
         stats = model.statistics(data, column=column)
     except TypeError as exc:
@@ -448,7 +451,6 @@ def plan(
             f"mechanism {mechanism!r} for {type(model).__name__} cannot read "
             f"contribution-bounded (user-level) data: {exc}"
         ) from None
-    per_eps, per_delta = (eps, dlt) if group_k is None else group_privacy_budget(eps, dlt, group_k)
     out = planner(
         model,
         stats,

@@ -177,7 +177,33 @@ def stealth_raise(model: BayesNet, scale: float, stealth: float, noise_empty: bo
     return float(optimize.brentq(excess, 0.0, hi, xtol=1e-10 * scale))
 
 
-@register("fourier", BayesNet, options=("stealth",), record=FourierRecord, precheck=_check_binary)
+def _public(
+    model: BayesNet,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    stealth: float = 0.9,
+    **_: Any,
+) -> tuple[float, LaplaceMechanism]:
+    """The fourier release's checks of public facts (model, privacy parameters, option),
+    run by :func:`plan` before the data are read too: (stealth, the noise mechanism)."""
+    if delta:
+        raise ValueError("delta must be 0 for the fourier mechanism (it is pure eps-DP)")
+    _check_binary(model)
+    st = check_probability(stealth, "stealth")
+    if st >= 1.0:
+        raise ValueError(f"stealth must be in [0, 1), got {st}")
+    mech = LaplaceMechanism(
+        epsilon=epsilon,
+        sensitivity=fourier_sensitivity(model, neighbours)[1],
+        neighbours=neighbours,
+        name="laplace on bayes-net fourier coefficients (paper 004 alg. 2)",
+    )
+    return st, mech
+
+
+@register("fourier", BayesNet, options=("stealth",), record=FourierRecord, precheck=_public)
 def plan_fourier(
     model: BayesNet,
     stats_: BayesNetStatistics,
@@ -198,20 +224,9 @@ def plan_fourier(
     (0 disables the raise). A release that still has negative cells says so
     (``released["negative_cells"]``, ``released["stealth"] = False``) and is truncated to 0.
     """
-    if delta:
-        raise ValueError("delta must be 0 for the fourier mechanism (it is pure eps-DP)")
-    _check_binary(model)
-    st = check_probability(stealth, "stealth")
-    if st >= 1.0:
-        raise ValueError(f"stealth must be in [0, 1), got {st}")
+    st, mech = _public(model, epsilon=epsilon, delta=delta, neighbours=neighbours, stealth=stealth)
     substitute = neighbours is Neighbours.SUBSTITUTE
     k, sens = fourier_sensitivity(model, neighbours)
-    mech = LaplaceMechanism(
-        epsilon=epsilon,
-        sensitivity=sens,
-        neighbours=neighbours,
-        name="laplace on bayes-net fourier coefficients (paper 004 alg. 2)",
-    )
     raise_by = stealth_raise(model, mech.scale, st, noise_empty=not substitute)
     closure = downward_closure(model)
     noised = [a for a in closure if a != 0 or not substitute]

@@ -44,7 +44,29 @@ def laplace_sensitivity(model: BayesNet, neighbours: Neighbours | str) -> float:
     return float(2 * k if rel is Neighbours.SUBSTITUTE else k)
 
 
-@register("laplace", BayesNet, user_level=True, record=LaplaceTablesRecord)
+def _public(
+    model: BayesNet,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    rows_per_user: int | None = None,
+    **_: Any,
+) -> LaplaceMechanism:
+    """The release's checks of public facts, run by :func:`plan` before the data are
+    read too: the noise mechanism (its scale checked)."""
+    if delta:
+        raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
+    factor, _user = user_level(rows_per_user, neighbours)
+    return LaplaceMechanism(
+        epsilon=epsilon,
+        sensitivity=laplace_sensitivity(model, neighbours) * factor,
+        neighbours=neighbours,
+        name="laplace on bayes-net posterior updates (paper 004 alg. 1)",
+    )
+
+
+@register("laplace", BayesNet, user_level=True, record=LaplaceTablesRecord, precheck=_public)
 def plan_laplace(
     model: BayesNet,
     stats: BayesNetStatistics,
@@ -61,16 +83,10 @@ def plan_laplace(
     mechanism is eps-DP; truncation to [0, n] uses only public n, so it is post-processing.
     On data bounded to k rows per user (``rows_per_user``) one user is k records: S x k.
     """
-    if delta:
-        raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
-    factor, user = user_level(rows_per_user, neighbours)
-    sens = laplace_sensitivity(model, neighbours) * factor
-    mech = LaplaceMechanism(
-        epsilon=epsilon,
-        sensitivity=sens,
-        neighbours=neighbours,
-        name="laplace on bayes-net posterior updates (paper 004 alg. 1)",
+    mech = _public(
+        model, epsilon=epsilon, delta=delta, neighbours=neighbours, rows_per_user=rows_per_user
     )
+    _, user = user_level(rows_per_user, neighbours)
     n = int(stats.n)
     substitute = neighbours is Neighbours.SUBSTITUTE
     upper = float(n) if substitute else math.inf
@@ -84,7 +100,7 @@ def plan_laplace(
     record = LaplaceTablesRecord(
         n=n if substitute else None,
         neighbours=neighbours,
-        sensitivity=sens,
+        sensitivity=mech.sensitivity,
         scale=mech.scale,
         **details,
     )

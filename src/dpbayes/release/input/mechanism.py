@@ -34,6 +34,7 @@ Two posteriors from the noisy data:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +97,7 @@ def plan_input_coin(
     return Plan(guarantee=guarantee, run=run)
 
 
-def _check_normal_bounds(model: NormalMean) -> None:
+def _check_normal_bounds(model: NormalMean, **_: Any) -> None:
     """The public bounds input perturbation needs (also before the data are read)."""
     if not max(abs(model.lower), abs(model.upper)) <= BOUND_LIMIT:
         raise ValueError(

@@ -54,7 +54,7 @@ __all__ = [
 WEIGHT_BOUND_RANGE = (1e-150, 1e150)
 
 
-def _check_bounds(model: BayesianLinearRegression) -> tuple[float, float, float]:
+def _check_bounds(model: BayesianLinearRegression, **_: Any) -> tuple[float, float, float]:
     """(B, B_y, W): the public bounds posterior sampling needs, checked (also before the
     data are read)."""
     fb, lb, wb = model.feature_bound, model.label_bound, model.weight_bound

@@ -492,14 +492,14 @@ def _facts(q: _QuadraticRelease, neighbours: Neighbours, n: int) -> dict[str, An
     }
 
 
-def _check_linear_bounds(model: BayesianLinearRegression) -> None:
+def _check_linear_bounds(model: BayesianLinearRegression, **_: Any) -> None:
     """The public bounds the linear SSP release needs (also before the data are read)."""
     if model.feature_bound is None or model.label_bound is None:
         raise ValueError("model must set feature_bound and label_bound for mechanism 'ssp'")
     _bounds_vector([model.feature_bound, model.label_bound])
 
 
-def _check_logistic_bounds(model: BayesianLogisticRegression) -> None:
+def _check_logistic_bounds(model: BayesianLogisticRegression, **_: Any) -> None:
     """The public bound the logistic SSP release needs (also before the data are read)."""
     if model.feature_bound is None:
         raise ValueError("model must set feature_bound for mechanism 'ssp'")
