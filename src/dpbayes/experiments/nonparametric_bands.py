@@ -13,7 +13,6 @@ calibrated levels and band widths) and a figure of the coverage per cell.
 
 from __future__ import annotations
 
-import csv
 import time
 import warnings
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from dpbayes.experiments._paper004 import write_csv
 from dpbayes.experiments.nonparametric import CHECK, mechanism, sample_truth, true_cdf
 from dpbayes.nonparametric import ConvergenceWarning, DPMixture
 from dpbayes.nonparametric.calibration import calibrate_bands
@@ -133,14 +133,6 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    with path.open("w", newline="") as fh:
-        wr = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        wr.writeheader()
-        wr.writerows(rows)
-    return path
-
-
 def _figure(out: Path, summary: list[dict[str, Any]]) -> Path:
     import matplotlib
 
@@ -190,7 +182,7 @@ def run(out_dir: str | Path, *, small: bool = False, seed: int = 0) -> list[Path
                 rows.append({"rep": rep, **one_run(kind, eps, n, gen, cfg)})
     summary = summarise(rows)
     return [
-        _write(out / "nonparametric_bands_runs.csv", rows),
-        _write(out / "nonparametric_bands_summary.csv", summary),
+        write_csv(out / "nonparametric_bands_runs.csv", rows),
+        write_csv(out / "nonparametric_bands_summary.csv", summary),
         _figure(out, summary),
     ]
