@@ -67,3 +67,13 @@ def test_add_remove_release_never_fails_after_the_noise_at_a_subnormal_noise_sd(
             accountant=acc, rng=seed,
         )  # fmt: skip
     assert len(acc.spends) == 40
+
+
+def test_none_beside_a_number_beyond_the_doubles_reads_as_missing():
+    """[0.5, None, 10**400] raised TypeError where [0.5, None, 1] read None as NaN: the
+    refusal's message told whether a huge value was present."""
+    from dpbayes.data.exact import as_doubles
+
+    got = as_doubles([0.5, None, HUGE])
+    assert got[0] == 0.5 and np.isnan(got[1]) and got[2] == np.inf
+    np.testing.assert_array_equal(np.isnan(as_doubles([0.5, None, 1])), [False, True, False])

@@ -70,7 +70,9 @@ def scaled_sum_fraction(parts: Iterable[tuple[int, int]]) -> Fraction:
 def double_saturating(v: Any) -> float:
     """float(v), or +-inf for a number beyond the double range (a Python int or Fraction
     such as 10**400): a value like +-inf, which bounds clip, not an error raised for the
-    whole data set by one record's value."""
+    whole data set by one record's value. None is NaN, as numpy reads it."""
+    if v is None:
+        return math.nan  # as numpy reads None in a float array
     try:
         return float(v)
     except OverflowError:

@@ -32,6 +32,7 @@ from dpbayes.data.exact import as_doubles
 from dpbayes.nonparametric import kernels
 from dpbayes.nonparametric.truncnorm import Intervals, log_diff_ndtr
 from dpbayes.privacy import GaussianMechanism, Guarantee, LaplaceMechanism
+from dpbayes.privacy.mechanisms import laplace_scale
 from dpbayes.privacy.validation import check_array, check_delta, check_epsilon, check_positive
 
 __all__ = ["R_RANGE", "CustomMechanism", "LocalGaussian", "LocalLaplace", "LocalMechanism"]
@@ -131,8 +132,9 @@ class LocalLaplace(_ClippedLocal):
 
     @property
     def scale(self) -> float:
-        """Laplace scale b = 2 r / epsilon (density e^{-|z - clip(x)|/b} / 2b)."""
-        return 2.0 * self.r / self.epsilon
+        """Laplace scale b = 2 r / epsilon, rounded up as the noise drawn is
+        (:func:`~dpbayes.privacy.mechanisms.laplace_scale`; density e^{-|z - clip(x)|/b} / 2b)."""
+        return laplace_scale(2.0 * self.r, self.epsilon)
 
     def params(self) -> dict[str, float]:
         return {"epsilon": self.epsilon, "r": self.r}

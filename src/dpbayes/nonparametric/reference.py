@@ -16,6 +16,7 @@ import numpy as np
 from scipy import special
 
 from dpbayes.nonparametric.sampler import ChainState
+from dpbayes.privacy.mechanisms import laplace_scale
 
 __all__ = ["POOL", "reference_laplace_sweep", "reference_new_weights"]
 
@@ -102,7 +103,7 @@ def reference_new_weights(
     zs: np.ndarray, *, epsilon: float, r: float, mu: float, sigma: float, tails: bool = True
 ) -> list[float]:
     """Prior predictive of clip(z_i) relative to max Q(z_i | .), per value (once per fit)."""
-    b = 2.0 * r / epsilon
+    b = laplace_scale(2.0 * r, epsilon)  # as LocalLaplace.scale
     norm = 1.0 if tails else math.exp(_log_diff_ndtr((-r - mu) / sigma, (r - mu) / sigma))
     out = []
     for v in zs:
@@ -130,7 +131,7 @@ def reference_laplace_sweep(
 
     ``new_w`` comes from :func:`reference_new_weights` (with the same ``tails``).
     """
-    b = 2.0 * r / epsilon
+    b = laplace_scale(2.0 * r, epsilon)  # as LocalLaplace.scale
     z = [float(v) for v in zs]
     n = len(z)
     cz = [min(max(v, -r), r) for v in z]
