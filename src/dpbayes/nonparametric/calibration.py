@@ -251,6 +251,14 @@ def _coverage_by_level(draws: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray
     return pointwise, simultaneous
 
 
+def _mean_coverage(
+    refit_draws: list[np.ndarray], target: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_coverage_by_level` averaged over the refits' (draws, points) arrays."""
+    curves = [_coverage_by_level(d, target) for d in refit_draws]
+    return np.mean([c[0] for c in curves], axis=0), np.mean([c[1] for c in curves], axis=0)
+
+
 def _sample_fitted_p(fit: Any, size: int, gen: np.random.Generator) -> np.ndarray:
     """``size`` values from the posterior mean of P (each from a uniformly chosen draw)."""
     atoms = fit.atoms.reshape(-1, fit.atoms.shape[-1])
@@ -344,22 +352,13 @@ def calibrate_bands(
     # fitted P, which is already smoothed)
     bias = np.mean([d.mean(axis=0) for d in refit_draws], axis=0) - fitted
     target = np.clip(fitted - bias, 0.0, 1.0) if bias_correction else fitted
-    curves = {}
-    for name, t in (("target", target), ("fitted", fitted)):
-        pw = np.zeros(CANDIDATE_LEVELS.size)
-        sim = np.zeros(CANDIDATE_LEVELS.size)
-        for d in refit_draws:
-            a, b = _coverage_by_level(d, t)
-            pw += a
-            sim += b
-        curves[name] = (pw / refits, sim / refits)
-        if not bias_correction:
-            curves["fitted"] = curves["target"]
-            break
-    pointwise, simultaneous = curves["target"]
+    pointwise, simultaneous = _mean_coverage(refit_draws, target)
+    plain_pw, plain_sim = (
+        _mean_coverage(refit_draws, fitted) if bias_correction else (pointwise, simultaneous)
+    )
     pw_level, pw_cap = _pick_level(pointwise, level)
     sim_level, sim_cap = _pick_level(simultaneous, level)
-    plain = (_pick_level(curves["fitted"][0], level)[0], _pick_level(curves["fitted"][1], level)[0])
+    plain = (_pick_level(plain_pw, level)[0], _pick_level(plain_sim, level)[0])
     return BandCalibration(
         grid=g,
         level=level,
