@@ -60,21 +60,45 @@ def test_the_level_picked_is_the_smallest_that_reaches_the_target():
     assert _pick_level(np.full(CANDIDATE_LEVELS.size, 0.5), 0.95) == (0.999, True)
 
 
+def test_the_simultaneous_level_is_the_conformal_order_statistic_of_the_refits():
+    """One yes/no per refit: with 20 refits at 0.95 all 20 must cover (k = ceil(0.95 x 21)),
+    not 19; with too few refits for the level no candidate qualifies (capped)."""
+    rng = np.random.default_rng(3)
+    minimal = rng.choice(CANDIDATE_LEVELS[:-1], size=20, replace=False)
+    cov = (minimal[:, None] <= CANDIDATE_LEVELS).mean(axis=0)  # fraction of refits covered
+    assert _pick_level(cov, 0.95, 20) == (float(np.max(minimal)), False)
+    assert _pick_level(cov, 0.90, 20) == (float(np.sort(minimal)[-2]), False)  # k = 19
+    assert _pick_level(cov, 0.99, 20) == (0.999, True)  # k = 21 > 20 refits
+
+
+def test_a_run_exchangeable_with_the_refits_needs_at_most_the_level_picked_at_its_rate():
+    """Minimal covering levels drawn i.i.d.: a new run needs at most the simultaneous level
+    picked from 20 refits with frequency >= 0.95 (k / 21 = 0.952; the rule 'fraction of
+    refits >= 0.95' gave 19 / 21 = 0.905)."""
+    rng = np.random.default_rng(4)
+    hits = []
+    for _ in range(3000):
+        minimal = CANDIDATE_LEVELS[rng.integers(0, CANDIDATE_LEVELS.size - 1, size=21)]
+        cov = (minimal[:20, None] <= CANDIDATE_LEVELS).mean(axis=0)
+        hits.append(minimal[20] <= _pick_level(cov, 0.95, 20)[0])
+    assert np.mean(hits) >= 0.94  # se 0.004 at 0.952
+
+
 def test_calibrated_bands_are_the_fits_bands_at_the_levels_its_refits_choose(small_fit):
-    cal = calibrate_bands(small_fit, GRID, 0.9, refits=3, draws=40, rng=11, progress=False)
-    for kind, lev, cov in (
-        ("pointwise", cal.pointwise_level, cal.coverage_pointwise),
-        ("simultaneous", cal.simultaneous_level, cal.coverage_simultaneous),
+    cal = calibrate_bands(small_fit, GRID, 0.9, refits=12, draws=40, rng=11, progress=False)
+    for kind, lev, cov, need in (
+        ("pointwise", cal.pointwise_level, cal.coverage_pointwise, 0.9),
+        ("simultaneous", cal.simultaneous_level, cal.coverage_simultaneous, 12 / 12),
     ):
         j = int(np.flatnonzero(CANDIDATE_LEVELS == lev)[0])
-        assert cov[j] >= 0.9 or cal.capped
-        assert j == 0 or cov[j - 1] < 0.9
+        assert cov[j] >= need or cal.capped
+        assert j == 0 or cov[j - 1] < need
         lo, hi = small_fit.cdf_band(GRID, lev, kind=kind)
         got = cal.pointwise if kind == "pointwise" else cal.simultaneous
         np.testing.assert_array_equal(got[0], lo)
         np.testing.assert_array_equal(got[1], hi)
-    assert cal.refits == 3 and cal.level == 0.9
-    again = calibrate_bands(small_fit, GRID, 0.9, refits=3, draws=40, rng=11, progress=False)
+    assert cal.refits == 12 and cal.level == 0.9
+    again = calibrate_bands(small_fit, GRID, 0.9, refits=12, draws=40, rng=11, progress=False)
     assert again.pointwise_level == cal.pointwise_level  # seeded: reproducible
     np.testing.assert_array_equal(again.coverage_simultaneous, cal.coverage_simultaneous)
 
