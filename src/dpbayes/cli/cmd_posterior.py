@@ -8,20 +8,30 @@ import warnings
 from typing import Any
 
 from dpbayes.cli.common import add_json_argument, add_quiet_argument
+from dpbayes.cli.posterior_column import add_column_arguments, refuse_column_flags, run_column
 from dpbayes.release.display import released_text
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "posterior",
-        help="noise-aware posterior of a released JSON (no data needed)",
+        help="noise-aware posterior of a released JSON or a privatised column",
         description=(
             "Read a release written by `dpbayes release --json` and print the posterior "
             "that accounts for the privacy noise (computed from the released values and "
-            "public facts only), next to the naive one."
+            "public facts only), next to the naive one; or read a column written by "
+            "`dpbayes privatize` and print the posterior of the distribution of the true "
+            "values (paper 001)."
         ),
     )
-    p.add_argument("--release", required=True, metavar="RELEASE.json", help="the release file")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--release", metavar="RELEASE.json", help="the release file")
+    which.add_argument(
+        "--privatized",
+        metavar="VALUES.csv",
+        help="a column written by `dpbayes privatize` (CSV or Parquet, its guarantee beside "
+        "it): the posterior of the distribution of the true values (paper 001's DP mixture)",
+    )
     p.add_argument("--level", type=float, default=0.95, help="credible level (default 0.95)")
     add_json_argument(p, "the noise-aware (and naive) posterior")
     p.add_argument(
@@ -55,6 +65,7 @@ def register(sub: Any) -> None:
         help="for releases whose n is private (add/remove, user level): a Normal prior on "
         "the number of records (default: flat, the improper uniform on n >= 0)",
     )
+    add_column_arguments(p)
     p.set_defaults(handler=run)
 
 
@@ -83,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
     )
     from dpbayes.release.reader import read_release
 
+    if args.privatized is not None:
+        return run_column(args)
+    refuse_column_flags(args)
     level = check_probability(args.level, "--level", open_interval=True)
     # the outputs are checked before the slow part, and never onto the release they read
     check_outputs({"--out": args.out, "--json": args.json}, keep={"--release": args.release})

@@ -22,7 +22,12 @@ from dpbayes.nonparametric.calibration import BandCalibration, calibrate_bands
 from dpbayes.nonparametric.diagnostics import ConvergenceWarning
 from dpbayes.nonparametric.fit import DPMixtureFit
 from dpbayes.nonparametric.mechanisms import CustomMechanism, LocalGaussian, LocalLaplace
-from dpbayes.nonparametric.privatize import PrivatizedColumn, privatize
+from dpbayes.nonparametric.privatize import (
+    PrivatizedColumn,
+    mechanism_of,
+    privatize,
+    read_privatized,
+)
 from dpbayes.nonparametric.sampler import DPMixture
 
 __all__ = [
@@ -36,5 +41,7 @@ __all__ = [
     "LocalLaplace",
     "PrivatizedColumn",
     "calibrate_bands",
+    "mechanism_of",
     "privatize",
+    "read_privatized",
 ]

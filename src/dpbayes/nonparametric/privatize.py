@@ -9,15 +9,17 @@ carries its :class:`~dpbayes.privacy.Guarantee`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dpbayes.privacy import Guarantee, RandomizedResponse
 
-__all__ = ["MECHANISMS", "PrivatizedColumn", "privatize"]
+__all__ = ["MECHANISMS", "PrivatizedColumn", "mechanism_of", "privatize", "read_privatized"]
 
 MECHANISMS = ("laplace", "gaussian", "randomized-response")
 
@@ -105,3 +107,100 @@ def privatize(
     if mechanism == "gaussian":
         return LocalGaussian(epsilon=epsilon, delta=delta, r=r).privatize(values, rng=rng)  # type: ignore[no-any-return]
     raise ValueError(f"mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
+
+
+def mechanism_of(guarantee: Guarantee) -> Any:
+    """The local mechanism (:class:`LocalLaplace` / :class:`LocalGaussian`) a numeric
+    column's guarantee describes: the analyst's likelihood model Q.
+
+    The mechanism is rebuilt from (epsilon, delta, r, calibration) and its own guarantee
+    must equal the one given, so a guarantee edited by hand (a scale that does not follow
+    from its eps and r) is refused rather than modelled with the wrong noise.
+    """
+    from dpbayes.nonparametric.mechanisms import LocalGaussian, LocalLaplace
+
+    details = dict(guarantee.details)
+    name = guarantee.mechanism
+    if name.startswith("randomized"):
+        raise ValueError(
+            "guarantee: randomized response releases categories; the DP mixture models real "
+            "values (a column privatised by laplace or gaussian)"
+        )
+    if not details.get("local") or "r" not in details:
+        raise ValueError(
+            f"guarantee: not that of a locally privatised column ({guarantee.describe()}); "
+            "expected the file `dpbayes privatize` writes beside its output"
+        )
+    try:
+        if name == "laplace":
+            mech: Any = LocalLaplace(epsilon=guarantee.epsilon, r=details["r"])
+        elif name.startswith("gaussian (") and name.endswith(")"):
+            mech = LocalGaussian(
+                epsilon=guarantee.epsilon,
+                delta=guarantee.delta,
+                r=details["r"],
+                calibration=name[len("gaussian (") : -1],
+            )
+        else:
+            raise ValueError(f"mechanism {name!r} is not laplace or gaussian")
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"guarantee: {exc}") from None
+    rebuilt = mech.guarantee(simulation=guarantee.simulation).to_dict()
+    if json.loads(json.dumps(rebuilt)) != json.loads(json.dumps(guarantee.to_dict())):
+        raise ValueError(
+            f"guarantee: its noise does not follow from its epsilon, delta and r "
+            f"({guarantee.describe()}): edited by hand?"
+        )
+    return mech
+
+
+def read_privatized(
+    path: str | Path, *, column: str | None = None, guarantee: str | Path | None = None
+) -> PrivatizedColumn:
+    """A column written by ``dpbayes privatize`` (CSV or Parquet) with its guarantee.
+
+    ``column``: default the file's only column. ``guarantee``: the JSON file of the
+    guarantee, default the one ``dpbayes privatize`` writes beside its output
+    (``z.csv`` -> ``z.guarantee.json``). The mechanism is rebuilt from the guarantee
+    (:func:`mechanism_of`); the values must be numbers, none missing.
+    """
+    import pandas as pd
+
+    src = Path(path)
+    if not src.is_file():
+        raise OSError(f"path {src}: no such file")
+    side = src.with_suffix(".guarantee.json") if guarantee is None else Path(guarantee)
+    if not side.is_file():
+        raise OSError(
+            f"guarantee {side}: no such file (the guarantee `dpbayes privatize` wrote beside "
+            "the values is needed: it says which noise the values carry)"
+        )
+    try:
+        g = Guarantee.from_dict(json.loads(side.read_text(encoding="utf-8")))
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"guarantee {side}: not a guarantee file ({exc})") from None
+    mech = mechanism_of(g)
+    with src.open("rb") as f:
+        parquet = f.read(4) == b"PAR1"
+    try:
+        frame = pd.read_parquet(src) if parquet else pd.read_csv(src)
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise ValueError(f"path {src}: not a CSV or Parquet file of values ({exc})") from None
+    if column is None:
+        if frame.shape[1] != 1:
+            raise ValueError(
+                f"column: {src.name} has {frame.shape[1]} columns {list(frame.columns)}; "
+                "name the privatised one"
+            )
+        column = str(frame.columns[0])
+    elif column not in frame.columns:
+        raise ValueError(f"column {column!r} is not in {src.name} (columns: {list(frame.columns)})")
+    col = frame[column]
+    if len(col) == 0:
+        raise ValueError(f"path {src}: column {column!r} has no values")
+    if not pd.api.types.is_numeric_dtype(col) or col.dtype == bool:
+        raise ValueError(f"column {column!r} of {src.name} is not numeric")
+    values = col.to_numpy(dtype=float)
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"column {column!r} of {src.name} has missing or infinite values")
+    return PrivatizedColumn(values=values, guarantee=g, mechanism=mech)
