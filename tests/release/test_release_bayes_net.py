@@ -131,3 +131,31 @@ def test_an_oversized_family_table_is_refused_before_any_noise() -> None:
                 )
             assert "\n" not in str(info.value)
         assert acc.spent == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "kwargs", "message"),
+    [
+        ("fourier", {"epsilon": 1.0, "delta": 1e-6}, "delta must be 0"),
+        ("fourier", {"epsilon": 1.0, "stealth": 1.0}, "stealth must be in"),
+        ("fourier", {"epsilon": 1e-300}, "too small for this sensitivity"),
+        ("laplace", {"epsilon": 1.0, "delta": 1e-6}, "delta must be 0"),
+        ("sampling", {"epsilon": 1.0, "delta": 1e-6}, "delta must be 0"),
+        ("sampling", {"epsilon": 1e6}, "too large for posterior sampling"),
+        ("sampling", {"epsilon": 1e-9}, "too small for posterior sampling"),
+        ("sampling", {"epsilon": 0.1, "trim": 0.01}, "more than epsilon"),
+        ("sampling", {"epsilon": 1.0, "draws": 0}, "draws"),
+        ("map", {"epsilon": 1.0, "delta": 1e-6}, "delta must be 0"),
+        ("map", {"epsilon": 1.0, "trim": 0.7}, "trim for 'a' must be in"),
+        ("map", {"epsilon": 1.0, "grid": 0}, "grid"),
+        ("map", {"epsilon": 1e-12}, "too small for the MAP mechanism"),
+    ],
+)
+def test_public_refusals_come_before_the_data_checks(mechanism, kwargs, message):
+    import dpbayes as dpb
+    from dpbayes.models import BayesNet
+
+    m = BayesNet({"a": [0, 1], "b": [0, 1]}, [("a", "b")])
+    for data in ({"a": [0, 1], "b": [0, 1]}, {"a": [0, None], "b": [0, 1]}):
+        with pytest.raises(ValueError, match=message):
+            dpb.release(m, data, mechanism=mechanism, **kwargs)

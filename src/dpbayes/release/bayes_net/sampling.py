@@ -168,25 +168,19 @@ def trim_for_epsilon(
         per_node *= 1 - 1e-12
 
 
-@register("sampling", BayesNet, options=("draws", "trim"), record=SamplingRecord)
-def plan_sampling(
+def _sampling_public(
     model: BayesNet,
-    stats_: BayesNetStatistics,
     *,
     epsilon: float,
     delta: float,
     neighbours: Neighbours,
-    allow_non_private: bool = False,
     draws: int = 1,
     trim: float | None = None,
-) -> Plan:
-    """Release ``draws`` draws from the trimmed posterior on its public lattice (paper 004
-    §4, Theorem 4.1).
-
-    Privacy: with the prior trimmed at p_i, log-likelihoods are L-Lipschitz (Lemma 2), so
-    each draw is 2L-DP (substitute) or L-DP (add/remove); ``draws`` draws compose
-    sequentially. With ``trim`` the guarantee follows from it and must not exceed eps.
-    """
+    **_: Any,
+) -> tuple[int, dict[str, float], float, float, float]:
+    """The sampling release's checks of public facts (model, privacy parameters, options),
+    run by :func:`plan` before the data are read too: (draws, trims, Lipschitz constant,
+    rounding allowance, eps per draw)."""
     if delta:
         raise ValueError("delta must be 0 for posterior sampling (it is pure eps-DP)")
     d = check_int(draws, "draws", minimum=1)
@@ -205,14 +199,47 @@ def plan_sampling(
             f"trim={trim} gives eps {per_draw * d:.6g} for {d} draw(s), more than epsilon={epsilon}"
         )
     _check_alpha(model, min(trims.values()), "sampling")
+    for v in model.nodes:
+        try:
+            check_lattice_categories(model.cardinality(v), SAMPLING_LATTICE_POINTS)
+        except ValueError as exc:
+            raise ValueError(f"node {v!r}: {exc}") from None
+    return d, trims, lip, allowance, per_draw
+
+
+@register(
+    "sampling",
+    BayesNet,
+    options=("draws", "trim"),
+    record=SamplingRecord,
+    precheck=_sampling_public,
+)
+def plan_sampling(
+    model: BayesNet,
+    stats_: BayesNetStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+    draws: int = 1,
+    trim: float | None = None,
+) -> Plan:
+    """Release ``draws`` draws from the trimmed posterior on its public lattice (paper 004
+    §4, Theorem 4.1).
+
+    Privacy: with the prior trimmed at p_i, log-likelihoods are L-Lipschitz (Lemma 2), so
+    each draw is 2L-DP (substitute) or L-DP (add/remove); ``draws`` draws compose
+    sequentially. With ``trim`` the guarantee follows from it and must not exceed eps.
+    """
+    d, trims, lip, allowance, per_draw = _sampling_public(
+        model, epsilon=epsilon, delta=delta, neighbours=neighbours, draws=draws, trim=trim
+    )
     lattices: dict[tuple[int, float], np.ndarray] = {}
     for v in model.nodes:
         key = (model.cardinality(v), trims[v])
         if key not in lattices:
-            try:
-                lattices[key] = map_grid(key[0], key[1], 1 << 30, points=SAMPLING_LATTICE_POINTS)
-            except ValueError as exc:
-                raise ValueError(f"node {v!r}: {exc}") from None
+            lattices[key] = map_grid(key[0], key[1], 1 << 30, points=SAMPLING_LATTICE_POINTS)
     details: dict[str, Any] = {
         "trims": trims,
         "lipschitz": lip,
@@ -279,6 +306,18 @@ def _check_alpha(model: BayesNet, trim: float, mechanism: str) -> None:
         )
 
 
+def check_lattice_categories(k: int, points: int = MAP_GRID_POINTS) -> int:
+    """``k``, or ValueError naming the categories if even the coarsest lattice (the k
+    vertices) is too large for :func:`map_grid` (public: the model's categories)."""
+    k = check_int(k, "k", minimum=1)
+    if k > points or k * k > MAP_GRID_ENTRIES:
+        raise ValueError(
+            f"{k} categories are too many for the map mechanism: its coarsest grid (the "
+            f"{k} vertices) has {k} x {k} entries, more than {MAP_GRID_ENTRIES:,}"
+        )
+    return k
+
+
 def map_grid(k: int, lower: float, steps: int, *, points: int = MAP_GRID_POINTS) -> np.ndarray:
     """Lattice on the trimmed simplex: lower + (1 - k lower) m / G, m a composition of G.
 
@@ -288,18 +327,13 @@ def map_grid(k: int, lower: float, steps: int, *, points: int = MAP_GRID_POINTS)
     compositions are listed iteratively in lexicographic order. ValueError, naming the
     categories, if even G = 1 (the k vertices) is too large.
     """
-    k = check_int(k, "k", minimum=1)
+    k = check_lattice_categories(k, points)
     steps = check_int(steps, "grid", minimum=1)
 
     def fits(g: int) -> bool:
         count = math.comb(g + k - 1, g)
         return count <= points and count * k <= MAP_GRID_ENTRIES
 
-    if not fits(1):
-        raise ValueError(
-            f"{k} categories are too many for the map mechanism: its coarsest grid (the "
-            f"{k} vertices) has {k} x {k} entries, more than {MAP_GRID_ENTRIES:,}"
-        )
     lo, hi = 1, min(steps, points)  # C(g + k - 1, g) >= g + 1 for k >= 2
     while lo < hi:  # the largest g in [lo, hi] that fits
         mid = (lo + hi + 1) // 2
@@ -330,27 +364,19 @@ def _compositions(total: int, parts: int) -> np.ndarray:
     return out
 
 
-@register("map", BayesNet, options=("trim", "grid"), record=MapRecord)
-def plan_map(
+def _map_public(
     model: BayesNet,
-    stats_: BayesNetStatistics,
     *,
     epsilon: float,
     delta: float,
     neighbours: Neighbours,
-    allow_non_private: bool = False,
     trim: float = 0.01,
     grid: int = 100,
-) -> Plan:
-    """Algorithm 3: the exponential mechanism over a data-independent grid of CPTs with the
-    log posterior as utility (uniform base measure on the grid).
-
-    Privacy: on the grid every entry lies in [p, 1 - (k-1)p], so one record moves the log
-    posterior (up to a data-only constant, which cancels) by at most L = sum_i L_i (Lemma 2);
-    the exponential mechanism with utility sensitivity L is eps-DP (monotonic under
-    add/remove). The posterior and the grid factorise over CPT rows, so the joint
-    selection is exactly one independent selection per row at the same temperature.
-    """
+    **_: Any,
+) -> tuple[float, int, float, ExponentialMechanism]:
+    """The MAP release's checks of public facts (model, privacy parameters, options), run
+    by :func:`plan` before the data are read too: (trim, grid steps, rounding allowance,
+    the exponential mechanism, whose sensitivity is the Lipschitz constant)."""
     if delta:
         raise ValueError("delta must be 0 for the MAP mechanism (it is pure eps-DP)")
     tp = check_probability(trim, "trim", open_interval=True)
@@ -358,14 +384,11 @@ def plan_map(
     trims = {v: tp for v in model.nodes}
     lip = lipschitz_constant(model, trims)
     _check_alpha(model, tp, "map")
-    grids: dict[int, np.ndarray] = {}
     for v in model.nodes:
-        k = model.cardinality(v)
-        if k not in grids:
-            try:
-                grids[k] = map_grid(k, tp, steps)
-            except ValueError as exc:
-                raise ValueError(f"node {v!r}: {exc}") from None
+        try:
+            check_lattice_categories(model.cardinality(v))
+        except ValueError as exc:
+            raise ValueError(f"node {v!r}: {exc}") from None
     eps = check_epsilon(epsilon)
     monotonic = neighbours is Neighbours.ADD_REMOVE
     # the rounding allowance of the changed rows' laws (one per node, two under
@@ -387,6 +410,34 @@ def plan_map(
         neighbours=neighbours,
         name="exponential mechanism MAP, log-posterior utility (paper 004 alg. 3)",
     )
+    return tp, steps, allowance, mech
+
+
+@register("map", BayesNet, options=("trim", "grid"), record=MapRecord, precheck=_map_public)
+def plan_map(
+    model: BayesNet,
+    stats_: BayesNetStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+    trim: float = 0.01,
+    grid: int = 100,
+) -> Plan:
+    """Algorithm 3: the exponential mechanism over a data-independent grid of CPTs with the
+    log posterior as utility (uniform base measure on the grid).
+
+    Privacy: on the grid every entry lies in [p, 1 - (k-1)p], so one record moves the log
+    posterior (up to a data-only constant, which cancels) by at most L = sum_i L_i (Lemma 2);
+    the exponential mechanism with utility sensitivity L is eps-DP (monotonic under
+    add/remove). The posterior and the grid factorise over CPT rows, so the joint
+    selection is exactly one independent selection per row at the same temperature.
+    """
+    tp, steps, allowance, mech = _map_public(
+        model, epsilon=epsilon, delta=delta, neighbours=neighbours, trim=trim, grid=grid
+    )
+    grids = {k: map_grid(k, tp, steps) for k in {model.cardinality(v) for v in model.nodes}}
     details: dict[str, Any] = {
         "trim": tp,
         "grid_points": {str(k): len(g) for k, g in grids.items()},
