@@ -84,6 +84,7 @@ def test_text_report_with_calibrated_bands_and_a_figure(privatized):
     ("args", "message"),
     [
         (["--privatized", "nope.csv"], "--privatized nope.csv: no such file"),
+        (["--privatized", "."], "--privatized .: is a folder"),
         (["--privatized", "z.csv", "--guarantee", "g.json"], "--guarantee g.json: no such file"),
         (["--privatized", "z.csv", "--column", "age"], "--column 'age' is not in z.csv"),
         (["--privatized", "z.csv", "--n", "5"], "--n is for --release, not --privatized"),

@@ -167,6 +167,8 @@ def read_privatized(
     import pandas as pd
 
     src = Path(path)
+    if src.is_dir():
+        raise OSError(f"path {src}: is a folder, not a file of values")
     if not src.is_file():
         raise OSError(f"path {src}: no such file")
     side = src.with_suffix(".guarantee.json") if guarantee is None else Path(guarantee)
