@@ -312,10 +312,10 @@ def calibrate_bands(
     bands held the target CDF at ``grid`` often enough: pointwise, in a fraction
     >= ``level`` of the (refit, grid point) pairs; simultaneous, in at least
     ceil(level (refits + 1)) of the refits (the split-conformal order statistic, so that
-    a run exchangeable with the refits is covered with probability >= ``level``; all 20
-    of 20 refits at 0.95; fewer refits than level / (1 - level) - 1 cannot reach it and
-    the widest candidate is returned, ``capped``). The bands are then drawn from the fit
-    itself at those levels.
+    a run exchangeable with the refits is covered with probability >= ``level``: all 20
+    of 20 refits at 0.95; with fewer refits than level / (1 - level), 19 at 0.95, no
+    candidate qualifies and the widest is returned, ``capped``). The bands are then drawn
+    from the fit itself at those levels.
 
     The target: the fitted P is a posterior mean, already smoothed, so the refits' error
     around it understates the error around a truth that is rougher (their bias, the
