@@ -51,7 +51,8 @@ def add_column_arguments(p: Any) -> None:
         default=None,
         metavar="REFITS",
         help="also CDF bands calibrated to cover at --level at a fixed truth, by REFITS "
-        "refits on data simulated from the fit (each of 2 chains x 300 draws)",
+        "refits on data simulated from the fit (each of 2 chains x 300 draws; a 95%% "
+        "simultaneous band needs 19 or more)",
     )
     g.add_argument(
         "--seed",
