@@ -91,10 +91,9 @@ def _grid(args: argparse.Namespace, r: float) -> Any:
 
 def run_column(args: argparse.Namespace) -> int:
     """Fit the DP mixture to the privatised column and print (or write) its posterior."""
-    import numpy as np
-
     from dpbayes.cli.common import check_outputs, emit_json
     from dpbayes.nonparametric import ConvergenceWarning, DPMixture, read_privatized
+    from dpbayes.privacy.noise import noise_source
     from dpbayes.privacy.validation import check_int, check_probability
 
     for dest, flag in (("n", "--n"), ("n_prior", "--n-prior"), ("iterations", "--iterations")):
@@ -140,8 +139,8 @@ def run_column(args: argparse.Namespace) -> int:
         if refits is not None:
             from dpbayes.nonparametric import calibrate_bands
 
-            # the calibration's own stream, derived from --seed (else fresh)
-            seed = None if args.seed is None else np.random.default_rng([args.seed, 1])
+            # the calibration's own stream, spawned from --seed's (else fresh)
+            seed = None if args.seed is None else noise_source(args.seed).generator().spawn(1)[0]
             cal = calibrate_bands(fit, grid, level, refits=refits, rng=seed, progress=bar)
     for w in caught:
         text = str(w.message).split(":")[0]
