@@ -23,7 +23,8 @@ def check_figure_path(path: str | Path, name: str = "--out") -> None:
     from matplotlib.backend_bases import FigureCanvasBase
 
     suffix = Path(path).suffix.lower().lstrip(".")
-    formats = FigureCanvasBase.get_supported_filetypes()
+    # pgf needs a TeX installation at save time: not offered (it failed after the release)
+    formats = {k: v for k, v in FigureCanvasBase.get_supported_filetypes().items() if k != "pgf"}
     if suffix and suffix not in formats:
         raise ValueError(
             f"{name} {path}: no figure format {suffix!r}; use one of "
@@ -138,6 +139,8 @@ def plot_cdf_bands(
     guarantee = fit.guarantee.describe() if fit.guarantee is not None else ""
     fig.suptitle(f"DP mixture, n = {fit.n}: {guarantee}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
+    out = Path(path)
+    # the format named explicitly, as in plot_posteriors: else "fig" is written as fig.png
+    fig.savefig(out, format=out.suffix.lower().lstrip(".") or "png")
     plt.close(fig)
-    return Path(path)
+    return out

@@ -93,6 +93,14 @@ def test_text_report_with_calibrated_bands_and_a_figure(privatized):
         (["--privatized", "z.csv", "--grid", "1", "0", "5"], "--grid: LO must be below HI"),
         (["--privatized", "z.csv", "--out", "z.csv"], "--out"),
         (["--privatized", "z.csv", "--out", "fig.xyz"], "no figure format"),
+        (["--privatized", "z.csv", "--out", "fig.pgf"], "no figure format 'pgf'"),
+        (["--privatized", "z.csv", "--json", "z.guarantee.json"], "--guarantee"),
+        (["--privatized", "z.csv", "--grid", "0", "1", "inf"], "--grid POINTS"),
+        (["--privatized", "z.csv", "--grid", "0", "1", "nan"], "--grid POINTS"),
+        (["--privatized", "z.csv", "--chains", "100000000000000"], "--chains must be at most"),
+        (["--privatized", "z.csv", "--draws", "10" + "0" * 22], "--draws must be at most"),
+        (["--privatized", "z.csv", "--calibrate", "10" + "0" * 16], "--calibrate must be at"),
+        (["--privatized", "z.csv", "--seed", "-1"], "--seed"),
         (["--release", "r.json", "--column", "x"], "--column is for --privatized"),
         (["--release", "r.json", "--privatized", "z.csv"], "not allowed with argument"),
     ],
@@ -147,3 +155,58 @@ def test_read_privatized_reads_parquet_and_names_the_column_it_needs(tmp_path):
     pd.DataFrame({"a": [1.0, None]}).to_csv(tmp_path / "m.csv", index=False)
     with pytest.raises(ValueError, match="missing or infinite"):
         read_privatized(tmp_path / "m.csv", guarantee=tmp_path / "z.guarantee.json")
+
+
+def test_a_figure_without_a_suffix_is_written_where_it_is_said(privatized):
+    res = run_cli(
+        "posterior", "--privatized", "z.csv", "--draws", "20", "--chains", "1", "--out",
+        "figure", "-q", cwd=privatized,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "figure:      figure" in res.stdout
+    assert (privatized / "figure").read_bytes()[:4] == b"\x89PNG"
+    assert not (privatized / "figure.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[1, 2]", "a JSON list, not an object"),
+        ('"laplace"', "a JSON str, not an object"),
+        ("[" * 100_000 + "]" * 100_000, "not a guarantee file"),
+        ("MECHANISM_NULL", "its mechanism must be a name"),
+        ("SIMULATION_TEXT", "simulation true or false"),
+        ("R_HUGE", "guarantee"),
+    ],
+)
+def test_malformed_guarantee_files_are_refused_naming_the_file(tmp_path, text, message):
+    col = LocalLaplace(epsilon=1.0, r=2.0).privatize(np.linspace(-1, 1, 20), rng=0)
+    pd.DataFrame({"z": col.values}).to_csv(tmp_path / "z.csv", index=False)
+    g = col.guarantee.to_dict()
+    if text == "MECHANISM_NULL":
+        text = json.dumps({**g, "mechanism": None})
+    elif text == "SIMULATION_TEXT":
+        text = json.dumps({**g, "simulation": "false"})
+    elif text == "R_HUGE":
+        text = json.dumps(g).replace('"r": 2.0', '"r": 1' + "0" * 400)
+    (tmp_path / "z.guarantee.json").write_text(text)
+    with pytest.raises(ValueError, match=message) as info:
+        read_privatized(tmp_path / "z.csv")
+    assert "z.guarantee.json" in str(info.value)
+
+
+def test_columns_that_are_not_numbers_or_have_no_header_are_refused(tmp_path):
+    col = LocalLaplace(epsilon=1.0, r=2.0).privatize(np.linspace(-1, 1, 20), rng=0)
+    side = tmp_path / "g.json"
+    side.write_text(json.dumps(col.guarantee.to_dict()))
+    pd.DataFrame({"z": pd.array([True, None, False], dtype="boolean")}).to_parquet(
+        tmp_path / "b.parquet"
+    )
+    with pytest.raises(ValueError, match="is not numeric"):
+        read_privatized(tmp_path / "b.parquet", guarantee=side)
+    (tmp_path / "h.csv").write_text("0.5\n1.5\n")
+    with pytest.raises(ValueError, match="first line is a number"):
+        read_privatized(tmp_path / "h.csv", guarantee=side)
+    (tmp_path / "p.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(ValueError, match="not a CSV or Parquet file"):
+        read_privatized(tmp_path / "p.parquet", guarantee=side)

@@ -51,7 +51,7 @@ def add_column_arguments(p: Any) -> None:
         default=None,
         metavar="REFITS",
         help="also CDF bands calibrated to cover at --level at a fixed truth, by REFITS "
-        "refits on data simulated from the fit (each of 2 chains x 300 draws; a 95%% "
+        "refits on data simulated from the fit (each of 2 chains x min(--draws, 300) draws; a 95%% "
         "simultaneous band needs 19 or more)",
     )
     g.add_argument(
@@ -78,15 +78,22 @@ def _grid(args: argparse.Namespace, r: float) -> Any:
         return np.linspace(-r, r, 21)
     lo = check_finite(args.grid[0], "--grid LO")
     hi = check_finite(args.grid[1], "--grid HI")
-    points = args.grid[2]
+    points = check_finite(args.grid[2], "--grid POINTS")
     if points != int(points):
         raise ValueError(f"--grid POINTS must be a whole number, got {points:g}")
-    points = check_int(int(points), "--grid POINTS", minimum=2)
     if points > 1000:
-        raise ValueError(f"--grid POINTS must be at most 1000, got {points}")
+        raise ValueError(f"--grid POINTS must be at most 1000, got {points:g}")
+    points = check_int(int(points), "--grid POINTS", minimum=2)
     if not lo < hi:
         raise ValueError(f"--grid: LO must be below HI, got {lo:g} and {hi:g}")
     return np.linspace(lo, hi, points)
+
+
+def _at_most(value: int, flag: str, most: int) -> int:
+    """``value``, or a one-line refusal naming ``flag`` (a run that long is a typo)."""
+    if value > most:
+        raise ValueError(f"{flag} must be at most {most:,}, got {value:,}")
+    return value
 
 
 def run_column(args: argparse.Namespace) -> int:
@@ -101,12 +108,32 @@ def run_column(args: argparse.Namespace) -> int:
             hint = " (use --draws)" if dest == "iterations" else ""
             raise ValueError(f"{flag} is for --release, not --privatized{hint}")
     level = check_probability(args.level, "--level", open_interval=True)
-    draws = check_int(1000 if args.draws is None else args.draws, "--draws", minimum=10)
-    chains = check_int(4 if args.chains is None else args.chains, "--chains", minimum=1)
-    refits = None if args.calibrate is None else check_int(args.calibrate, "--calibrate", minimum=2)
+    draws = _at_most(
+        check_int(1000 if args.draws is None else args.draws, "--draws", minimum=10),
+        "--draws",
+        10**6,
+    )
+    chains = _at_most(
+        check_int(4 if args.chains is None else args.chains, "--chains", minimum=1), "--chains", 64
+    )
+    refits = (
+        None
+        if args.calibrate is None
+        else _at_most(check_int(args.calibrate, "--calibrate", minimum=2), "--calibrate", 1000)
+    )
+    if args.seed is not None:
+        check_int(args.seed, "--seed", minimum=0)
+    side = args.guarantee
+    if side is None:  # the default sidecar is read too: never written over
+        from pathlib import Path
+
+        try:
+            side = str(Path(args.privatized).with_suffix(".guarantee.json"))
+        except ValueError:  # "." or "/": no name (read_privatized says it is a folder)
+            side = None
     check_outputs(
         {"--out": args.out, "--json": args.json},
-        keep={"--privatized": args.privatized, "--guarantee": args.guarantee},
+        keep={"--privatized": args.privatized, "--guarantee": side},
     )
     if args.out:
         from dpbayes.plots import check_figure_path
@@ -117,7 +144,7 @@ def run_column(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:  # the library names its argument; the CLI its flag
         text = str(exc)
         for name, flag in (("path", "--privatized"), ("column", "--column")):
-            if text.startswith(name + " "):
+            if text.startswith((name + " ", name + ":")):
                 text = flag + text[len(name) :]
         if text.startswith("guarantee"):
             text = "--guarantee" + text[len("guarantee") :]

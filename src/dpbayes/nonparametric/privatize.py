@@ -121,6 +121,8 @@ def mechanism_of(guarantee: Guarantee) -> Any:
 
     details = dict(guarantee.details)
     name = guarantee.mechanism
+    if not isinstance(name, str) or not isinstance(guarantee.simulation, bool):
+        raise ValueError("guarantee: its mechanism must be a name and simulation true or false")
     if name.startswith("randomized"):
         raise ValueError(
             "guarantee: randomized response releases categories; the DP mixture models real "
@@ -143,7 +145,7 @@ def mechanism_of(guarantee: Guarantee) -> Any:
             )
         else:
             raise ValueError(f"mechanism {name!r} is not laplace or gaussian")
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"guarantee: {exc}") from None
     rebuilt = mech.guarantee(simulation=guarantee.simulation).to_dict()
     if json.loads(json.dumps(rebuilt)) != json.loads(json.dumps(guarantee.to_dict())):
@@ -178,15 +180,21 @@ def read_privatized(
             "the values is needed: it says which noise the values carry)"
         )
     try:
-        g = Guarantee.from_dict(json.loads(side.read_text(encoding="utf-8")))
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        data = json.loads(side.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+        g = Guarantee.from_dict(data)
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise ValueError(f"guarantee {side}: not a guarantee file ({exc})") from None
-    mech = mechanism_of(g)
+    try:
+        mech = mechanism_of(g)
+    except ValueError as exc:  # named by its file, which the caller may not have given
+        raise ValueError(f"guarantee {side}: {str(exc).removeprefix('guarantee: ')}") from None
     with src.open("rb") as f:
         parquet = f.read(4) == b"PAR1"
     try:
         frame = pd.read_parquet(src) if parquet else pd.read_csv(src)
-    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+    except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid / ArrowIOError included
         raise ValueError(f"path {src}: not a CSV or Parquet file of values ({exc})") from None
     if column is None:
         if frame.shape[1] != 1:
@@ -195,14 +203,27 @@ def read_privatized(
                 "name the privatised one"
             )
         column = str(frame.columns[0])
+        if _is_number(column):
+            raise ValueError(
+                f"path {src}: its first line is a number, not a header naming the column "
+                "(the file `dpbayes privatize` writes has one)"
+            )
     elif column not in frame.columns:
         raise ValueError(f"column {column!r} is not in {src.name} (columns: {list(frame.columns)})")
     col = frame[column]
     if len(col) == 0:
         raise ValueError(f"path {src}: column {column!r} has no values")
-    if not pd.api.types.is_numeric_dtype(col) or col.dtype == bool:
+    if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
         raise ValueError(f"column {column!r} of {src.name} is not numeric")
     values = col.to_numpy(dtype=float)
     if not np.all(np.isfinite(values)):
         raise ValueError(f"column {column!r} of {src.name} has missing or infinite values")
     return PrivatizedColumn(values=values, guarantee=g, mechanism=mech)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
