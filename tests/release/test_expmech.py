@@ -374,3 +374,37 @@ def test_total_variation_outside_its_accurate_prior_range_is_refused_before_nois
     for a, b in ((lo, hi), (hi, lo)):
         edge = dpb.models.BetaBernoulli(alpha=a, beta=b)
         dpb.release(edge, data, mechanism="expmech", epsilon=1.0, divergence="tv", rng=0)
+
+
+@pytest.mark.parametrize(
+    ("model", "kwargs", "message"),
+    [
+        ("coin", {"sensitivity": "nope"}, "sensitivity must be one of"),
+        ("coin", {"divergence": "nope"}, "divergence must be one of"),
+        ("coin", {"neighbours": "add_remove"}, "neighbours must be 'substitute'"),
+        ("coin", {"delta": 1e-6}, "delta must be 0 for sensitivity='global'"),
+        ("coin", {"sensitivity": "smooth"}, "delta must be > 0"),
+        ("coin", {"sensitivity": "local"}, "not differentially private"),
+        ("huge prior", {}, r"at most 1e\+12"),
+        ("tiny prior", {"divergence": "tv"}, "for expmech with total variation"),
+        ("three", {"divergence": "tv"}, "divergence must be 'hellinger'"),
+        ("three", {"max_candidates": 0}, "max_candidates"),
+        ("three", {"lattice": 0}, "lattice"),
+        ("two", {"lattice": 3}, "lattice is for m >= 3"),
+    ],
+)
+def test_public_refusals_come_before_the_data_checks(model, kwargs, message):
+    """A refusal that follows from the model, eps, delta, neighbours and options alone must
+    not wait for the data: with a missing value among the records it still answers."""
+    from dpbayes.models import DirichletCategorical
+
+    m = {
+        "coin": BetaBernoulli(alpha=1.0, beta=1.0),
+        "huge prior": BetaBernoulli(alpha=1e13, beta=1.0),
+        "tiny prior": BetaBernoulli(alpha=1e-300, beta=1.0),
+        "three": DirichletCategorical(alpha=[1.0, 1.0, 1.0]),
+        "two": DirichletCategorical(alpha=[1.0, 1.0]),
+    }[model]
+    for data in ([0, 1, 1], [0, 1, None]):
+        with pytest.raises(ValueError, match=message):
+            release(m, data, mechanism="expmech", epsilon=1.0, **kwargs)

@@ -200,7 +200,8 @@ class Mechanism:
     planner scales its add/remove sensitivity by k rows per user itself (it receives
     ``rows_per_user=k``); otherwise user-level data run at the group-privacy budget.
     ``record``: the typed record of the facts its releases publish (``Release.record``).
-    ``precheck(model, *, epsilon, delta, neighbours, **options)``: raises on a model,
+    ``precheck(model, *, epsilon, delta, neighbours, allow_non_private, **options)``:
+    raises on a model,
     privacy parameters or options the planner would refuse (public facts), before
     :func:`plan` reads the data: a refusal must not wait for statistics whose computation
     could fail on one record.
@@ -257,8 +258,9 @@ def register(
     ``record`` is the typed record its releases publish (the family's ``record.py``);
     ``options`` names the keyword options the planner accepts (:func:`plan` refuses any
     other); ``user_level=True`` if it takes ``rows_per_user=k`` and scales its sensitivity
-    (see :class:`Mechanism`); ``precheck(model, *, epsilon, delta, neighbours, **options)``
-    refuses public facts the planner would refuse before the data are read.
+    (see :class:`Mechanism`); ``precheck(model, *, epsilon, delta, neighbours,
+    allow_non_private, **options)`` refuses public facts the planner would refuse before
+    the data are read.
     """
 
     def deco(fn: Planner) -> Planner:
@@ -441,7 +443,14 @@ def plan(
     group_k = None if k is None or native else k  # the group-privacy fallback's k
     per_eps, per_delta = (eps, dlt) if group_k is None else group_privacy_budget(eps, dlt, group_k)
     if entry.precheck is not None:
-        entry.precheck(model, epsilon=per_eps, delta=per_delta, neighbours=rel, **options)
+        entry.precheck(
+            model,
+            epsilon=per_eps,
+            delta=per_delta,
+            neighbours=rel,
+            allow_non_private=allow_non_private,
+            **options,
+        )
     try:
         stats = model.statistics(data, column=column)
     except TypeError as exc:

@@ -209,19 +209,46 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
     return {**options, "sensitivity": kind, "divergence": div}
 
 
-def _check_common(
-    kind: str,
+def _expmech_public(
+    model: Any,
+    *,
     epsilon: float,
     delta: float,
     neighbours: Neighbours,
-    n: int,
-    allow: bool,
-    prior: Any,
-) -> None:
+    allow_non_private: bool = False,
+    **options: Any,
+) -> dict[str, Any]:
+    """The expmech releases' checks of public facts (model, privacy parameters, options),
+    run by :func:`plan` before the data are read too: the options with their defaults."""
+    opts = _options(options)
+    kind, div = opts["sensitivity"], opts["divergence"]
+    if isinstance(model, BetaBernoulli):
+        prior = np.array([model.alpha, model.beta], dtype=float)
+    else:
+        prior = np.asarray(model.alpha, dtype=float)
+        if model.m == 2 and opts.get("lattice") is not None:
+            raise ValueError("lattice is for m >= 3 categories; the coin uses all n + 1")
+        if model.m > 2:
+            if div != "hellinger":
+                raise ValueError(
+                    "divergence must be 'hellinger' for m >= 3 categories (total variation "
+                    "between Dirichlets has no closed form)"
+                )
+            check_int(opts.get("max_candidates", MAX_CANDIDATES), "max_candidates", minimum=1)
+            if opts.get("lattice") is not None:
+                check_int(opts["lattice"], "lattice", minimum=1)
     if float(np.max(prior)) > MAX_PRIOR:
         raise ValueError(
             f"the prior parameters must be at most {MAX_PRIOR:g} for expmech (got "
             f"{float(np.max(prior)):g}): beyond it the posteriors' distances round to 0"
+        )
+    lo, hi = TV_PRIOR_RANGE
+    if prior.size == 2 and div == "tv" and not (lo <= prior.min() and prior.max() <= hi):
+        a, b = prior
+        raise ValueError(
+            f"the prior parameters must be in [{lo:g}, {hi:g}] for expmech with total "
+            f"variation (got alpha={a:g}, beta={b:g}): outside it the distances are not "
+            "computed accurately enough to bound the sensitivity; use divergence='hellinger'"
         )
     if neighbours is not Neighbours.SUBSTITUTE:
         raise ValueError(
@@ -229,17 +256,21 @@ def _check_common(
             "the public data size n (add/remove neighbours and user-level data keep n "
             "private; use laplace, geometric or gaussian there)"
         )
-    if n < 1:
-        raise ValueError("data must contain at least one record for the expmech release")
     if kind == "global" and delta != 0:
         raise ValueError("delta must be 0 for sensitivity='global' (it is pure eps-DP)")
     if kind == "smooth" and not delta > 0:
         raise ValueError("delta must be > 0 for sensitivity='smooth'")
-    if kind == "local" and not allow:
+    if kind == "local" and not allow_non_private:
         raise ValueError(
             "sensitivity='local' is not differentially private; pass allow_non_private=True "
             "to run it as an experiment"
         )
+    return opts
+
+
+def _check_n(n: int) -> None:
+    if n < 1:
+        raise ValueError("data must contain at least one record for the expmech release")
 
 
 def _guarantee(
@@ -280,7 +311,13 @@ def _lemma_bound(prior: np.ndarray, divergence: str) -> float | None:
     return None
 
 
-@register("expmech", BetaBernoulli, options=_COIN_OPTIONS, record=ExpmechCoinRecord)
+@register(
+    "expmech",
+    BetaBernoulli,
+    options=_COIN_OPTIONS,
+    record=ExpmechCoinRecord,
+    precheck=_expmech_public,
+)
 def plan_expmech_coin(
     model: BetaBernoulli,
     stats: CountStatistics,
@@ -295,18 +332,15 @@ def plan_expmech_coin(
 
     Paper 003 §2 (Beta-Bernoulli); options ``sensitivity`` and ``divergence``.
     """
-    opts = _options(options)
-    return _plan_coin(
+    opts = _expmech_public(
         model,
-        float(model.alpha),
-        float(model.beta),
-        stats,
-        epsilon,
-        delta,
-        neighbours,
-        allow_non_private,
-        opts,
+        epsilon=epsilon,
+        delta=delta,
+        neighbours=neighbours,
+        allow_non_private=allow_non_private,
+        **options,
     )
+    return _plan_coin(model, float(model.alpha), float(model.beta), stats, epsilon, delta, opts)
 
 
 def _plan_coin(
@@ -316,20 +350,12 @@ def _plan_coin(
     stats: CountStatistics,
     epsilon: float,
     delta: float,
-    neighbours: Neighbours,
-    allow: bool,
     opts: dict[str, Any],
 ) -> Plan:
+    """The coin's plan; ``opts`` from :func:`_expmech_public`, which checked the rest."""
     kind, div = opts["sensitivity"], opts["divergence"]
     n = int(stats.n)
-    _check_common(kind, epsilon, delta, neighbours, n, allow, (a, b))
-    lo, hi = TV_PRIOR_RANGE
-    if div == "tv" and not (lo <= min(a, b) and max(a, b) <= hi):
-        raise ValueError(
-            f"the prior parameters must be in [{lo:g}, {hi:g}] for expmech with total "
-            f"variation (got alpha={a:g}, beta={b:g}): outside it the distances are not "
-            "computed accurately enough to bound the sensitivity; use divergence='hellinger'"
-        )
+    _check_n(n)
     k = int(stats.counts[0])
     glob = coin_global_sensitivity(a, b, n, div) * SCORE_ROUNDING
     extra: dict[str, Any] = {"n_candidates": n + 1}
@@ -402,7 +428,11 @@ def _dirichlet_candidates(n: int, m: int, opts: dict[str, Any]) -> tuple[np.ndar
 
 
 @register(
-    "expmech", DirichletCategorical, options=_DIRICHLET_OPTIONS, record=ExpmechDirichletRecord
+    "expmech",
+    DirichletCategorical,
+    options=_DIRICHLET_OPTIONS,
+    record=ExpmechDirichletRecord,
+    precheck=_expmech_public,
 )
 def plan_expmech_dirichlet(
     model: DirichletCategorical,
@@ -422,30 +452,20 @@ def plan_expmech_dirichlet(
     all count vectors bounds the one over the lattice, by the triangle inequality).
     m = 2 is the coin. Options: ``sensitivity``, ``divergence``, ``max_candidates``, ``lattice``.
     """
-    opts = _options(options)
+    opts = _expmech_public(
+        model,
+        epsilon=epsilon,
+        delta=delta,
+        neighbours=neighbours,
+        allow_non_private=allow_non_private,
+        **options,
+    )
     alpha = np.asarray(model.alpha, dtype=float)
     if model.m == 2:
-        if opts.get("lattice") is not None:
-            raise ValueError("lattice is for m >= 3 categories; the coin uses all n + 1")
-        return _plan_coin(
-            model,
-            float(alpha[0]),
-            float(alpha[1]),
-            stats,
-            epsilon,
-            delta,
-            neighbours,
-            allow_non_private,
-            opts,
-        )
+        return _plan_coin(model, float(alpha[0]), float(alpha[1]), stats, epsilon, delta, opts)
     kind, div = opts["sensitivity"], opts["divergence"]
-    if div != "hellinger":
-        raise ValueError(
-            "divergence must be 'hellinger' for m >= 3 categories (total variation between "
-            "Dirichlets has no closed form)"
-        )
     n = int(stats.n)
-    _check_common(kind, epsilon, delta, neighbours, n, allow_non_private, alpha)
+    _check_n(n)
     counts = np.asarray(stats.counts, dtype=np.int64)
     cands, lattice = _dirichlet_candidates(n, model.m, opts)
     if kind == "smooth" and lattice is not None:
