@@ -221,3 +221,28 @@ def test_randomized_response_at_a_prior_parameter_of_1e_300() -> None:
     mix = _rr_posterior(1.0, 1e-300, 50, 50, 0.8)
     assert mix.weights[-1] == pytest.approx(1.0, abs=1e-15) and mix.b[-1] == 1e-300
     assert mix.mean() == pytest.approx(1.0, abs=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("model", "kwargs", "message"),
+    [
+        ("coin", {"neighbours": "add_remove"}, "neighbours must be 'substitute'"),
+        ("coin", {"delta": 1e-6}, "delta must be 0 for randomized response"),
+        ("normal", {"delta": 0.0}, "delta must be > 0"),
+        ("normal", {"neighbours": "add_remove", "delta": 1e-6}, "must be 'substitute'"),
+        ("normal", {"epsilon": 1e-200, "delta": 1e-280}, "too small for these bounds"),
+        ("wide", {"delta": 1e-6}, "lower and upper must be within"),
+    ],
+)
+def test_public_refusals_come_before_the_data_checks(model, kwargs, message):
+    """A refusal that follows from the model, eps, delta and neighbours alone must not wait
+    for the data: with a missing value among the records it still answers."""
+    m = {
+        "coin": BetaBernoulli(alpha=1.0, beta=1.0),
+        "normal": NormalMean(lower=-2, upper=2, prior_mean=0, prior_sd=5, noise_sd=1),
+        "wide": NormalMean(lower=-1e160, upper=1e160, prior_mean=0, prior_sd=5, noise_sd=1),
+    }[model]
+    args = {"epsilon": 1.0, **kwargs}
+    for data in ([0, 1, 1], [0, 1, None]):
+        with pytest.raises(ValueError, match=message):
+            release(m, data, mechanism="input", **args)

@@ -64,7 +64,18 @@ def _substitute(neighbours: Neighbours) -> None:
         )
 
 
-@register("input", BetaBernoulli, record=InputCoinRecord)
+def _coin_public(
+    model: BetaBernoulli, *, epsilon: float, delta: float, neighbours: Neighbours, **_: Any
+) -> RandomizedResponse:
+    """The coin's checks of public facts, run by :func:`plan` before the data are read
+    too: the randomized response it applies."""
+    _substitute(neighbours)
+    if delta != 0:
+        raise ValueError("delta must be 0 for randomized response (it is pure eps-DP)")
+    return RandomizedResponse(epsilon=epsilon, k=2)
+
+
+@register("input", BetaBernoulli, record=InputCoinRecord, precheck=_coin_public)
 def plan_input_coin(
     model: BetaBernoulli,
     stats: CountStatistics,
@@ -75,10 +86,7 @@ def plan_input_coin(
     allow_non_private: bool = False,
 ) -> Plan:
     """Randomized response on every boolean, then the Beta update (paper 002 §6.1)."""
-    _substitute(neighbours)
-    if delta != 0:
-        raise ValueError("delta must be 0 for randomized response (it is pure eps-DP)")
-    mech = RandomizedResponse(epsilon=epsilon, k=2)
+    mech = _coin_public(model, epsilon=epsilon, delta=delta, neighbours=neighbours)
     n, k = int(stats.n), int(stats.counts[0])
     keep = mech.keep_probability
     guarantee = mech.guarantee(input_perturbation=True)
@@ -97,32 +105,20 @@ def plan_input_coin(
     return Plan(guarantee=guarantee, run=run)
 
 
-def _check_normal_bounds(model: NormalMean, **_: Any) -> None:
-    """The public bounds input perturbation needs (also before the data are read)."""
+def _normal_public(
+    model: NormalMean, *, epsilon: float, delta: float, neighbours: Neighbours, **_: Any
+) -> GaussianMechanism:
+    """The Normal mean's checks of public facts (PROOF.md, Theorem 2, "Floating point"),
+    run by :func:`plan` before the data are read too: the Gaussian mechanism it applies
+    to every clamped value."""
+    _substitute(neighbours)
+    if not delta > 0:
+        raise ValueError("delta must be > 0 for the Gaussian mechanism")
     if not max(abs(model.lower), abs(model.upper)) <= BOUND_LIMIT:
         raise ValueError(
             f"lower and upper must be within [-{BOUND_LIMIT:g}, {BOUND_LIMIT:g}] for input "
             f"perturbation (rescale the data), got lower={model.lower:g}, upper={model.upper:g}"
         )
-
-
-@register("input", NormalMean, record=InputNormalRecord, precheck=_check_normal_bounds)
-def plan_input_normal(
-    model: NormalMean,
-    stats: SumStatistics,
-    *,
-    epsilon: float,
-    delta: float,
-    neighbours: Neighbours,
-    allow_non_private: bool = False,
-) -> Plan:
-    """Gaussian noise on every clamped value, then the Normal update (paper 002 §6.1)."""
-    _substitute(neighbours)
-    if not delta > 0:
-        raise ValueError("delta must be > 0 for the Gaussian mechanism")
-    # public checks before any use of the data (PROOF.md, Theorem 2, "Floating point");
-    # plan() runs them before it reads the data too (precheck)
-    _check_normal_bounds(model)
     mech = GaussianMechanism(
         epsilon=epsilon,
         delta=delta,
@@ -134,6 +130,21 @@ def plan_input_normal(
             f"epsilon = {epsilon:g} is too small for these bounds: the noise sd "
             f"{mech.sigma:g} exceeds {MAX_NOISE_SD:g}, where the noisy total could overflow"
         )
+    return mech
+
+
+@register("input", NormalMean, record=InputNormalRecord, precheck=_normal_public)
+def plan_input_normal(
+    model: NormalMean,
+    stats: SumStatistics,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    allow_non_private: bool = False,
+) -> Plan:
+    """Gaussian noise on every clamped value, then the Normal update (paper 002 §6.1)."""
+    mech = _normal_public(model, epsilon=epsilon, delta=delta, neighbours=neighbours)
     n = int(stats.n)
     # S is correctly rounded (data/exact.py): two neighbours' doubles differ by at most
     # (U - L) + ulp(n M). The release S + (sum of n draws) is the Gaussian mechanism on S
