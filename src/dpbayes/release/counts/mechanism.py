@@ -39,6 +39,7 @@ by k; the guarantee's details say ``privacy_unit="user"`` and name the relation
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any, Literal
@@ -115,6 +116,38 @@ def _count_mechanism(
     )
 
 
+def _counts_public(
+    model: BetaBernoulli | DirichletCategorical,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    mechanism: str = "laplace",
+    rows_per_user: int | None = None,
+    **_: Any,
+) -> tuple[Literal["L1", "L2"], int, float, dict[str, Any], Any]:
+    """The count releases' checks of public facts (the model's categories, eps, delta,
+    neighbours, rows per user), run by :func:`plan` before the data are read too: (norm,
+    noised coordinates, sensitivity, user-level facts, the noise mechanism)."""
+    m = model.m if isinstance(model, DirichletCategorical) else 2
+    norm: Literal["L1", "L2"] = "L2" if mechanism == "gaussian" else "L1"
+    k, sens = count_sensitivity(m, neighbours, norm)
+    factor, user = user_level(rows_per_user, neighbours)
+    sens *= factor
+    return norm, k, sens, user, _count_mechanism(mechanism, epsilon, delta, sens, neighbours)
+
+
+def _normal_mean_public(
+    model: NormalMean, *, delta: float, mechanism: str = "laplace", **_: Any
+) -> None:
+    """The Normal-mean releases' delta rule (its sensitivity under substitute needs the
+    public n, so the rest is checked by the planner), before the data are read too."""
+    if mechanism == "laplace" and delta:
+        raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
+    if mechanism == "gaussian" and not delta > 0:
+        raise ValueError("delta must be > 0 for the Gaussian mechanism")
+
+
 def plan_counts(
     model: BetaBernoulli | DirichletCategorical,
     stats: CountStatistics,
@@ -127,14 +160,16 @@ def plan_counts(
     rows_per_user: int | None = None,
 ) -> Plan:
     """Noisy counts of a Beta-Bernoulli or Dirichlet-categorical model, truncated to [0, n]."""
+    norm, k, sens, user, mech = _counts_public(
+        model,
+        epsilon=epsilon,
+        delta=delta,
+        neighbours=neighbours,
+        mechanism=mechanism,
+        rows_per_user=rows_per_user,
+    )
     counts = np.asarray(stats.counts)
-    m = counts.size
     n = int(stats.n)
-    norm: Literal["L1", "L2"] = "L2" if mechanism == "gaussian" else "L1"
-    k, sens = count_sensitivity(m, neighbours, norm)
-    factor, user = user_level(rows_per_user, neighbours)
-    sens *= factor
-    mech = _count_mechanism(mechanism, epsilon, delta, sens, neighbours)
     upper = float(n) if neighbours is Neighbours.SUBSTITUTE else math.inf
     truncation = (0.0, upper if math.isfinite(upper) else None)
     record = CountsRecord(
@@ -398,13 +433,25 @@ def _register() -> None:
             def planner(model: Any, stats: Any, *, _m: str = mech, **kw: Any) -> Plan:
                 return plan_counts(model, stats, mechanism=_m, **kw)
 
-            register(mech, model_type, user_level=True, record=CountsRecord)(planner)
+            register(
+                mech,
+                model_type,
+                user_level=True,
+                record=CountsRecord,
+                precheck=functools.partial(_counts_public, mechanism=mech),
+            )(planner)
     for mech in ("laplace", "gaussian"):
 
         def nplanner(model: Any, stats: Any, *, _m: str = mech, **kw: Any) -> Plan:
             return plan_normal_mean(model, stats, mechanism=_m, **kw)
 
-        register(mech, NormalMean, user_level=True, record=NormalMeanRecord)(nplanner)
+        register(
+            mech,
+            NormalMean,
+            user_level=True,
+            record=NormalMeanRecord,
+            precheck=functools.partial(_normal_mean_public, mechanism=mech),
+        )(nplanner)
 
 
 _register()
