@@ -1,4 +1,4 @@
-"""Count and Normal-mean releases refuse public facts before the data are read.
+"""Releases refuse public facts before the data are read.
 
 A refusal that follows from the model, eps, delta and neighbours alone must not wait for
 the statistics: with a missing value among the records (a data check that would answer
@@ -33,3 +33,18 @@ def test_public_refusals_come_before_the_data_checks(model, mechanism, kwargs, m
     for data in ([0, 1, 1], [0, 1, None]):
         with pytest.raises(ValueError, match=message):
             release(model, data, mechanism=mechanism, **args)
+
+
+def test_every_registered_release_checks_its_public_facts_before_the_data():
+    """Each family's public checks (one function, shared with its planner) are registered
+    as its precheck, which :func:`dpbayes.release.plan` runs before reading the data; the
+    per-family tests (counts above; Bayes nets, expmech, input perturbation beside their
+    code) check the refusals themselves."""
+    import importlib
+
+    from dpbayes.release import base
+
+    for family in base.FAMILIES:
+        importlib.import_module(family)
+    missing = [(m.name, m.model_type.__name__) for m in base._REGISTRY.values() if not m.precheck]
+    assert base._REGISTRY and not missing
