@@ -391,6 +391,9 @@ def test_total_variation_outside_its_accurate_prior_range_is_refused_before_nois
         ("three", {"max_candidates": 0}, "max_candidates"),
         ("three", {"lattice": 0}, "lattice"),
         ("two", {"lattice": 3}, "lattice is for m >= 3"),
+        ("three", {"lattice": 50, "max_candidates": 10}, "must give at most max_candidates"),
+        ("three", {"lattice": 2, "sensitivity": "smooth", "delta": 1e-6}, "full candidate set"),
+        ("tiny prior", {"divergence": "tv", "neighbours": "add_remove"}, "be 'substitute'"),
     ],
 )
 def test_public_refusals_come_before_the_data_checks(model, kwargs, message):

@@ -26,6 +26,14 @@ NORMAL = NormalMean(lower=-2, upper=2, prior_mean=0, prior_sd=5, noise_sd=1)
         (THREE, "laplace", {"epsilon": 1e-300}, "epsilon"),
         (NORMAL, "laplace", {"delta": 1e-6}, "delta must be 0 for the Laplace"),
         (NORMAL, "gaussian", {"neighbours": "add_remove"}, "delta must be > 0"),
+        (NORMAL, "laplace", {"neighbours": "add_remove", "epsilon": 1e-300}, "too small"),
+        (
+            NORMAL,
+            "gaussian",
+            {"neighbours": "add_remove", "epsilon": 1e13, "delta": 1e-6},
+            "epsilon must be at most",
+        ),
+        (NORMAL, "gaussian", {"epsilon": 1e13, "delta": 1e-6}, "epsilon must be at most"),
     ],
 )
 def test_public_refusals_come_before_the_data_checks(model, mechanism, kwargs, message):

@@ -42,6 +42,7 @@ __all__ = [
     "RandomizedResponse",
     "analytic_gaussian_epsilon",
     "analytic_gaussian_sigma",
+    "check_analytic_epsilon",
     "classic_gaussian_sigma",
 ]
 
@@ -201,6 +202,18 @@ _LOG_MAX = math.log(sys.float_info.max)  # exp of it is finite
 _LOG_TINY = math.log(sys.float_info.min)  # the smallest normal double
 
 
+def check_analytic_epsilon(epsilon: float) -> float:
+    """``epsilon``, or a one-line refusal above :data:`MAX_ANALYTIC_EPSILON` (whatever the
+    sensitivity: a public check releases can make before reading the data)."""
+    eps = check_epsilon(epsilon)
+    if eps > MAX_ANALYTIC_EPSILON:
+        raise ValueError(
+            f"epsilon must be at most {MAX_ANALYTIC_EPSILON:g} for the analytic Gaussian "
+            f"calibration (beyond it the rounding of its terms exceeds delta), got {eps:g}"
+        )
+    return eps
+
+
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """The smallest sigma for which N(0, sigma^2) noise is (eps, delta)-DP.
 
@@ -220,11 +233,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     sens = check_positive(sensitivity, "sensitivity")
     if dlt == 0:
         raise ValueError("delta must be > 0 for the Gaussian mechanism")
-    if eps > MAX_ANALYTIC_EPSILON:
-        raise ValueError(
-            f"epsilon must be at most {MAX_ANALYTIC_EPSILON:g} for the analytic Gaussian "
-            f"calibration (beyond it the rounding of its terms exceeds delta), got {eps:g}"
-        )
+    check_analytic_epsilon(eps)
 
     def excess(log_sigma: float) -> float:
         return _analytic_delta(math.exp(log_sigma), eps, sens) - dlt

@@ -55,6 +55,7 @@ from dpbayes.privacy import (
     Neighbours,
 )
 from dpbayes.privacy.guarantee import user_level
+from dpbayes.privacy.mechanisms import check_analytic_epsilon
 from dpbayes.privacy.noise import NoiseSource
 from dpbayes.release.base import Plan, Release, as_rng, register
 from dpbayes.release.counts.record import CountsRecord, NormalMeanRecord
@@ -138,10 +139,27 @@ def _counts_public(
 
 
 def _normal_mean_public(
-    model: NormalMean, *, delta: float, mechanism: str = "laplace", **_: Any
+    model: NormalMean,
+    *,
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    mechanism: str = "laplace",
+    rows_per_user: int | None = None,
+    **_: Any,
 ) -> None:
-    """The Normal-mean releases' delta rule (its sensitivity under substitute needs the
-    public n, so the rest is checked by the planner), before the data are read too."""
+    """The Normal-mean releases' checks of public facts, run by :func:`plan` before the
+    data are read: the delta rule; under add/remove (n private) the whole noise mechanism,
+    whose sensitivity is public; under substitute the Gaussian's eps cap (the rest of its
+    sensitivity needs n, public there, and is checked by the planner)."""
+    _normal_delta_rule(mechanism, delta)
+    if neighbours is not Neighbours.SUBSTITUTE:
+        _normal_add_remove_mechanism(epsilon, delta, neighbours, mechanism, rows_per_user)
+    elif mechanism == "gaussian":
+        check_analytic_epsilon(epsilon)
+
+
+def _normal_delta_rule(mechanism: str, delta: float) -> None:
     if mechanism == "laplace" and delta:
         raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
     if mechanism == "gaussian" and not delta > 0:
@@ -255,9 +273,8 @@ def plan_normal_mean(
         )
     factor, user = user_level(rows_per_user, neighbours)
     sens = max(model.posterior_mean_sensitivity(n), computed_mean_sensitivity(model, n)) * factor
+    _normal_delta_rule(mechanism, delta)
     if mechanism == "laplace":
-        if delta:
-            raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
         mech: Any = LaplaceMechanism(
             epsilon=epsilon,
             sensitivity=sens,
@@ -265,8 +282,6 @@ def plan_normal_mean(
             name="laplace on posterior mean",
         )
     else:
-        if not delta > 0:
-            raise ValueError("delta must be > 0 for the Gaussian mechanism")
         mech = GaussianMechanism(
             epsilon=epsilon,
             delta=delta,
@@ -332,6 +347,35 @@ def centred_statistic(stats: Any, lower: float, upper: float) -> np.ndarray:
     return np.array([float(min(n, 2**53)), float(v)])
 
 
+def _normal_add_remove_mechanism(
+    epsilon: float,
+    delta: float,
+    neighbours: Neighbours,
+    mechanism: str,
+    rows_per_user: int | None,
+) -> tuple[Any, dict[str, Any]]:
+    """The noise on (n, v) under add/remove, from public facts only (its sensitivity does
+    not depend on the data): (mechanism, user-level facts)."""
+    factor, user = user_level(rows_per_user, neighbours)
+    _normal_delta_rule(mechanism, delta)
+    if mechanism == "laplace":
+        mech: Any = LaplaceMechanism(
+            epsilon=epsilon,
+            sensitivity=(2.0 + CENTRED_ROUNDING) * factor,
+            neighbours=neighbours,
+            name="laplace on count and centred sum",
+        )
+    else:
+        mech = GaussianMechanism(
+            epsilon=epsilon,
+            delta=delta,
+            sensitivity=math.hypot(1.0, 1.0 + CENTRED_ROUNDING) * factor,
+            neighbours=neighbours,
+            name="gaussian on count and centred sum",
+        )
+    return mech, user
+
+
 def _plan_normal_mean_add_remove(
     model: NormalMean,
     stats: Any,
@@ -351,29 +395,10 @@ def _plan_normal_mean_add_remove(
     (n, v); the posterior is the conjugate update at n^ = max(round(n~), 0) and
     S^ = w v~ + c n^ (post-processing).
     """
-    factor, user = user_level(rows_per_user, neighbours)
+    mech, user = _normal_add_remove_mechanism(epsilon, delta, neighbours, mechanism, rows_per_user)
     centre = 0.5 * (model.lower + model.upper)
     half = 0.5 * (model.upper - model.lower)
     exact = centred_statistic(stats, model.lower, model.upper)
-    if mechanism == "laplace":
-        if delta:
-            raise ValueError("delta must be 0 for the Laplace mechanism (it is pure eps-DP)")
-        mech: Any = LaplaceMechanism(
-            epsilon=epsilon,
-            sensitivity=(2.0 + CENTRED_ROUNDING) * factor,
-            neighbours=neighbours,
-            name="laplace on count and centred sum",
-        )
-    else:
-        if not delta > 0:
-            raise ValueError("delta must be > 0 for the Gaussian mechanism")
-        mech = GaussianMechanism(
-            epsilon=epsilon,
-            delta=delta,
-            sensitivity=math.hypot(1.0, 1.0 + CENTRED_ROUNDING) * factor,
-            neighbours=neighbours,
-            name="gaussian on count and centred sum",
-        )
     details = {"centre": centre, "half_width": half, **user}
     record = NormalMeanRecord(
         n=None,

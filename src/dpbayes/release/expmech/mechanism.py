@@ -209,6 +209,12 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
     return {**options, "sensitivity": kind, "divergence": div}
 
 
+SMOOTH_NEEDS_ALL = (
+    "sensitivity='smooth' needs the full candidate set (its (eps, delta) argument uses a "
+    "candidate at distance 0); raise max_candidates or use 'global'"
+)
+
+
 def _expmech_public(
     model: Any,
     *,
@@ -222,33 +228,22 @@ def _expmech_public(
     run by :func:`plan` before the data are read too: the options with their defaults."""
     opts = _options(options)
     kind, div = opts["sensitivity"], opts["divergence"]
+    # in the order the planners checked them (the first refusal's message is kept)
     if isinstance(model, BetaBernoulli):
         prior = np.array([model.alpha, model.beta], dtype=float)
     else:
         prior = np.asarray(model.alpha, dtype=float)
         if model.m == 2 and opts.get("lattice") is not None:
             raise ValueError("lattice is for m >= 3 categories; the coin uses all n + 1")
-        if model.m > 2:
-            if div != "hellinger":
-                raise ValueError(
-                    "divergence must be 'hellinger' for m >= 3 categories (total variation "
-                    "between Dirichlets has no closed form)"
-                )
-            check_int(opts.get("max_candidates", MAX_CANDIDATES), "max_candidates", minimum=1)
-            if opts.get("lattice") is not None:
-                check_int(opts["lattice"], "lattice", minimum=1)
+        if model.m > 2 and div != "hellinger":
+            raise ValueError(
+                "divergence must be 'hellinger' for m >= 3 categories (total variation "
+                "between Dirichlets has no closed form)"
+            )
     if float(np.max(prior)) > MAX_PRIOR:
         raise ValueError(
             f"the prior parameters must be at most {MAX_PRIOR:g} for expmech (got "
             f"{float(np.max(prior)):g}): beyond it the posteriors' distances round to 0"
-        )
-    lo, hi = TV_PRIOR_RANGE
-    if prior.size == 2 and div == "tv" and not (lo <= prior.min() and prior.max() <= hi):
-        a, b = prior
-        raise ValueError(
-            f"the prior parameters must be in [{lo:g}, {hi:g}] for expmech with total "
-            f"variation (got alpha={a:g}, beta={b:g}): outside it the distances are not "
-            "computed accurately enough to bound the sensitivity; use divergence='hellinger'"
         )
     if neighbours is not Neighbours.SUBSTITUTE:
         raise ValueError(
@@ -265,6 +260,25 @@ def _expmech_public(
             "sensitivity='local' is not differentially private; pass allow_non_private=True "
             "to run it as an experiment"
         )
+    lo, hi = TV_PRIOR_RANGE
+    if prior.size == 2 and div == "tv" and not (lo <= prior.min() and prior.max() <= hi):
+        a, b = prior
+        raise ValueError(
+            f"the prior parameters must be in [{lo:g}, {hi:g}] for expmech with total "
+            f"variation (got alpha={a:g}, beta={b:g}): outside it the distances are not "
+            "computed accurately enough to bound the sensitivity; use divergence='hellinger'"
+        )
+    if prior.size > 2:
+        limit = check_int(opts.get("max_candidates", MAX_CANDIDATES), "max_candidates", minimum=1)
+        if opts.get("lattice") is not None:
+            lattice = check_int(opts["lattice"], "lattice", minimum=1)
+            if n_compositions(lattice, prior.size) > limit:
+                raise ValueError(
+                    f"lattice must give at most max_candidates={limit} candidates, got "
+                    f"{n_compositions(lattice, prior.size)} for lattice={lattice}"
+                )
+            if kind == "smooth":  # an explicit lattice is always used
+                raise ValueError(SMOOTH_NEEDS_ALL)
     return opts
 
 
@@ -469,10 +483,7 @@ def plan_expmech_dirichlet(
     counts = np.asarray(stats.counts, dtype=np.int64)
     cands, lattice = _dirichlet_candidates(n, model.m, opts)
     if kind == "smooth" and lattice is not None:
-        raise ValueError(
-            "sensitivity='smooth' needs the full candidate set (its (eps, delta) argument "
-            "uses a candidate at distance 0); raise max_candidates or use 'global'"
-        )
+        raise ValueError(SMOOTH_NEEDS_ALL)
     glob, _ = dirichlet_global_sensitivity(alpha, n)
     glob *= SCORE_ROUNDING
     extra: dict[str, Any] = {"n_candidates": int(cands.shape[0]), "lattice": lattice}

@@ -111,14 +111,14 @@ def _normal_public(
     """The Normal mean's checks of public facts (PROOF.md, Theorem 2, "Floating point"),
     run by :func:`plan` before the data are read too: the Gaussian mechanism it applies
     to every clamped value."""
-    _substitute(neighbours)
-    if not delta > 0:
-        raise ValueError("delta must be > 0 for the Gaussian mechanism")
     if not max(abs(model.lower), abs(model.upper)) <= BOUND_LIMIT:
         raise ValueError(
             f"lower and upper must be within [-{BOUND_LIMIT:g}, {BOUND_LIMIT:g}] for input "
             f"perturbation (rescale the data), got lower={model.lower:g}, upper={model.upper:g}"
         )
+    _substitute(neighbours)
+    if not delta > 0:
+        raise ValueError("delta must be > 0 for the Gaussian mechanism")
     mech = GaussianMechanism(
         epsilon=epsilon,
         delta=delta,
