@@ -51,16 +51,13 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def _is_parquet(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(4) == b"PAR1"
-
-
 def _read_column(path: Path, column: str, *, as_text: bool) -> Any:
     """One column of a CSV or Parquet file (Parquet found by its magic bytes)."""
     import pandas as pd
 
-    if _is_parquet(path):
+    from dpbayes.data.readers import is_parquet_file
+
+    if is_parquet_file(path):
         import pyarrow.parquet as pq
 
         header = pq.read_schema(path).names

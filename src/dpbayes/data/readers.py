@@ -120,6 +120,12 @@ def _file_kind(path: Path) -> str:
     )
 
 
+def is_parquet_file(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at ``path`` is Parquet, by its magic bytes (whatever its name)."""
+    with open(path, "rb") as f:
+        return f.read(4) == b"PAR1"
+
+
 def is_csv_path(data: Any) -> bool:
     """Whether ``data`` is the path of a CSV file (by its name: a public fact), whose
     column types the engine guesses from the values (see ``text_columns``)."""

@@ -168,6 +168,8 @@ def read_privatized(
     """
     import pandas as pd
 
+    from dpbayes.data.readers import is_parquet_file
+
     src = Path(path)
     if src.is_dir():
         raise OSError(f"path {src}: is a folder, not a file of values")
@@ -190,10 +192,8 @@ def read_privatized(
         mech = mechanism_of(g)
     except ValueError as exc:  # named by its file, which the caller may not have given
         raise ValueError(f"guarantee {side}: {str(exc).removeprefix('guarantee: ')}") from None
-    with src.open("rb") as f:
-        parquet = f.read(4) == b"PAR1"
     try:
-        frame = pd.read_parquet(src) if parquet else pd.read_csv(src)
+        frame = pd.read_parquet(src) if is_parquet_file(src) else pd.read_csv(src)
     except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid / ArrowIOError included
         raise ValueError(f"path {src}: not a CSV or Parquet file of values ({exc})") from None
     if column is None:

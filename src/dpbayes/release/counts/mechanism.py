@@ -152,10 +152,11 @@ def _normal_mean_public(
     data are read: the delta rule; under add/remove (n private) the whole noise mechanism,
     whose sensitivity is public; under substitute the Gaussian's eps cap (the rest of its
     sensitivity needs n, public there, and is checked by the planner)."""
-    _normal_delta_rule(mechanism, delta)
-    if neighbours is not Neighbours.SUBSTITUTE:
+    if neighbours is not Neighbours.SUBSTITUTE:  # its delta rule included
         _normal_add_remove_mechanism(epsilon, delta, neighbours, mechanism, rows_per_user)
-    elif mechanism == "gaussian":
+        return
+    _normal_delta_rule(mechanism, delta)
+    if mechanism == "gaussian":
         check_analytic_epsilon(epsilon)
 
 
