@@ -67,6 +67,16 @@ def test_the_posterior_is_the_dp_mixture_with_the_mechanism_the_guarantee_names(
     np.testing.assert_allclose(out["cdf_bands"]["credible_simultaneous"], [lo, hi])
 
 
+def test_negative_numbers_in_scientific_notation_are_values_not_options(privatized):
+    """argparse took ``-1e0`` for an unknown option ("--grid: expected 3 arguments")."""
+    res = run_cli(
+        "posterior", "--privatized", "z.csv", "--draws", "60", "--chains", "2", "--seed", "9",
+        "--grid", "-1e0", "1", "5", "--json", "-q", cwd=privatized,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["cdf_bands"]["grid"] == [-1.0, -0.5, 0.0, 0.5, 1.0]
+
+
 def test_text_report_with_calibrated_bands_and_a_figure(privatized):
     res = run_cli(
         "posterior", "--privatized", "z.csv", "--draws", "40", "--chains", "2", "--seed", "1",
@@ -97,6 +107,8 @@ def test_text_report_with_calibrated_bands_and_a_figure(privatized):
         (["--privatized", "z.csv", "--json", "z.guarantee.json"], "--guarantee"),
         (["--privatized", "z.csv", "--grid", "0", "1", "inf"], "--grid POINTS"),
         (["--privatized", "z.csv", "--grid", "0", "1", "nan"], "--grid POINTS"),
+        (["--privatized", "z.csv", "--grid", "-inf", "1", "5"], "--grid LO"),
+        (["--privatized", "z.csv", "--grid", "0", "1", "-5e0"], "--grid POINTS"),
         (["--privatized", "z.csv", "--chains", "100000000000000"], "--chains must be at most"),
         (["--privatized", "z.csv", "--draws", "10" + "0" * 22], "--draws must be at most"),
         (["--privatized", "z.csv", "--calibrate", "10" + "0" * 16], "--calibrate must be at"),

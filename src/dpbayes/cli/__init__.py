@@ -12,6 +12,7 @@ import argparse
 import importlib
 import os
 import pkgutil
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -148,8 +149,24 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse reads a value such as ``-1e3`` or ``-inf`` as an unknown option (its test
+    for a negative number knows only ``-12`` and ``-1.5``): ``--grid -1e3 1 5`` failed
+    with "expected 3 arguments". No option here looks like a number, so every number
+    is a value; the sub-commands' parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._negative_number_matcher = _NEGATIVE_NUMBER
+
+
+_NEGATIVE_NUMBER = re.compile(
+    r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dpbayes", description="Differentially private Bayesian inference.", epilog=EPILOG
     )
     parser.add_argument("--version", action=_VersionAction)
