@@ -134,3 +134,22 @@ def test_labels_read_from_the_data_are_refused_under_an_accountant(kind: str) ->
     with pytest.raises(ValueError, match="pass the public classes"):
         est.fit(x, y)
     assert acc.spent[0] == 0.0 and not hasattr(est, "classes_")
+
+
+def test_a_fit_at_an_eps_whose_noise_squares_overflow_completes_after_its_charge() -> None:
+    """A review: at eps = 1e-80 with a fixed prior precision the noise sd (~1e81) was
+    accepted by the release, which charged, and then the noise-aware posterior's
+    variances overflowed and the fit raised LinAlgError: spent, nothing returned. The
+    posterior at a noise beyond the doubles is its limit, the prior. (Laplace: the
+    Gaussian's sd at delta > 0 stays finite, about 1.6e5 here, as eps -> 0.)"""
+    x, y = data("logistic")
+    acc = Accountant(epsilon=1.0, delta=1e-3)
+    est = PrivateBayesianLogisticRegression(
+        epsilon=1e-80, delta=0.0, prior_precision=2.0, feature_bounds=(-1, 1),
+        classes=[0, 1], accountant=acc, predictive="noise-aware",
+    )  # fmt: skip
+    est.fit(x, y)
+    assert acc.spent[0] == pytest.approx(1e-80)
+    np.testing.assert_array_equal(est.noise_aware_posterior_.mean(), np.zeros(4))
+    np.testing.assert_allclose(est.noise_aware_posterior_.cov, np.eye(4) / 2.0)
+    assert est.predict_proba(x).shape == (300, 2)

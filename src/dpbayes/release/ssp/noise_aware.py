@@ -799,10 +799,17 @@ def logistic_ssp_noise_aware(
         if adaptive:
             v = (mean @ t2p @ mean + np.sum(t2p * cov)) / n_rec
             slope = margin_slope(max(float(v), 0.0))
-        g = cov + np.outer(mean, mean)
-        cov_ew = g * v2
-        np.fill_diagonal(cov_ew, v2 @ np.diag(g))
-        noise = np.diag(v1) + slope * slope * cov_ew
+        with np.errstate(over="ignore", invalid="ignore"):
+            g = cov + np.outer(mean, mean)
+            cov_ew = g * v2
+            np.fill_diagonal(cov_ew, v2 @ np.diag(g))
+            noise = np.diag(v1) + slope * slope * cov_ew
+        if not np.all(np.isfinite(noise)):
+            # the noise's variance is beyond the doubles (eps ~ 1e-70 with a fixed prior):
+            # its limit, where the statistics carry no information, is the prior (the
+            # least squares below raised after the charge)
+            mean, cov = np.zeros(d), np.eye(d) / lam
+            break
         # least squares, not solve: at huge eps the noise term vanishes and the projected
         # T2 of a few records is singular (solve raised after the charge, on some data
         # sets only); the minimum-norm solution is the limit of the regularised one
