@@ -89,3 +89,33 @@ def test_errors() -> None:
         PrivateBayesianLinearRegression(feature_bounds=(0, 1), label_bounds=(0, 1)).fit(
             x, np.full(50, np.nan)
         )
+
+
+@pytest.mark.parametrize(
+    "y, message",
+    [
+        (["1.5", "abc"] * 25, "y must be numeric: a value is text that spells no number"),
+        ([10**400] + [1] * 49, "y must be numeric"),
+        (np.full(50, 1 + 2j), "y must be real numbers"),
+        (np.arange(50).astype("datetime64[D]"), "y must be real numbers"),
+    ],
+)
+def test_a_target_that_is_not_real_numbers_is_refused_naming_y(y: object, message: str) -> None:
+    """A review: text gave numpy's message quoting the record's value ("could not convert
+    string to float: 'abc'"), 10**400 an OverflowError, and complex or datetime targets
+    were fitted (the imaginary part dropped, the dates as nanoseconds)."""
+    x, _ = data(50)
+    est = PrivateBayesianLinearRegression(feature_bounds=(0, 10), label_bounds=(0, 10))
+    with pytest.raises(ValueError, match=message) as info:
+        est.fit(x, y)
+    assert "abc" not in str(info.value)  # a record's value is not quoted
+    assert not hasattr(est, "release_")
+
+
+def test_feature_bounds_whose_width_overflows_are_refused() -> None:
+    """A review: bounds +-1.7e308 have a finite midpoint but an infinite half-width; every
+    feature was scaled to 0 and the fit spent its budget on nothing."""
+    x, y = data(50)
+    est = PrivateBayesianLinearRegression(feature_bounds=(-1.7e308, 1.7e308), label_bounds=(0, 10))
+    with pytest.raises(ValueError, match="feature_bounds are too close together or too large"):
+        est.fit(x, y)

@@ -33,7 +33,7 @@ from dpbayes.estimators._base import (
     resolve_norm_bound,
     scaled_design,
 )
-from dpbayes.estimators.naive_bayes import check_features
+from dpbayes.estimators.naive_bayes import _keep_objects, _numbers, check_features
 from dpbayes.models.linear_regression import BayesianLinearRegression
 from dpbayes.privacy import Guarantee
 from dpbayes.privacy.validation import check_delta, check_epsilon, check_positive, check_range
@@ -61,7 +61,7 @@ def _bounds(value: Any, d: int, name: str) -> np.ndarray:
     # midpoint that overflows made some records NaN and others not, and the refusal of
     # the NaN ("missing value") then told whether a record lay at the upper bound
     mid, half = (arr[:, 0] + arr[:, 1]) / 2, (arr[:, 1] - arr[:, 0]) / 2
-    if not (np.all(half > 0) and np.all(np.isfinite(mid))):
+    if not (np.all(half > 0) and np.all(np.isfinite(half)) and np.all(np.isfinite(mid))):
         raise ValueError(
             f"{name} are too close together or too large to scale onto [-1, 1] in doubles "
             "(rescale the data)"
@@ -162,7 +162,13 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
             raise ValueError(
                 "y must be given: this estimator requires y to be passed, but the target y is None"
             )
-        yt = np.asarray(y, dtype=float)
+        raw = np.asarray(y)
+        if np.iscomplexobj(raw) or raw.dtype.kind in "mM":
+            raise ValueError(f"y must be real numbers, got dtype {raw.dtype}")
+        try:  # value by value, as X: the message never quotes a record's value
+            yt = _numbers(_keep_objects(raw, y))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"y must be numeric: {exc}") from None
         if yt.ndim == 2 and yt.shape[1] == 1:
             warnings.warn(
                 "A column-vector y was passed when a 1d array was expected; it is flattened",

@@ -35,7 +35,13 @@ from dpbayes.estimators._base import (
     scaled_design,
 )
 from dpbayes.estimators.linear_regression import _bounds
-from dpbayes.estimators.naive_bayes import _labels_read, check_features, check_labels
+from dpbayes.estimators.naive_bayes import (
+    _check_classes,
+    _class_codes,
+    _labels_read,
+    check_features,
+    check_labels,
+)
 from dpbayes.models.logistic_regression import BayesianLogisticRegression
 from dpbayes.privacy import Guarantee, PrivacyLeakWarning
 from dpbayes.privacy.validation import check_delta, check_epsilon, check_positive
@@ -140,14 +146,15 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
                 )
             classes = np.unique(labels)
         else:
-            classes = np.asarray(list(self.classes))
+            classes = _check_classes(self.classes)  # flat, distinct, mixed types kept
         if classes.size != 2:
             raise ValueError(
                 f"Only binary classification is supported: classes must be exactly 2 labels, "
                 f"got {classes.size} class(es) {classes.tolist()[:5]}"
             )
-        is_one = labels == classes[1]
-        if not np.all(is_one | (labels == classes[0])):
+        codes = _class_codes(classes, labels)
+        is_one = codes == 1
+        if np.any(codes < 0):
             # the label itself is data: the message does not quote it
             raise ValueError(f"y has a label that is not in classes {classes.tolist()}")
         self.n_features_in_ = arr.shape[1]

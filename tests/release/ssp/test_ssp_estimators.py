@@ -154,3 +154,35 @@ def test_default_row_norm_bound_and_budget_share_of_the_estimators() -> None:
         PrivateBayesianLogisticRegression(
             epsilon=1.0, feature_bounds=(-1, 1), classes=[0, 1], norm_bound="big"
         ).fit(x, y)
+
+
+@pytest.mark.parametrize(
+    "classes, message",
+    [
+        ([1, 1], "classes has repeated labels"),
+        ([[0, 1]], "a label of classes"),
+        ("ab", "classes must be a flat sequence"),
+    ],
+)
+def test_logistic_classes_are_checked_before_the_fit(classes: object, message: str) -> None:
+    """A review: classes=[1, 1] was accepted (and charged)."""
+    g = np.random.default_rng(0)
+    x = g.uniform(-1, 1, (40, 2))
+    y = (x[:, 0] > 0).astype(int)
+    est = PrivateBayesianLogisticRegression(epsilon=1.0, feature_bounds=(-1, 1), classes=classes)
+    with pytest.raises((ValueError, TypeError), match=message):
+        est.fit(x, y)
+
+
+def test_logistic_classes_mixing_text_and_numbers_keep_each_label() -> None:
+    """A review: classes=['a', 1] became the strings ['a', '1'], so a record labelled 1
+    was refused as "not in classes"."""
+    g = np.random.default_rng(0)
+    x = g.uniform(-1, 1, (40, 2))
+    y = np.array(["a", 1] * 20, dtype=object)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = PrivateBayesianLogisticRegression(
+            epsilon=1.0, feature_bounds=(-1, 1), classes=["a", 1], random_state=0
+        ).fit(x, y)
+    assert set(est.predict(x).tolist()) <= {"a", 1}
