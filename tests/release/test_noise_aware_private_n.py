@@ -489,3 +489,15 @@ def test_a_prior_too_strong_for_the_windows_is_refused_by_its_name() -> None:
     with pytest.raises(ValueError, match=r"Beta\(1000, 1000\) pulls .* flat prior on n too"):
         rel.noise_aware_posterior(n_prior=(8, 3))
     assert rel.posterior.mean() > 0.0  # the naive posterior the message offers
+
+
+@pytest.mark.parametrize("eps", [5e3, 1e10, 1e300])
+def test_count_posteriors_with_a_private_n_at_a_huge_eps(eps):
+    """A review: from eps ~ 3,700 (Laplace scale below 1/745) e^(-1/scale) underflowed to
+    0 and log(0) raised "math domain error" after the charge."""
+    rel = dpb.release(
+        BetaBernoulli(), [1] * 30 + [0] * 70, mechanism="laplace", epsilon=eps,
+        neighbours="add_remove", rng=2,
+    )  # fmt: skip
+    post = rel.noise_aware_posterior()
+    assert post.mean() == pytest.approx(rel.posterior.mean(), rel=1e-4)

@@ -74,6 +74,34 @@ def _log_ndtr(z: float) -> float:
 
 
 @njit(cache=True)
+def _log_scaled_tail(x: float) -> float:
+    """x^2 / 2 + log Phi(-x), i.e. log(erfcx(x / sqrt 2) / 2), without forming either
+    term for large x (where x^2 / 2 and log Phi(-x) cancel to -log x - log sqrt(2 pi)):
+    directly below x = 8, the continued fraction of Mills' ratio above."""
+    if x < 8.0:
+        return 0.5 * x * x + math.log(0.5 * math.erfc(x / math.sqrt(2.0)))
+    frac = x  # R(x) = 1 / (x + 1 / (x + 2 / (x + 3 / (x + ...)))), 40 levels
+    for k in range(40, 0, -1):
+        frac = x + k / frac
+    return -math.log(frac) - _LOG_SQRT_2PI
+
+
+@njit(cache=True)
+def _log_laplace_term(tb: float, zt: float) -> float:
+    """log(e^(c - z/b) Phi(z/tau - tau/b)) with tb = tau/b, zt = z/tau (c = tb^2 / 2).
+
+    With x = tb - zt >= 0 it is -zt^2 / 2 + x^2 / 2 + log Phi(-x), the last two by
+    :func:`_log_scaled_tail`: in the form c - z/b + log Phi(-x) the two huge parts
+    cancelled once tau/b was large (a tiny Laplace scale at a huge eps: the posterior was
+    off from eps ~ 1e8 and its normalisation overflowed at 1e10). With x < 0, log Phi(-x)
+    is in [log 1/2, 0] and c - z/b = -tb (zt - tb / 2) has no cancellation."""
+    x = tb - zt
+    if x >= 0.0:
+        return -0.5 * zt * zt + _log_scaled_tail(x)
+    return -tb * (zt - 0.5 * tb) + _log_ndtr(-x)
+
+
+@njit(cache=True)
 def _log_f_t(z: float, var: float, noise: float, gaussian: bool) -> float:
     """log density at z of N(0, var) + the sum's noise (Normal sd ``noise``, or Laplace
     scale ``noise``)."""
@@ -83,9 +111,13 @@ def _log_f_t(z: float, var: float, noise: float, gaussian: bool) -> float:
     if var <= 0.0:
         return -abs(z) / noise - math.log(2.0 * noise)
     tau = math.sqrt(var)
-    c = var / (2.0 * noise * noise)
-    left = c - z / noise + _log_ndtr(z / tau - tau / noise)
-    right = c + z / noise + _log_ndtr(-z / tau - tau / noise)
+    # log of (e^(c - z/b) Phi(z/tau - tau/b) + e^(c + z/b) Phi(-z/tau - tau/b)),
+    # c = var / 2b^2, one term each (:func:`_log_laplace_term`)
+    tb, zt = tau / noise, z / tau
+    left = _log_laplace_term(tb, zt)
+    right = _log_laplace_term(tb, -zt)
+    if left == -math.inf and right == -math.inf:
+        return -math.inf
     top = max(left, right)
     return top + math.log(math.exp(left - top) + math.exp(right - top)) - math.log(2.0 * noise)
 
@@ -206,7 +238,12 @@ def normal_mean_private_n_posterior(
     # f_T <= sup f_T (1/(2 w b) Laplace; the Normal's at N = 0 for Gaussian noise)
     sup_f = -math.log(2.0 * half * noise) if not gaussian else -math.log(half * noise) - 0.92
     kept_mass = float(np.exp(lw).sum())
-    z_grid = float(np.trapezoid(np.exp(lp - np.max(lp)), x)) * math.exp(float(np.max(lp)))
+    # in logs: the grid's integral e^max(lp) overflowed when the likelihood is sharp
+    top = float(np.max(lp))
+    area = float(np.trapezoid(np.exp(lp - top), x))
     prior_norm = math.sqrt(2.0 * math.pi) * s0  # the unnormalised Normal prior's integral
-    omitted = dropped * kept_mass * math.exp(sup_f) * prior_norm / z_grid if z_grid > 0 else 0.0
+    omitted = 0.0
+    if dropped > 0.0 and area > 0.0:
+        log_omitted = math.log(dropped * kept_mass) + sup_f + math.log(prior_norm)
+        omitted = math.exp(min(log_omitted - top - math.log(area), 0.0))
     return NormalMeanPrivateNPosterior(x, lp, n_prior=prior, omitted_mass=min(float(omitted), 1.0))

@@ -129,9 +129,9 @@ def count_window(
     i0, i1 = int(keep[0]), int(keep[-1])
     log_kept = float(special.logsumexp(lw[i0 : i1 + 1]))
     # beyond ``top``: ratio of consecutive weights <= e^(-1/scale) (alpha + x)/(x + 1)
-    ratio = math.exp(-1.0 / scale) * max(1.0, (alpha + top) / (top + 1.0))
-    if ratio < 1.0:
-        tail = float(lw[-1]) + math.log(ratio) - math.log1p(-ratio)
+    log_ratio = -1.0 / scale + math.log(max(1.0, (alpha + top) / (top + 1.0)))
+    if log_ratio < 0.0:
+        tail = float(lw[-1]) + log_ratio - math.log(-math.expm1(log_ratio))
     else:  # pragma: no cover - top is 60 scales past the released value
         tail = math.inf
     with np.errstate(divide="ignore"):
