@@ -254,6 +254,9 @@ def _result(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dpbayes.cli.common import check_outputs
+
+    check_outputs({"--json": args.json})
     with progress("auditing", quiet=args.quiet):
         r = _result(args)
     if args.json is not None:

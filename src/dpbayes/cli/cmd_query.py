@@ -322,9 +322,13 @@ def run(args: argparse.Namespace) -> int:
     files = [Path(f) for f in _state_files(state).values() if f is not None]
     files = [f for f in files if not f.exists()]
     folders = [d for d in (state, *state.parents) if not d.exists()]
+    from dpbayes.cli.release_run import _interrupt, _on_sigterm
+
+    previous = _on_sigterm(_interrupt)  # SIGTERM ends like Ctrl+C: the undo below runs
     try:
         return _ask(args, state, spec, cube)
     finally:
+        _on_sigterm(previous)
         if first:
             _undo_first_call(state, files, folders)
 

@@ -60,9 +60,10 @@ def add_quiet_argument(p: argparse.ArgumentParser) -> None:
 
 def check_destination(path: str | None, flag: str) -> Path | None:
     """``path`` can be written (its folder exists and is writable; it is not a folder)."""
-    if path is None or path == "-":
+    if path is None or (path == "-" and flag.startswith("--json")):
         return None
-    p = Path(path)
+    # a symlink is written through: check the file it names, not the link
+    p = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     folder = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
         raise OSError(f"{flag} {path}: is a folder, not a file")

@@ -538,6 +538,8 @@ def _rr_keep(epsilon: float, k: int) -> float | None:
     e^eps by up to 1e-16 of eps (a review found 454 of 2,000 random (eps, k)). None when
     no float satisfies both (eps too small for this k).
     """
+    if epsilon > 1000.0:  # e^eps overflows the decimal context; keep rounds to 1 long before
+        return 1.0
     ctx = decimal.Context(prec=60)
     e_eps = ctx.exp(decimal.Decimal(epsilon))
     upper = ctx.multiply(e_eps, decimal.Decimal("1") - _RR_MARGIN)

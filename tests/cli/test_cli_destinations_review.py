@@ -1,0 +1,120 @@
+"""Output destinations and signals the CLI review found unchecked: ``--out -`` (a file,
+not stdout), a symlinked output, ``audit --json``, a randomized response at a huge eps,
+and a SIGTERM during ``query``'s first call."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dpbayes.cli import main
+from dpbayes.privacy import Accountant
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_out_dash_is_a_file_checked_against_the_ledger_and_the_data(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """``-`` means stdout for --json only; for --out it is the file ``-``, which was
+    never compared with the ledger or the data: a release wrote its figure over a ledger
+    named ``-`` and privatize its values over its data file ``-``."""
+    monkeypatch.chdir(tmp_path)
+    Accountant(10.0, path=Path("-"))
+    before = Path("-").read_bytes()
+    code, out, err = run(
+        capsys, "release", "--epsilon", "1", "--budget-file", "-", "-q", "--out", "-"
+    )
+    assert code == 2 and out == "" and "is the --budget-file file" in err, err
+    assert Path("-").read_bytes() == before and Accountant.open("-").spent[0] == 0.0
+
+    data = tmp_path / "d"
+    data.mkdir()
+    monkeypatch.chdir(data)
+    pd.DataFrame({"x": [1.5, 2.0, -3.0]}).to_csv("-", index=False)
+    before = Path("-").read_bytes()
+    code, out, err = run(
+        capsys, "privatize", "--data", "-", "--column", "x", "--epsilon", "1", "--r", "5",
+        "--out", "-", "--seed", "1",
+    )  # fmt: skip
+    assert code == 2 and "is the --data file" in err, err
+    assert Path("-").read_bytes() == before
+
+
+@pytest.mark.parametrize("flag", ["--json", "--out"])
+def test_a_symlinked_output_is_checked_where_it_points(tmp_path: Path, capsys, flag) -> None:
+    """A dangling link (its target's folder missing) passed the check at the link's own
+    folder: the budget was charged, then the write failed."""
+    path = tmp_path / "team.ledger"
+    Accountant(10.0, path=path)
+    link = tmp_path / ("r.json" if flag == "--json" else "r.png")
+    link.symlink_to(tmp_path / "no" / "such" / link.name)
+    code, out, err = run(
+        capsys, "release", "--epsilon", "1", "--budget-file", str(path), "-q", flag, str(link)
+    )
+    assert code == 2 and out == "" and "does not exist (nothing was spent)" in err, err
+    assert Accountant.open(path).spent[0] == 0.0
+
+
+def test_audit_checks_its_json_destination_before_the_audit(tmp_path: Path, capsys) -> None:
+    """The audit ran in full, then failed naming an internal temporary file."""
+    code, out, err = run(
+        capsys, "audit", "--model", "beta-bernoulli", "--mechanism", "laplace",
+        "--json", str(tmp_path / "nodir" / "x.json"),
+    )  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.startswith("dpbayes: error: --json") and "does not exist" in err, err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("eps", ["1e10", "1e300"])
+def test_randomized_response_at_a_huge_eps_is_one_line(tmp_path: Path, capsys, eps) -> None:
+    """e^eps overflowed the decimal context: a traceback (decimal.Overflow), exit 1."""
+    data = tmp_path / "cat.csv"
+    pd.DataFrame({"x": ["a", "b", "c", "a"]}).to_csv(data, index=False)
+    code, out, err = run(
+        capsys, "privatize", "--data", str(data), "--column", "x", "--epsilon", eps,
+        "--mechanism", "randomized-response", "--categories", "a", "b", "c",
+        "--out", str(tmp_path / "p.csv"), "--seed", "1",
+    )  # fmt: skip
+    assert code == 2 and out == "" and "too large for randomized response" in err, err
+    assert not (tmp_path / "p.csv").exists()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM is POSIX")
+def test_a_sigterm_during_the_first_query_leaves_no_state_behind(tmp_path: Path) -> None:
+    """Ctrl+C undid a failed first call; SIGTERM (a timeout, a service manager) killed
+    the process before the undo, and the same call was then refused ("already holds a
+    cube"). The signal is sent just before the first answer is asked."""
+    script = textwrap.dedent(
+        """
+        import os, signal, sys
+        from dpbayes.answers import QueryEngine
+        ask = QueryEngine.ask
+        def interrupted(self, *a, **k):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return ask(self, *a, **k)
+        QueryEngine.ask = interrupted
+        from dpbayes.cli import main
+        sys.exit(main(sys.argv[1:]))
+        """
+    )
+    args = [
+        "query", "--state", str(tmp_path / "st"), "--attribute", "health=excellent,good,fair,poor",
+        "--epsilon", "1", "--where", "health=poor", "--half-width", "200", "--confidence", "0.95",
+    ]  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 130 and "interrupted" in r.stderr, r.stderr
+    assert not (tmp_path / "st").exists()
