@@ -380,6 +380,7 @@ class QueryService:
             why = "the budget has no delta for a Gaussian answer (noise='gaussian'); nothing spent"
             return _Planned(Plan(q, d, p, sens, "refused", reason=why), state)
         own = None if self.time_limit is None else time.monotonic() + self.time_limit
+        cpu = time.thread_time()
         try:
             with own_time_limit(self.time_limit):
                 plans = plan_candidates(
@@ -401,6 +402,10 @@ class QueryService:
                 plan = cheapest(plans, self.accountant, simulation=False, user=self._user)
         except TimeLimitExceeded:
             if own is None or time.monotonic() < own:  # pragma: no cover - defensive
+                raise
+            if time.thread_time() - cpu < 0.5 * self.time_limit:
+                # the limit passed while this thread waited for the CPU (other requests'
+                # load): not a property of the query and history; 503, remember nothing
                 raise
             planned = _Planned(Plan(q, d, p, sens, "refused", reason=_TOO_SLOW), state, final=True)
             self._remember(key, planned)
@@ -494,6 +499,8 @@ class QueryService:
                 planned = got
                 plan = planned.plan
                 if density and planned.density is None and plan.status != "refused":
+                    if cached_only:
+                        return None  # computed on a planning thread of this analyst's share
                     planned.density = _density(plan)
                 if plan.status == "history":
                     return self._reply(self._from_history(snap, plan), planned, density)
