@@ -118,3 +118,37 @@ def test_a_sigterm_during_the_first_query_leaves_no_state_behind(tmp_path: Path)
     )
     assert r.returncode == 130 and "interrupted" in r.stderr, r.stderr
     assert not (tmp_path / "st").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["privatize", "--data", "num.csv", "--column", "x", "--epsilon", "1", "--r", "5",
+          "--out", "/", "--seed", "1"], "--out /: is a folder, not a file"),
+        (["privatize", "--data", "num.csv", "--column", "x", "--epsilon", "1", "--r", "5",
+          "--out", ".", "--seed", "1"], "--out .: is a folder, not a file"),
+        (["demo", "--epsilon", "-1"], "--epsilon must be > 0, got -1"),
+        (["demo", "--seed", "1", "--out", "afile"], "--out afile: afile is a file"),
+        (["demo", "--seed", "1", "--out", "new/sub", "--json", "nodir/x.json"],
+         "--json nodir/x.json: folder nodir does not exist"),
+        (["experiment", "audit", "--small", "--out", "afile"], "afile is a file"),
+        (["experiment", "nosuch", "--out", "new"], "experiment must be one of"),
+        (["release", "--epsilon", "1", "--budget-file", "folder"],
+         "ledger file folder is a folder"),
+    ],
+)  # fmt: skip
+def test_refusals_name_the_flag_and_leave_nothing_behind(
+    tmp_path: Path, capsys, monkeypatch, args, message
+) -> None:
+    """A review: "PosixPath('.') has an empty name", "got -3.0" for --epsilon -1, "File
+    exists", "Not a directory", a folder read as a ledger with "other hard link(s)"; and
+    the demo's and experiment's folders made before a refusal were left behind."""
+    monkeypatch.chdir(tmp_path)
+    pd.DataFrame({"x": [1.0, 2.0]}).to_csv("num.csv", index=False)
+    Path("afile").write_text("keep")
+    Path("folder").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, _, err = run(capsys, *args)
+    assert code == 2 and message in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing made
+    assert Path("afile").read_text() == "keep"

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from dpbayes.data import BUNDLED_DESCRIPTION, Table, load_bundled
     from dpbayes.plots import plot_posteriors
     from dpbayes.privacy import Accountant, BudgetExceeded
+    from dpbayes.privacy.validation import check_epsilon
     from dpbayes.release.display import NAIVE_LABEL, NOISE_AWARE_LABEL, summarise
 
     quiet_text = args.json == "-"  # stdout carries the JSON object alone
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     user, k = privacy_unit(args, bundled=True)
     df = load_bundled("randhie")
     data: Any = df if user is None else Table(df, user_column=user, max_rows_per_user=k)
-    eps = args.epsilon
+    eps = check_epsilon(args.epsilon, "--epsilon")
     # seeded noise is a simulation: it is accounted apart from any real budget
     budget = Accountant(3 * eps, simulation=args.seed is not None)
     people = df["person"].nunique()
@@ -96,12 +97,24 @@ def run(args: argparse.Namespace) -> int:
         ),
     ]
     out = Path(args.out)
+    for folder in (out, *out.parents):
+        if folder.exists() and not folder.is_dir():
+            raise OSError(f"--out {out}: {folder} is a file, not a folder (nothing was released)")
+    check_outputs({"--json": args.json})
+    made = [folder for folder in (out, *out.parents) if not folder.exists()]
     out.mkdir(parents=True, exist_ok=True)  # before any noise is drawn
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise OSError(f"--out {out}: folder not writable (nothing was released)")
-    # every figure (and --json, never one of them) checked before the first release
-    figures = {column: str(out / f"demo_{column}.png") for _, _, column, _ in jobs}
-    check_outputs({**{f"--out's {c} figure": f for c, f in figures.items()}, "--json": args.json})
+    try:
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise OSError(f"--out {out}: folder not writable (nothing was released)")
+        # every figure (and --json, never one of them) checked before the first release
+        figures = {column: str(out / f"demo_{column}.png") for _, _, column, _ in jobs}
+        check_outputs(
+            {**{f"--out's {c} figure": f for c, f in figures.items()}, "--json": args.json}
+        )
+    except OSError:
+        for folder in made:  # the folders this call made, innermost first, left as found
+            folder.rmdir()
+        raise
     seed = args.seed
     records = []
     for i, (title, model, column, mechanism) in enumerate(jobs):

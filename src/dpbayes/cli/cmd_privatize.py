@@ -271,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise OSError(f"--data file not found: {path}")
     out = Path(args.out)
+    if not out.name or out.is_dir():  # "/", ".", "": with_suffix has no name to change
+        raise OSError(f"--out {args.out}: is a folder, not a file")
     sidecar = out.with_suffix(".guarantee.json")
     # each output its own file, none of them the data (an --out onto --data erased it)
     check_outputs(

@@ -42,6 +42,10 @@ def get(name: str) -> Callable[..., list[Path]]:
 
 
 def run(name: str, out_dir: str | Path, *, small: bool = False, seed: int = 0) -> list[Path]:
+    experiment = get(name)  # an unknown name before any folder is made
     out = Path(out_dir)
+    for folder in (out, *out.parents):
+        if folder.exists() and not folder.is_dir():
+            raise NotADirectoryError(f"the output folder {out}: {folder} is a file")
     out.mkdir(parents=True, exist_ok=True)
-    return get(name)(out, small=small, seed=seed)
+    return experiment(out, small=small, seed=seed)

@@ -225,6 +225,8 @@ def _ledger_path(path: str | os.PathLike) -> Path:
     kept two ledgers, and spent 1.5 of a budget of 1 between them. A file with other hard
     links is refused for the same reason (a save would leave them on the old file)."""
     p = Path(path).resolve()
+    if p.is_dir():  # a folder's link count is its subfolders, not other names of a file
+        raise LedgerError(f"ledger file {path} is a folder")
     try:
         links = p.stat().st_nlink
     except OSError:

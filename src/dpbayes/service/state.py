@@ -403,7 +403,7 @@ class QueryService:
         except TimeLimitExceeded:
             if own is None or time.monotonic() < own:  # pragma: no cover - defensive
                 raise
-            if time.thread_time() - cpu < 0.5 * self.time_limit:
+            if self.time_limit is not None and time.thread_time() - cpu < 0.5 * self.time_limit:
                 # the limit passed while this thread waited for the CPU (other requests'
                 # load): not a property of the query and history; 503, remember nothing
                 raise
