@@ -316,3 +316,39 @@ def test_scaling_into_a_huge_ball_does_not_warn() -> None:
         warnings.simplefilter("error")
         out = scale_into_ball(np.array([[0.0, 0.0], [1e-310, 0.0], [3.0, 4.0]]), 1e10)
     np.testing.assert_array_equal(out, [[0.0, 0.0], [1e-310, 0.0], [3.0, 4.0]])
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_neighbours_either_side_of_the_doubles_overflow_both_release(d: int) -> None:
+    """A review: at sigma^2 = 1e-300 X'X / sigma^2 overflowed for n = 179,769,314 rows
+    (refused, uncharged, so repeatable) and not for the neighbour one row smaller
+    (released): an infinite privacy loss against the stated eps. The doubles only choose
+    tau and the half-space direction; both neighbours must release, warning-free."""
+    import math
+    import sys
+    import warnings
+
+    from dpbayes.models.linear_regression import RegressionStatistics
+    from dpbayes.privacy import Neighbours
+    from dpbayes.privacy.noise import noise_source
+    from dpbayes.release.regression.mechanism import (
+        plan_regression_sampling,
+        sampling_noise_variance,
+    )
+
+    m = BayesianLinearRegression(
+        prior_precision=1.0, noise_variance=1e-300, feature_bound=1.0, label_bound=1e-150,
+        weight_bound=1e-150,
+    )  # fmt: skip
+    s2 = sampling_noise_variance(m, 100.0, neighbours=Neighbours.ADD_REMOVE, features=d)
+    n = math.floor(sys.float_info.max * s2) + 1  # n / s2 overflows, (n - 1) / s2 does not
+    for rows in (n, n - 1):
+        xtx = np.eye(d) * rows + 0.5 * rows * (1 - np.eye(d))
+        st = RegressionStatistics(xtx=xtx, xty=np.full(d, 1e-150 * rows), yty=0.0, n=rows)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            p = plan_regression_sampling(
+                m, st, epsilon=100.0, delta=0.0, neighbours=Neighbours.ADD_REMOVE
+            )
+            draw = np.asarray(p.run(noise_source(1)).released["draws"][0])
+        assert draw.shape == (d,) and np.linalg.norm(draw) <= 1e-150
