@@ -135,14 +135,20 @@ def test_a_sigterm_during_the_first_query_leaves_no_state_behind(tmp_path: Path)
         (["experiment", "nosuch", "--out", "new"], "experiment must be one of"),
         (["release", "--epsilon", "1", "--budget-file", "folder"],
          "ledger file folder is a folder"),
+        (["budget", "init", "d2/", "--epsilon", "1"], "ledger file d2/: names a folder"),
+        (["release", "--model", "normal-mean", "--bounds", "-1e308", "1e308", "--epsilon",
+          "1", "--seed", "1", "--record-level"], "--bounds LOWER UPPER: the range"),
+        (["release", "--model", "normal-mean", "--bounds", "0", "1e-323", "--epsilon",
+          "1", "--seed", "1", "--record-level"], "the default --noise-sd"),
     ],
 )  # fmt: skip
 def test_refusals_name_the_flag_and_leave_nothing_behind(
     tmp_path: Path, capsys, monkeypatch, args, message
 ) -> None:
     """A review: "PosixPath('.') has an empty name", "got -3.0" for --epsilon -1, "File
-    exists", "Not a directory", a folder read as a ledger with "other hard link(s)"; and
-    the demo's and experiment's folders made before a refusal were left behind."""
+    exists", "Not a directory", a folder read as a ledger with "other hard link(s)", a
+    ledger file d2 made for "d2/", "--noise-sd" blamed for bounds whose range overflows;
+    and the demo's and experiment's folders made before a refusal were left behind."""
     monkeypatch.chdir(tmp_path)
     pd.DataFrame({"x": [1.0, 2.0]}).to_csv("num.csv", index=False)
     Path("afile").write_text("keep")

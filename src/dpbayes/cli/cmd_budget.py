@@ -38,6 +38,8 @@ def register(sub: Any) -> None:
 def run_init(args: argparse.Namespace) -> int:
     from dpbayes.privacy import Accountant
 
+    if args.file.endswith(("/", os.sep)):  # Path drops the slash: "d2/" made a file d2
+        raise OSError(f"ledger file {args.file}: names a folder, not a file")
     check_destination(args.file, "ledger file")  # its folder exists, it is no folder
     if os.path.lexists(args.file):
         raise OSError(

@@ -250,7 +250,17 @@ def build_model_only(args: argparse.Namespace) -> Any:
             f"--prior needs a finite mean and a finite sd > 0 (mean sd for normal-mean), "
             f"got {mean:g} {sd:g}"
         )
+    if not math.isfinite(bounds[1] - bounds[0]):  # the sensitivity is the range
+        raise ValueError(
+            f"--bounds LOWER UPPER: the range {bounds[0]:g} to {bounds[1]:g} is wider than "
+            "the largest double (rescale the data)"
+        )
     noise_sd = args.noise_sd if args.noise_sd is not None else (bounds[1] - bounds[0]) / 4
+    if args.noise_sd is None and not noise_sd > 0:
+        raise ValueError(
+            f"--bounds {bounds[0]:g} {bounds[1]:g}: the default --noise-sd (a quarter of the "
+            "range) underflows to 0; give --noise-sd (or rescale the data)"
+        )
     if not (math.isfinite(noise_sd) and noise_sd > 0):
         raise ValueError(f"--noise-sd must be > 0 and finite, got {noise_sd:g}")
     return models.NormalMean(
