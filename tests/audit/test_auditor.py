@@ -188,3 +188,18 @@ def test_model_pairs_refuses_max_pairs_below_one(max_pairs):
     for name in MODEL_NAMES:  # the coin returned 1 pair, the Normal mean 3
         with pytest.raises(ValueError, match="max_pairs must be >= 1"):
             model_pairs(builtin_model(name), 10, max_pairs=max_pairs)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-3])
+def test_a_mechanism_that_sometimes_releases_the_count_without_noise_fails(delta: float) -> None:
+    """A review: Laplace(1) on a count that 1% of the time releases the count itself
+    (shifted to 1000) PASSED as (1, 0) and (1, 1e-3) at 20,000 samples: quantile bins of
+    the continuous outputs merged 1000 (on x) with 1001 (on x'). Its eps is infinite
+    (delta 0.01 against the 1e-3 claimed)."""
+
+    def leaky(data: list[int], rng: np.random.Generator) -> float:
+        c = float(np.sum(data))
+        return c + 1000.0 if rng.random() < 0.01 else c + rng.laplace(0, 1.0)
+
+    r = audit(leaky, [([0] * 5, [0] * 4 + [1])], epsilon=1.0, delta=delta, samples=20_000, rng=3)
+    assert not r.passed and r.epsilon_lower_bound > 2.0, (r.epsilon_lower_bound, r.event)
