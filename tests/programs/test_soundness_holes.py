@@ -358,3 +358,31 @@ def test_a_delta_that_adds_up_to_1_is_no_guarantee():
     )
     with pytest.raises(NotPrivate, match="delta adds up to 1"):
         prog.check()
+
+
+def test_an_observation_of_no_records_leaves_the_prior_and_checks_at_zero() -> None:
+    """A review: observing an empty vector under a Beta prior ended in numpy's "attempt
+    to get argmax of an empty sequence" (a traceback from the checker). No observation
+    means both runs' posteriors are the public prior."""
+    prog = program(
+        "empty datum",
+        private_bools("db", 3),
+        lambda db: map_records(
+            db,
+            lambda y: lap_mech(
+                1.0,
+                get_params(
+                    infer(
+                        observe(
+                            ran(beta(1, 1)),
+                            lambda r: bernoulli(r),
+                            mul(np.zeros(0), eq_score(y, 1)),
+                        )
+                    )
+                ),
+            ),
+        ),
+    )
+    assert prog.check().epsilon == 0.0
+    out = prog.run([True, False, True], rng=0)
+    assert np.asarray(out.value).shape == (3, 2)

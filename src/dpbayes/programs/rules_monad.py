@@ -341,6 +341,10 @@ class MonadRules(CheckerBase):
                 **extra,
             ), s
         n, k, shift = changed
+        if n == 0:  # no observations: both runs' posteriors are the (public) prior
+            self._check_concentration(s, prior_t, data, fam)
+            s.note = "no observations: the posterior is the prior in both runs"
+            return public_bound("monad", **extra), s
         info = self._prior_info(prior_t)
         if info is None:
             return self.fail(
