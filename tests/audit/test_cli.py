@@ -137,3 +137,20 @@ def test_experiment_is_discovered():
     from dpbayes import experiments
 
     assert "audit" in experiments.available()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--example", "bernoulli_count", "--divergence", "bogus"], "--divergence is for --model"),
+        (["--example", "bernoulli_count", "--mechanism", "laplace"], "--mechanism is for --model"),
+        (["--example", "bernoulli_count", "--categories", "4"], "--categories is for --model"),
+        (["--model", "beta-bernoulli", "--mechanism", "laplace", "--categories", "5"],
+         "--categories is for dirichlet-categorical, not beta-bernoulli"),
+    ],
+)  # fmt: skip
+def test_options_an_audit_would_ignore_are_refused(extra: list[str], message: str) -> None:
+    """A review: with --example the model's options (even --divergence bogus) were
+    silently ignored, and --categories for beta-bernoulli too."""
+    r = run(*extra)
+    assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr

@@ -73,7 +73,9 @@ def register(sub: Any) -> None:
     p.add_argument("--delta", type=float, default=None, help="claimed delta")
     p.add_argument("--sensitivity", help="expmech sensitivity: global, smooth or local")
     p.add_argument("--divergence", help="expmech score divergence: hellinger or tv")
-    p.add_argument("--categories", type=int, default=3, help="categories of the die model")
+    p.add_argument(
+        "--categories", type=int, default=None, help="categories of the die model (default 3)"
+    )
     p.add_argument(
         "--prior",
         type=float,
@@ -184,6 +186,14 @@ def _result(args: argparse.Namespace) -> Any:
 
         if args.prior is not None:
             raise ValueError("--prior is for --model, not --example")
+        given = {
+            "--model": args.model, "--mechanism": args.mechanism,
+            "--sensitivity": args.sensitivity, "--divergence": args.divergence,
+            "--categories": args.categories, "--allow-non-private": args.allow_non_private,
+        }  # fmt: skip
+        for flag, value in given.items():
+            if value not in (None, False):  # it would be ignored: an example fixes its program
+                raise ValueError(f"{flag} is for --model, not --example")
         if args.delta is not None:
             raise ValueError(
                 "--delta is for --model, not --example (an example's delta is fixed by its "
@@ -218,6 +228,10 @@ def _result(args: argparse.Namespace) -> Any:
         return replace(r, details={"certificate": cert.to_dict(), "n": args.n})
     if not args.model or not args.mechanism:
         raise ValueError("give --model and --mechanism, or --example")
+    if args.categories is not None and args.model != "dirichlet-categorical":
+        raise ValueError(f"--categories is for dirichlet-categorical, not {args.model}")
+    if args.categories is None:
+        args.categories = 3
     if not 2 <= args.categories <= MAX_AUDIT_CATEGORIES:
         raise ValueError(
             f"--categories must be between 2 and {MAX_AUDIT_CATEGORIES:,}, got {args.categories:,}"
