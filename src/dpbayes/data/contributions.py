@@ -80,6 +80,7 @@ NULL_TEXT = "<NULL>"  # no backslash: Spark SQL literals treat it as an escape
 #: A float x enters the digest as floor(x * FLOAT_SCALE) when |x| < FLOAT_LIMIT.
 FLOAT_SCALE = 2.0**20
 FLOAT_LIMIT = 2.0**33
+FLOAT_UNIT = 2**20
 # the same as SQL integer literals; floor(x 2^20) for |x| < 2^33 lies in (-2^53, 2^53)
 _SCALE_SQL = "1048576"
 _LIMIT_SQL = "8589934592"
@@ -251,6 +252,8 @@ def row_key_text(values: list[Any], floats: list[bool | str] | None = None) -> s
     def text(v: Any, kind: bool | str) -> str:
         if v is not None and (kind is True or kind == "float"):
             v = float_code(v)
+            if v is not None and v % FLOAT_UNIT == 0:
+                v = v // FLOAT_UNIT  # a whole number enters as an integer column's text
         elif v is not None and kind == "decimal":
             v = _decimal_text(v)
         elif v is not None and kind in ("date", "timestamp", "timestamp_ntz"):
@@ -289,7 +292,13 @@ def _field_sql(table: SQLTable, column: str, kind: str, dialect: str) -> str:
     """SQL: one field of a row's text (NULL for a NULL, NaN or infinite value)."""
     q = table.quote(column)
     if kind == "float":
-        return table.as_text(_float_code_sql(table, q, dialect))
+        # a whole number enters as its integer text, as in an integer column: pandas makes
+        # an integer column float when one record is missing, and the digest of every
+        # other row must not change with it
+        code = _float_code_sql(table, q, dialect)
+        div = {"duckdb": "//", "spark": "div"}.get(dialect, "/")
+        whole = table.as_text(f"({code} {div} {_SCALE_SQL})")
+        return f"(CASE WHEN {code} % {_SCALE_SQL} = 0 THEN {whole} ELSE {table.as_text(code)} END)"
     if kind == "decimal":
         text = table.as_text(q)
         if table.is_float(column):  # PostgreSQL NUMERIC may hold NaN
@@ -391,12 +400,21 @@ def _bounded_by_values(table: SQLTable, user_column: str, k: int) -> str:
     order = [f"{key}{collate} ASC"] + [f"{q(c)} ASC NULLS LAST" for c in columns]
     select = ", ".join(q(c) for c in columns)
     has_user = _user_present(table, user_column)
+    rn = q(_fresh_name("dpb_rn", columns))  # never a data column's name
     return (
         f"(SELECT {select} FROM (SELECT {select}, ROW_NUMBER() OVER "
-        f"(PARTITION BY {q(user_column)} ORDER BY {', '.join(order)}) AS dpb_rn "
+        f"(PARTITION BY {q(user_column)} ORDER BY {', '.join(order)}) AS {rn} "
         f"FROM {table.relation} AS dpb_src WHERE {has_user}) AS dpb_ranked "
-        f"WHERE dpb_rn <= {k}) AS dpb_bounded"
+        f"WHERE {rn} <= {k}) AS dpb_bounded"
     )
+
+
+def _fresh_name(base: str, columns: list[str]) -> str:
+    """``base``, or ``base`` with underscores appended, that names none of ``columns``."""
+    taken = {c.lower() for c in columns}
+    while base.lower() in taken:
+        base += "_"
+    return base
 
 
 #: The row number of a CSV file's row in both of its reads (typed, and as text).
@@ -410,7 +428,7 @@ def _csv_text_rows(table: SQLTable) -> tuple[str, str] | None:
     if _dialect(table) != "duckdb" or not isinstance(pair, tuple) or len(pair) != 2:
         return None
     typed, text = pair
-    if typed != table.relation or _ROW_NUMBER in table.columns:
+    if typed != table.relation:
         return None
     return str(typed), str(text)
 
@@ -430,16 +448,19 @@ def _bounded_by_text(table: SQLTable, user_column: str, k: int, typed: str, text
     hashed = [user_column, *(c for c in columns if c != user_column)]
     parts = [f"COALESCE({q(c)}, '{NULL_TEXT}')" for c in hashed]
     key = table.md5("(" + f" || '{SEPARATOR}' || ".join(parts) + ")")
-    order = [f"{key} ASC", *(f"{q(c)} ASC NULLS LAST" for c in columns), f"{_ROW_NUMBER} ASC"]
+    # names no column of the file has: a column named like them took their place
+    row = q(_fresh_name(_ROW_NUMBER, columns))
+    rank = q(_fresh_name("dpb_rn", columns))
+    order = [f"{key} ASC", *(f"{q(c)} ASC NULLS LAST" for c in columns), f"{row} ASC"]
     numbered = "SELECT ROW_NUMBER() OVER () AS {rn}, * FROM {rel}"
     kept = (
-        f"SELECT {_ROW_NUMBER} FROM (SELECT {_ROW_NUMBER}, ROW_NUMBER() OVER "
-        f"(PARTITION BY {q(user_column)} ORDER BY {', '.join(order)}) AS dpb_rn "
-        f"FROM ({numbered.format(rn=_ROW_NUMBER, rel=text)}) AS dpb_text "
-        f"WHERE {q(user_column)} IS NOT NULL) AS dpb_ranked WHERE dpb_rn <= {k}"
+        f"SELECT {row} FROM (SELECT {row}, ROW_NUMBER() OVER "
+        f"(PARTITION BY {q(user_column)} ORDER BY {', '.join(order)}) AS {rank} "
+        f"FROM ({numbered.format(rn=row, rel=text)}) AS dpb_text "
+        f"WHERE {q(user_column)} IS NOT NULL) AS dpb_ranked WHERE {rank} <= {k}"
     )
     select = ", ".join(q(c) for c in columns)
     return (
-        f"(SELECT {select} FROM ({numbered.format(rn=_ROW_NUMBER, rel=typed)}) AS dpb_typed "
-        f"WHERE {_ROW_NUMBER} IN ({kept})) AS dpb_bounded"
+        f"(SELECT {select} FROM ({numbered.format(rn=row, rel=typed)}) AS dpb_typed "
+        f"WHERE {row} IN ({kept})) AS dpb_bounded"
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import threading
 import weakref
 from collections.abc import Sequence
@@ -53,6 +54,11 @@ _CSV_NULLS = ["", "NA", "NULL"]
 # whose declared categories are text, and the user column of contribution bounding).
 _CSV_SAMPLE_ROWS = -1
 
+# The types the CSV sniffer may choose (DuckDB's defaults, without BIGNUM).
+_CSV_TYPE_CANDIDATES = [
+    "BOOLEAN", "BIGINT", "HUGEINT", "DOUBLE", "TIME", "DATE", "TIMESTAMP", "VARCHAR",
+]  # fmt: skip
+
 
 _DATABASE: Any = None
 _DATABASE_LOCK = threading.Lock()
@@ -69,7 +75,10 @@ def _connection() -> Any:
 
     with _DATABASE_LOCK:
         if _DATABASE is None:
-            _DATABASE = duckdb.connect(":memory:")
+            # spills (a window over 10^7 rows bounded per user) go to the system's temporary
+            # folder, not to ".tmp" in whatever folder the caller runs in
+            spill = os.path.join(tempfile.gettempdir(), f"dpbayes-duckdb-{os.getpid()}")
+            _DATABASE = duckdb.connect(":memory:", config={"temp_directory": spill})
         return _DATABASE.cursor()
 
 
@@ -232,6 +241,11 @@ def _read_csv(
     options: dict[str, Any] = {"dtype": dtype} if dtype else {}
     if all_varchar:
         options["all_varchar"] = True
+    else:
+        # no BIGNUM: an integer beyond HUGEINT (10**39) made the whole column a type that
+        # is not a number, so one record refused every numeric statistic; as DOUBLE it is
+        # a number (+-inf beyond the doubles) that the bounds clamp, as 1e400 is
+        options["auto_type_candidates"] = _CSV_TYPE_CANDIDATES
     tab = path.name.lower().endswith((".tsv", ".tsv.gz"))
     return con.read_csv(
         str(path),
@@ -392,6 +406,9 @@ def _open_table(
     elif isinstance(data, pd.DataFrame):
         if len(data.columns) and not all(isinstance(c, str) for c in data.columns):
             raise TypeError("DataFrame column names must be strings")
+        dup = sorted(set(data.columns[data.columns.duplicated()]))
+        if dup:
+            raise ValueError(f"DataFrame has duplicate column names: {dup}")
         frame_ = object_columns_as_text(data)
         table_ = _owned(lambda con: con.from_df(frame_), name or "DataFrame")
     elif _module_of(data) == "polars" and type(data).__name__ in ("DataFrame", "LazyFrame"):
