@@ -158,3 +158,33 @@ def test_refusals_name_the_flag_and_leave_nothing_behind(
     assert code == 2 and message in err and err.count("\n") == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing made
     assert Path("afile").read_text() == "keep"
+
+
+def test_serve_refuses_a_bad_admin_key_file_or_a_busy_port_writing_nothing(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """A review: a folder, a non-UTF-8 file or a dangling link as --admin-key-file gave
+    OS or codec messages, and a busy port left a new admin key file behind."""
+    import socket
+
+    monkeypatch.chdir(tmp_path)
+    Path("kd").mkdir()
+    Path("kb").write_bytes(b"\xff\xfe\xfa")
+    Path("dl").symlink_to(tmp_path / "no" / "key")
+    with socket.socket() as probe:  # a port free now (the key is refused before serving)
+        probe.bind(("127.0.0.1", 0))
+        free = str(probe.getsockname()[1])
+    for name, message in [
+        ("kd", "is a folder"),
+        ("kb", "not UTF-8 text"),
+        ("dl", "a link to a file that does not exist"),
+    ]:
+        code, _, err = run(capsys, "serve", "--admin-key-file", name, "--port", free)
+        assert code == 2 and f"--admin-key-file {name}: {message}" in err, err
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, _, err = run(capsys, "serve", "--admin-key-file", "new.key", "--port", str(port))
+    assert code == 2 and f"--port {port}: cannot listen" in err, err
+    assert not Path("new.key").exists()

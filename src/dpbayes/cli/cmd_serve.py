@@ -144,8 +144,15 @@ def _admin_key(path: str | None) -> str:
         print(f"dpbayes serve: admin key (shown once): {key}", file=sys.stderr)
         return key
     p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--admin-key-file {p}: is a folder, not a file")
+    if p.is_symlink() and not p.exists():
+        raise ValueError(f"--admin-key-file {p}: a link to a file that does not exist")
     if p.exists():
-        key = p.read_text().strip()
+        try:
+            key = p.read_text(encoding="utf-8").strip()
+        except UnicodeDecodeError:
+            raise ValueError(f"--admin-key-file {p}: not UTF-8 text (a key file?)") from None
         if len(key) < 16:
             raise ValueError(f"--admin-key-file {p}: the key must have at least 16 characters")
         return key
@@ -207,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.attributes:
         kw["attributes"] = parse_attributes(args.attributes)
     config = EngineConfig(**kw)
+    _check_port_free(args.host, args.port)  # before a new admin key file is written
     key = _admin_key(args.admin_key_file)
     common = {"host": args.host, "port": args.port, "log_level": "warning", "access_log": False}
     common["http"] = HeadTimedH11Protocol  # heads and unread responses are timed (protocol.py)
@@ -271,6 +279,27 @@ def max_history_entries(text: str | None) -> int | None:
             f"--max-history-entries must be a whole number >= 0 (0: no cap), got {text!r}"
         )
     return None if n == 0 else n
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Refuse a port another process listens on, before anything is written (a busy port
+    left a new admin key file behind). A port taken between this check and the server's
+    own bind is still refused by the server."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ValueError(f"--host {host}: cannot be resolved ({exc})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise ValueError(
+                f"--port {port}: cannot listen on {host}:{port} ({exc.strerror})"
+            ) from None
 
 
 def _announce_when_listening(host: str, port: int, workers: int, wait: float = 600.0) -> None:
