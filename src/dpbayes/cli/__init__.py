@@ -188,6 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 2
+    seed = getattr(args, "seed", None)
+    if seed is not None and seed < 0 and args.command not in ("query", "serve"):
+        # one rule for every command's --seed (the library said "rng (seed)"); query and
+        # serve refuse any seed with their own reason
+        print(f"dpbayes: error: --seed must be >= 0, got {seed}", file=sys.stderr)
+        return 2
     if args.command in RELEASING and (sys.stdout is None or sys.stdout.closed):
         # a closed stdout (`>&-`): the paid result would be printed nowhere
         print(
