@@ -137,6 +137,8 @@ def test_a_sigterm_during_the_first_query_leaves_no_state_behind(tmp_path: Path)
          "ledger file folder is a folder"),
         (["budget", "init", "d2/", "--epsilon", "1"], "ledger file d2/: names a folder"),
         (["release", "--epsilon", "1", "--seed", "-1"], "--seed must be >= 0, got -1"),
+        (["release", "--record-level", "--mechanism", "expmech", "--sensitivity", "local",
+          "--epsilon", "1", "--seed", "1"], "pass --allow-non-private"),
         (["experiment", "audit", "--small", "--seed", "-1", "--out", "x"], "--seed must be >= 0"),
         (["release", "--model", "normal-mean", "--bounds", "-1e308", "1e308", "--epsilon",
           "1", "--seed", "1", "--record-level"], "--bounds LOWER UPPER: the range"),

@@ -66,6 +66,12 @@ def _check_flags(args: argparse.Namespace) -> float:
                 raise ValueError(f"--{d.replace('_', '-')} is for dirichlet-categorical")
     if args.dry_run and args.out:
         raise ValueError("--out: a --dry-run draws nothing, so there is nothing to plot")
+    if expmech and args.sensitivity == "local" and not args.allow_non_private:
+        # the library's refusal names its keyword, allow_non_private; here it is a flag
+        raise ValueError(
+            "--sensitivity local is not differentially private (the scale reads the data): "
+            "pass --allow-non-private to run it as an experiment (never charged to a ledger)"
+        )
     return level
 
 
