@@ -43,3 +43,29 @@ def test_a_confidence_near_one_is_met_not_approximately() -> None:
         s1, s2 = scales
         miss = (s1 * s1 * math.exp(-1 / s1) - s2 * s2 * math.exp(-1 / s2)) / (s1 * s1 - s2 * s2)
     assert miss <= 1e-14 * (1 + 1e-6)
+
+
+def test_a_cube_too_large_for_memory_is_refused_in_one_line(tmp_path) -> None:
+    """Three attributes of 3000 x 3000 x 50 values ended in a MemoryError traceback."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"a": [1, 2], "b": ["v1", "v2"], "c": [1, 1]}).to_csv(data, index=False)
+    a = ",".join(f"u{i}" for i in range(3000))
+    b = ",".join(f"v{i}" for i in range(3000))
+    c = ",".join(str(i) for i in range(50))
+    r = subprocess.run(
+        [
+            sys.executable, "-m", "dpbayes.cli", "query", "--state", str(tmp_path / "st"),
+            "--data", str(data), "--attribute", f"a={a}", "--attribute", f"b={b}",
+            "--attribute", f"c={c}", "--epsilon", "1", "--where", "c = 1",
+            "--half-width", "10", "--confidence", "0.9",
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "at most 67,108,864 are supported" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "st").exists()

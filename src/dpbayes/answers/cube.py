@@ -218,6 +218,23 @@ def _code(value: Any, size: int) -> int | None:
     return None
 
 
+#: The most cells a cube may have (the product of its domains' sizes): 2^26 cells of
+#: counts are 512 MiB, and each answer keeps a row over them. Three attributes of 3000,
+#: 3000 and 50 values (4.5e8 cells) ended in a MemoryError traceback.
+MAX_CELLS = 2**26
+
+
+def check_cells(axes: Any) -> None:
+    """Refuse a cube of more than :data:`MAX_CELLS` cells, naming the attributes."""
+    cells = math.prod(int(ax.size) for ax in axes)
+    if cells > MAX_CELLS:
+        sizes = " x ".join(f"{ax.name} {ax.size:,}" for ax in axes)
+        raise ValueError(
+            f"attributes: the cube would have {cells:,} cells ({sizes}); at most "
+            f"{MAX_CELLS:,} are supported (coarser bins, or fewer attributes)"
+        )
+
+
 class Cube:
     """Counts of records over the cells of the given attributes' domains (non-private).
 
@@ -242,6 +259,7 @@ class Cube:
             if rows_per_user_bound is None
             else check_int(rows_per_user_bound, "rows_per_user_bound", minimum=1)
         )
+        check_cells(self.axes)
         c = np.asarray(counts)
         shape = tuple(ax.size for ax in self.axes)
         if c.shape != shape:
@@ -295,6 +313,7 @@ class Cube:
         if not isinstance(attributes, Mapping) or not attributes:
             raise ValueError("attributes must map at least one column to its domain")
         axes = [_axis(n, s) for n, s in attributes.items()]
+        check_cells(axes)
         from dpbayes.data import open_table
         from dpbayes.data.readers import guesses_types
 
