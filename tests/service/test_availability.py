@@ -127,9 +127,15 @@ def test_a_search_over_its_own_time_limit_is_refused_once_and_remembered(
 
     def endless(*_a: Any, **_kw: Any) -> Any:
         calls.append("plan")
-        while True:  # a search that never ends: only the time limit stops it
+        # a search that computes (a wait would be a 503) and never ends: only the time
+        # limit stops it, once it has used more than the limit in this thread's CPU time
+        # (on a loaded machine the wall-clock limit passes before half of it is used)
+        start = time.thread_time()
+        while time.thread_time() - start < 0.35:
+            sum(i * i for i in range(10_000))
+        while True:
             check_time()
-            sum(i * i for i in range(10_000))  # computing (a wait would be a 503)
+            sum(i * i for i in range(10_000))
 
     monkeypatch.setattr(state_module, "plan_candidates", endless)
     before = live.get("/api/budget").json()

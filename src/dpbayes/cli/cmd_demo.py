@@ -100,7 +100,6 @@ def run(args: argparse.Namespace) -> int:
     for folder in (out, *out.parents):
         if folder.exists() and not folder.is_dir():
             raise OSError(f"--out {out}: {folder} is a file, not a folder (nothing was released)")
-    check_outputs({"--json": args.json})
     made = [folder for folder in (out, *out.parents) if not folder.exists()]
     out.mkdir(parents=True, exist_ok=True)  # before any noise is drawn
     try:
