@@ -562,3 +562,28 @@ def test_cli_posterior_reads_a_map_release(tmp_path, capsys):
     assert np.allclose(np.asarray(got["mean"]["B"]).sum(axis=-1), 1.0)
     assert main(["posterior", "--release", str(path)]) == 0
     assert "noise-aware posterior (mcmc)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "alpha, n, mechanism",
+    [(1e-8, 1, "laplace"), (1e-300, 50, "laplace"), (1.0, 0, "sampling"), (1.0, 0, "map")],
+)
+def test_noise_aware_intervals_after_the_charge_at_the_edges(alpha, n, mechanism) -> None:
+    """A review: after the charge, the noise-aware intervals failed: "f(a) and f(b) must
+    have different signs" at alpha 1e-8 (a quantile's bracket at rounding level), "b must
+    contain only positive numbers" at 1e-300 (a Beta marginal's b by subtraction), and
+    "n must be >= 1" for sampling and map on an empty table (laplace and fourier ran)."""
+    import warnings
+
+    import pandas as pd
+
+    from dpbayes.models.bayes_net import BayesNet
+    from dpbayes.release import release
+
+    m = BayesNet({"a": [0, 1], "b": [0, 1]}, edges=[("a", "b")], alpha=alpha)
+    df = pd.DataFrame({"a": [1] * n, "b": [1] * n})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = release(m, df, mechanism=mechanism, epsilon=1.0, neighbours="substitute", rng=3)
+        intervals = r.noise_aware_posterior(rng=1).intervals(0.9)
+    assert len(intervals) > 0

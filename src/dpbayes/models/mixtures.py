@@ -283,6 +283,10 @@ class BetaMixture(PosteriorDisplay):
             if q <= 0.5
             else (lambda t: q - 1 + float(self.sf(t)))
         )
+        if f(lo) >= 0:  # rounding at the bracket's ends (tiny concentrations)
+            return lo
+        if f(hi) <= 0:
+            return hi
         return float(optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-12))
 
     def ppf(self, q: Any) -> Any:
@@ -391,7 +395,7 @@ class DirichletMixture(_DirichletMarginals):
 
     def marginal(self, i: int) -> BetaMixture:
         a = self.alphas[:, i]
-        return BetaMixture(self.weights, a, self.alphas.sum(axis=1) - a)
+        return BetaMixture(self.weights, a, np.delete(self.alphas, i, axis=1).sum(axis=1))
 
     def pdf(self, x: Any) -> Any:
         return np.exp(self.logpdf(x))

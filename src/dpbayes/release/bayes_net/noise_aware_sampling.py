@@ -52,7 +52,7 @@ def sampling_posterior(
             "n must be given: a sampling release does not write the number of records "
             "(public under substitute neighbours, private under add/remove)"
         )
-    n_rec = check_int(n_rec, "n", minimum=1)
+    n_rec = check_int(n_rec, "n", minimum=0)
     its = check_int(iterations, "iterations", minimum=20)
     m = check_int(chains, "chains", minimum=2)
     draws = rel.released["draws"]
@@ -129,7 +129,7 @@ def map_posterior(
             "n must be given: this map release does not write the number of records "
             "(public under substitute neighbours, private under add/remove)"
         )
-    n_rec = check_int(n_rec, "n", minimum=1)
+    n_rec = check_int(n_rec, "n", minimum=0)
     its = check_int(iterations, "iterations", minimum=20)
     m = check_int(chains, "chains", minimum=2)
     # releases written before the record held the temperature: the guarantee's details
