@@ -153,3 +153,27 @@ def test_a_fit_at_an_eps_whose_noise_squares_overflow_completes_after_its_charge
     np.testing.assert_array_equal(est.noise_aware_posterior_.mean(), np.zeros(4))
     np.testing.assert_allclose(est.noise_aware_posterior_.cov, np.eye(4) / 2.0)
     assert est.predict_proba(x).shape == (300, 2)
+
+
+@pytest.mark.parametrize("kind", ["naive-bayes", "logistic", "linear-ssp"])
+def test_a_failed_refit_leaves_the_earlier_fit_as_it_was(kind: str) -> None:
+    """A review: a refit refused for a label not in the new classes had already set the
+    new classes_ (and n_features_in_, model_): predict then named the old posterior's
+    predictions with the new labels."""
+    x, y = data(kind)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = estimator(kind, epsilon=5.0, random_state=1).fit(x, y)
+        before = est.predict(x[:20])
+        fitted = {k: v for k, v in vars(est).items() if k.endswith("_")}
+        bad = {"naive-bayes": {"classes": ["a", "b", "c"]}, "logistic": {"classes": ["a", "b"]}}
+        if kind in bad:
+            est.set_params(**bad[kind])
+            with pytest.raises(ValueError, match="not in classes"):
+                est.fit(x, y)
+        else:
+            with pytest.raises(ValueError, match="y"):
+                est.fit(x, ["text"] * len(y))
+    assert {k: v for k, v in vars(est).items() if k.endswith("_")}.keys() == fitted.keys()
+    assert all(getattr(est, k) is v for k, v in fitted.items())
+    np.testing.assert_array_equal(est.predict(x[:20]), before)

@@ -7,8 +7,10 @@ small stand-ins below, which provide ``get_params``/``set_params`` and ``score``
 
 from __future__ import annotations
 
+import functools
 import inspect
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -19,6 +21,7 @@ __all__ = [
     "NotFittedError",
     "RegressorMixin",
     "check_fit_budget",
+    "fit_whole_or_not",
 ]
 
 
@@ -72,6 +75,33 @@ except ImportError:  # scikit-learn is optional
     BaseEstimator = _ParamsBase  # type: ignore[assignment,misc]
     ClassifierMixin = _ClassifierScore  # type: ignore[assignment,misc]
     RegressorMixin = _RegressorScore  # type: ignore[assignment,misc]
+
+
+_Fit = TypeVar("_Fit", bound=Callable[..., Any])
+
+
+def fit_whole_or_not(fit: _Fit) -> _Fit:
+    """A ``fit`` that fails leaves the estimator as it was: the fitted attributes (names
+    ending in ``_``) set before the failure are removed and the earlier ones restored. A
+    refit that failed (a label not in ``classes``, a release refused) left the new
+    ``classes_`` beside the old posterior, and ``predict`` then named the old classes'
+    predictions with the new labels."""
+
+    @functools.wraps(fit)
+    def whole(self: Any, *args: Any, **kwargs: Any) -> Any:
+        def fitted() -> dict[str, Any]:
+            return {k: v for k, v in vars(self).items() if k.endswith("_") and k[0] != "_"}
+
+        before = fitted()
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            for name in fitted():
+                delattr(self, name)
+            vars(self).update(before)
+            raise
+
+    return whole  # type: ignore[return-value]
 
 
 def default_norm_bound(n_features: int) -> float:

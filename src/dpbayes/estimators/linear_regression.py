@@ -30,6 +30,7 @@ from dpbayes.estimators._base import (
     NotFittedError,
     RegressorMixin,
     check_fit_budget,
+    fit_whole_or_not,
     resolve_norm_bound,
     scaled_design,
 )
@@ -148,6 +149,7 @@ class PrivateBayesianLinearRegression(RegressorMixin, BaseEstimator):
         arr = check_features(X, numeric=True, neighbours=neighbours)
         return scaled_design(self, arr, self.norm_bound_)
 
+    @fit_whole_or_not
     def fit(self, X: Any, y: Any) -> PrivateBayesianLinearRegression:
         """Release posterior draw(s) of the weights (or noisy statistics) from (X, y)."""
         check_fit_budget(self.accountant, self.random_state)

@@ -31,6 +31,7 @@ from dpbayes.estimators._base import (
     ClassifierMixin,
     NotFittedError,
     check_fit_budget,
+    fit_whole_or_not,
     resolve_norm_bound,
     scaled_design,
 )
@@ -127,6 +128,7 @@ class PrivateBayesianLogisticRegression(ClassifierMixin, BaseEstimator):
         arr = check_features(X, numeric=True, neighbours=neighbours)
         return scaled_design(self, arr, self.norm_bound_)
 
+    @fit_whole_or_not
     def fit(self, X: Any, y: Any) -> PrivateBayesianLogisticRegression:
         """Release the noisy PASS-GLM statistics of (X, y) and the posteriors they give."""
         check_fit_budget(self.accountant, self.random_state, labels_from_data=self.classes is None)

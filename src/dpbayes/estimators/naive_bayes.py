@@ -30,6 +30,7 @@ from dpbayes.estimators._base import (
     DataConversionWarning,
     NotFittedError,
     check_fit_budget,
+    fit_whole_or_not,
 )
 from dpbayes.models.bayes_net import NaiveBayes
 from dpbayes.models.bayes_net_counts import column_codes, mixed_types
@@ -326,6 +327,7 @@ class PrivateNaiveBayes(ClassifierMixin, BaseEstimator):
         return cols  # a mapping of columns: counted by numpy, no engine round trip
 
     # --- fit / predict -----------------------------------------------------------
+    @fit_whole_or_not
     def fit(self, X: Any, y: Any) -> PrivateNaiveBayes:
         """Release a private posterior from (X, y)."""
         if self.mechanism not in MECHANISMS:
