@@ -283,10 +283,11 @@ class BetaMixture(PosteriorDisplay):
             if q <= 0.5
             else (lambda t: q - 1 + float(self.sf(t)))
         )
-        if f(lo) >= 0:  # rounding at the bracket's ends (tiny concentrations)
-            return lo
-        if f(hi) <= 0:
-            return hi
+        f_lo, f_hi = f(lo), f(hi)
+        if f_lo * f_hi > 0:  # rounding at the bracket's ends (tiny concentrations): no sign
+            # change, so the quantile is the end where f is nearer 0 (f rises with t for
+            # q <= 1/2 and falls for q > 1/2)
+            return lo if abs(f_lo) <= abs(f_hi) else hi
         return float(optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-12))
 
     def ppf(self, q: Any) -> Any:
