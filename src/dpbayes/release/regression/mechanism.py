@@ -150,16 +150,28 @@ def stated_epsilon(
 
 
 def exact_terms(
-    model: BayesianLinearRegression, stats_: RegressionStatistics, s2: float
+    model: BayesianLinearRegression,
+    stats_: RegressionStatistics,
+    s2: float,
+    *,
+    from_doubles: bool = False,
 ) -> tuple[list[list[Fraction]], list[Fraction]] | None:
     """P = lambda I + X'X / sigma^2 and b = X'y / sigma^2 exactly, from the exact sums of
     the statistics (PROOF.md §3.7), or None for statistics without them (a hand-made
-    :class:`RegressionStatistics` is taken at its word: its doubles are the sums)."""
-    if stats_.exact is None:
+    :class:`RegressionStatistics` is taken at its word: its doubles are the sums, and
+    ``from_doubles`` forms P and b exactly from them instead of returning None)."""
+    if stats_.exact is None and not from_doubles:
         return None
     d = stats_.xtx.shape[0]
     lam, var = Fraction(model.prior_precision), Fraction(s2)
-    f = stats_.exact.fraction
+    if stats_.exact is not None:
+        f = stats_.exact.fraction
+    else:
+        sums = np.column_stack([np.asarray(stats_.xtx, float), np.asarray(stats_.xty, float)])
+
+        def f(i: int, j: int) -> Fraction:
+            return Fraction(float(sums[i, j]))
+
     precision = [[f(i, j) / var + (lam if i == j else 0) for j in range(d)] for i in range(d)]
     return precision, [f(i, d) / var for i in range(d)]
 
@@ -167,20 +179,6 @@ def exact_terms(
 #: The largest magnitude of the doubles of P and b handed to the sampler when they
 #: overflow: products of two stay finite in its choice of tau and of the half-space.
 _DOUBLE_CAP = 2.0**300
-
-
-def _exact_from_doubles(
-    model: BayesianLinearRegression, stats_: RegressionStatistics, s2: float
-) -> tuple[list[list[Fraction]], list[Fraction]]:
-    """P and b exactly from the doubles of hand-made statistics (their sums)."""
-    d = stats_.xtx.shape[0]
-    lam, var = Fraction(model.prior_precision), Fraction(s2)
-    xtx, xty = np.asarray(stats_.xtx, dtype=float), np.asarray(stats_.xty, dtype=float)
-    precision = [
-        [Fraction(float(xtx[i, j])) / var + (lam if i == j else 0) for j in range(d)]
-        for i in range(d)
-    ]
-    return precision, [Fraction(float(xty[i])) / var for i in range(d)]
 
 
 @register(
@@ -247,7 +245,7 @@ def plan_regression_sampling(
         # exactly: beyond 2^300 they are capped, and the target stays the exact P and b
         # (from the doubles of hand-made statistics, which are taken at their word)
         if terms is None:
-            terms = _exact_from_doubles(model, stats_, s2)
+            terms = exact_terms(model, stats_, s2, from_doubles=True)
         precision = np.clip(precision, -_DOUBLE_CAP, _DOUBLE_CAP)
         linear = np.clip(linear, -_DOUBLE_CAP, _DOUBLE_CAP)
     sampler = LatticeGaussianBall(
